@@ -1,0 +1,79 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+
+	"github.com/acp-bridge/acp-bridge/bridge/localfs"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
+)
+
+// localFS reports whether the engine must serve method itself because the
+// editor did not advertise the capability (agents must not call what the
+// editor lacks, acp-spec.md §7; translators always ask, the engine decides).
+func (e *engine) localFS(method string) (string, bool) {
+	switch method {
+	case "fs/read_text_file":
+		return method, !e.editorCaps.fsRead
+	case "fs/write_text_file":
+		return method, !e.editorCaps.fsWrite
+	}
+	return "", false
+}
+
+// serveLocalFS answers an fs call from disk, confined to the session's cwd,
+// off the loop, and feeds the answer back to the translator as the editor's.
+func (e *engine) serveLocalFS(l *link, o translate.Out, s *session, method string) {
+	reply := func(result json.RawMessage, err *translate.Error) {
+		m := translate.Msg{Kind: translate.Response, Ref: o.Ref, Body: result}
+		if err != nil {
+			m.Body, m.Error = nil, err.JSON()
+		}
+		e.feed(l, m)
+	}
+	if s == nil || s.cwd == "" {
+		reply(nil, translate.Errorf(translate.CodeInvalidParams, "%s: unknown session, so no directory to serve files from", method))
+		return
+	}
+	p := gjson.ParseBytes(o.Body)
+	path, root := p.Get("path").Str, s.cwd
+	line, limit := int(p.Get("line").Int()), int(p.Get("limit").Int())
+	content := p.Get("content").Str
+	e.helperWG.Add(1)
+	go func() {
+		defer e.helperWG.Done()
+		var result json.RawMessage
+		var err error
+		if method == "fs/read_text_file" {
+			var text string
+			text, err = localfs.Read(root, path, line, limit)
+			result, _ = json.Marshal(map[string]string{"content": text})
+		} else {
+			err = localfs.Write(root, path, content)
+			result = json.RawMessage("{}")
+		}
+		e.post(func() {
+			if l.down != nil {
+				return
+			}
+			if err != nil {
+				e.log.Warn("local file access refused or failed", "method", method, "path", path, "error", err)
+				reply(nil, fsError(path, err))
+				return
+			}
+			reply(result, nil)
+		})
+	}()
+}
+
+func fsError(path string, err error) *translate.Error {
+	switch {
+	case errors.Is(err, localfs.ErrOutsideRoot):
+		return translate.Errorf(translate.CodeInvalidParams, "%v", err)
+	case errors.Is(err, fs.ErrNotExist):
+		return translate.Errorf(translate.CodeResourceNotFound, "%s: no such file", path)
+	}
+	return translate.Errorf(translate.CodeInternalError, "%v", err)
+}

@@ -1,0 +1,157 @@
+// Package acp is the ACP v1 relay dialect: the agent already speaks ACP v1,
+// so the translator passes every message through as raw bytes and only
+// re-numbers request ids on the agent hop (ids are per hop, acp-spec.md
+// §13.2). Params, results, errors, _meta, unknown fields and extension
+// methods are never decoded, so nothing is lost. The compliance rules that
+// repair imperfect agents will live here too.
+package acp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/tidwall/gjson"
+)
+
+// Dialect is the ACP v1 relay.
+var Dialect = translate.Dialect{
+	Name:    "acp",
+	Summary: "ACP v1 agent, relayed faithfully (ids re-numbered per hop, everything else byte for byte)",
+	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
+		if options != nil {
+			var none struct{}
+			if diags := gohcl.DecodeBody(options, nil, &none); diags.HasErrors() {
+				return nil, diags
+			}
+		}
+		return func() translate.Translator { return New() }, nil
+	},
+}
+
+// Relay is the translator of one ACP v1 agent link.
+type Relay struct {
+	nextAgentID uint64
+	// toEditor maps the ids of requests sent to the agent to the editor
+	// request they carry. Entries stay after Abandon so that the agent's
+	// late answer still reaches the engine, which drops it and so learns
+	// that the abandoned turn is over.
+	toEditor map[uint64]translate.Ref
+	agentID  map[translate.Ref]uint64
+
+	nextCall translate.Ref
+	// callIDs maps the translator's Call refs to the agent's raw request id.
+	callIDs map[translate.Ref]json.RawMessage
+	// callRefs maps the agent's request id key back, for $/cancel_request.
+	callRefs map[string]translate.Ref
+}
+
+// New returns a relay translator.
+func New() *Relay {
+	return &Relay{
+		toEditor: make(map[uint64]translate.Ref),
+		agentID:  make(map[translate.Ref]uint64),
+		callIDs:  make(map[translate.Ref]json.RawMessage),
+		callRefs: make(map[string]translate.Ref),
+	}
+}
+
+// FromEditor implements translate.Translator.
+func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
+	switch m.Kind {
+	case translate.Request:
+		// Agent-hop ids count from 1: some agents test ids for truthiness
+		// (peers.md §b, mcp-remote's `if (!id)`).
+		r.nextAgentID++
+		id := r.nextAgentID
+		r.toEditor[id] = m.Ref
+		r.agentID[m.Ref] = id
+		return frame(translate.RequestFrame(translate.IntID(id), m.Method, (m.Body))), nil
+	case translate.Notification:
+		return frame(translate.NotificationFrame(m.Method, (m.Body))), nil
+	case translate.Response:
+		id, ok := r.callIDs[m.Ref]
+		if !ok {
+			return nil, fmt.Errorf("acp: editor answered unknown call %d", m.Ref)
+		}
+		delete(r.callIDs, m.Ref)
+		delete(r.callRefs, key(id))
+		if m.Error != nil {
+			return frame(translate.ErrorFrame(id, (m.Error))), nil
+		}
+		result := m.Body
+		if result == nil {
+			result = json.RawMessage("null")
+		}
+		return frame(translate.ResultFrame(id, (result))), nil
+	case translate.CancelRequest, translate.Abandon:
+		id, ok := r.agentID[m.Ref]
+		if !ok {
+			return nil, nil
+		}
+		if m.Kind == translate.Abandon {
+			delete(r.agentID, m.Ref)
+		}
+		params := []byte(`{"requestId":` + strconv.FormatUint(id, 10) + `}`)
+		return frame(translate.NotificationFrame("$/cancel_request", params)), nil
+	}
+	return nil, fmt.Errorf("acp: unexpected editor message kind %d", m.Kind)
+}
+
+// FromAgent implements translate.Translator.
+func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
+	env, perr := translate.ParseEnvelope(f)
+	if perr != nil {
+		if env.ID != nil && env.Method != "" {
+			// A malformed request still deserves an answer, or the agent waits.
+			return frame(translate.ErrorFrame((env.ID), perr.JSON())), perr
+		}
+		return nil, perr
+	}
+	switch {
+	case env.IsResponse():
+		n, err := strconv.ParseUint(string(env.ID), 10, 64)
+		ref, ok := r.toEditor[n]
+		if err != nil || !ok {
+			return nil, fmt.Errorf("acp: agent answered unknown request id %s", env.ID)
+		}
+		delete(r.toEditor, n)
+		delete(r.agentID, ref)
+		if env.Error != nil {
+			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: (env.Error)}}, nil
+		}
+		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: (env.Result)}}, nil
+	case env.IsRequest():
+		r.nextCall++
+		ref := r.nextCall
+		id := (env.ID)
+		r.callIDs[ref] = id
+		r.callRefs[key(id)] = ref
+		return []translate.Out{{Kind: translate.Call, Ref: ref, Method: env.Method, Body: (env.Params)}}, nil
+	default:
+		if env.Method == "$/cancel_request" {
+			ref, ok := r.callRefs[key(json.RawMessage(gjson.GetBytes(env.Params, "requestId").Raw))]
+			if !ok {
+				return nil, nil // already answered or unknown: ignored (acp-spec.md §13.2)
+			}
+			return []translate.Out{{Kind: translate.CancelCall, Ref: ref}}, nil
+		}
+		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: (env.Params)}}, nil
+	}
+}
+
+func frame(b []byte) []translate.Out {
+	return []translate.Out{{Kind: translate.Frame, Body: b}}
+}
+
+// key canonicalises an agent's raw id for map lookups (1 and "1" differ).
+func key(raw json.RawMessage) string {
+	r := gjson.ParseBytes(raw)
+	if r.Type == gjson.String {
+		return "s:" + r.Str
+	}
+	return "r:" + r.Raw
+}

@@ -1,0 +1,247 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Standard JSON-RPC and ACP error codes (acp-spec.md §14).
+const (
+	CodeParseError       = -32700
+	CodeInvalidRequest   = -32600
+	CodeMethodNotFound   = -32601
+	CodeInvalidParams    = -32602
+	CodeInternalError    = -32603
+	CodeRequestCancelled = -32800
+	CodeAuthRequired     = -32000
+	CodeResourceNotFound = -32002
+)
+
+var standardMessages = map[int]string{
+	CodeParseError:       "Parse error",
+	CodeInvalidRequest:   "Invalid request",
+	CodeMethodNotFound:   "Method not found",
+	CodeInvalidParams:    "Invalid params",
+	CodeInternalError:    "Internal error",
+	CodeRequestCancelled: "Request cancelled",
+	CodeAuthRequired:     "Authentication required",
+	CodeResourceNotFound: "Resource not found",
+}
+
+// Error is a JSON-RPC error that keeps its code through Go error wrapping:
+// errors.Is matches by code, so fmt.Errorf("%w: …") adds detail while the
+// code still reaches the wire. Reason is a sentence a user can act on; it is
+// sent as data.reason.
+type Error struct {
+	Code    int
+	Message string
+	Reason  string
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrParse          = &Error{Code: CodeParseError, Message: "Parse error"}
+	ErrInvalidRequest = &Error{Code: CodeInvalidRequest, Message: "Invalid request"}
+	ErrMethodNotFound = &Error{Code: CodeMethodNotFound, Message: "Method not found"}
+	ErrInvalidParams  = &Error{Code: CodeInvalidParams, Message: "Invalid params"}
+	ErrInternal       = &Error{Code: CodeInternalError, Message: "Internal error"}
+)
+
+// Errorf returns an Error with code's standard message and a formatted reason.
+func Errorf(code int, format string, args ...any) *Error {
+	msg, ok := standardMessages[code]
+	if !ok {
+		msg = "Error"
+	}
+	return &Error{Code: code, Message: msg, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("%s (%d)", e.Message, e.Code)
+	}
+	return fmt.Sprintf("%s (%d): %s", e.Message, e.Code, e.Reason)
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// JSON returns the wire form of the error object.
+func (e *Error) JSON() json.RawMessage {
+	v := struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    any    `json:"data,omitempty"`
+	}{Code: e.Code, Message: e.Message}
+	if e.Reason != "" {
+		v.Data = map[string]string{"reason": e.Reason}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Envelope is the routing view of one JSON-RPC message. Every field is a
+// sub-slice of the parsed frame (borrowed from it); nothing below the
+// envelope is decoded, so params and results keep every byte they had.
+type Envelope struct {
+	// Version is the raw "jsonrpc" value, "" when absent.
+	Version string
+	// ID is the raw id ("0", "\"abc\"", "null"…); nil when the key is absent.
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  json.RawMessage
+}
+
+// IsRequest, IsNotification and IsResponse classify a parsed envelope. An id
+// key, even null, makes a message with a method a request (acp-spec.md §20.7).
+func (e *Envelope) IsRequest() bool      { return e.Method != "" && e.ID != nil }
+func (e *Envelope) IsNotification() bool { return e.Method != "" && e.ID == nil }
+func (e *Envelope) IsResponse() bool     { return e.Method == "" && e.ID != nil }
+
+// ParseEnvelope checks that frame is one JSON-RPC 2.0 message and returns its
+// envelope. The error, when not nil, says how to answer: -32700 for bytes that
+// are not JSON (or not UTF-8), -32600 for JSON that is not a valid message.
+// On a -32600 the returned envelope still carries the id when one could be
+// read, so the answer can name it. ParseEnvelope does not require the
+// "jsonrpc" member; callers that must, check Version.
+func ParseEnvelope(frame []byte) (Envelope, *Error) {
+	var env Envelope
+	if !utf8.Valid(frame) {
+		return env, Errorf(CodeParseError, "message is not valid UTF-8")
+	}
+	if !gjson.ValidBytes(frame) {
+		return env, Errorf(CodeParseError, "message is not valid JSON")
+	}
+	root := gjson.ParseBytes(frame)
+	if root.IsArray() {
+		return env, Errorf(CodeInvalidRequest, "JSON-RPC batches are not supported by ACP v1")
+	}
+	if !root.IsObject() {
+		return env, Errorf(CodeInvalidRequest, "a JSON-RPC message must be an object")
+	}
+	var bad string
+	root.ForEach(func(key, value gjson.Result) bool {
+		raw := json.RawMessage(rawOf(frame, value))
+		switch key.Str {
+		case "jsonrpc":
+			if value.Type != gjson.String {
+				bad = `"jsonrpc" must be the string "2.0"`
+			}
+			env.Version = value.Str
+		case "id":
+			switch value.Type {
+			case gjson.String, gjson.Number, gjson.Null:
+				env.ID = raw
+			default:
+				bad = `"id" must be a string, a number or null`
+			}
+		case "method":
+			if value.Type != gjson.String || value.Str == "" {
+				bad = `"method" must be a non-empty string`
+			}
+			env.Method = value.Str
+		case "params":
+			if !value.IsObject() && !value.IsArray() {
+				bad = `"params" must be an object`
+			}
+			env.Params = raw
+		case "result":
+			env.Result = raw
+		case "error":
+			if !value.IsObject() {
+				bad = `"error" must be an object`
+			}
+			env.Error = raw
+		}
+		return true
+	})
+	switch {
+	case bad != "":
+		return env, Errorf(CodeInvalidRequest, "%s", bad)
+	case env.Method != "":
+		if env.Result != nil || env.Error != nil {
+			return env, Errorf(CodeInvalidRequest, "a request must not carry a result or an error")
+		}
+		return env, nil
+	case env.ID == nil:
+		return env, Errorf(CodeInvalidRequest, `the message has neither "method" nor "id"`)
+	case (env.Result == nil) == (env.Error == nil):
+		return env, Errorf(CodeInvalidRequest, `a response must carry exactly one of "result" and "error"`)
+	}
+	return env, nil
+}
+
+// rawOf returns the bytes of v inside frame without copying when gjson can
+// say where they are.
+func rawOf(frame []byte, v gjson.Result) []byte {
+	if v.Index > 0 && v.Index+len(v.Raw) <= len(frame) {
+		return frame[v.Index : v.Index+len(v.Raw)]
+	}
+	return []byte(v.Raw)
+}
+
+// quote returns s as a JSON string.
+func quote(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// RequestFrame builds a JSON-RPC request. params nil omits the key, which is
+// how the legacy 0.0.x protocol sends parameterless methods.
+func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+len(id)+48)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"method":`...)
+	b = append(b, quote(method)...)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// NotificationFrame builds a JSON-RPC notification; params nil omits the key.
+func NotificationFrame(method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+40)
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = append(b, quote(method)...)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+// ResultFrame builds a successful JSON-RPC response carrying result as is.
+func ResultFrame(id, result json.RawMessage) []byte {
+	b := make([]byte, 0, len(result)+len(id)+36)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// ErrorFrame builds a failed JSON-RPC response carrying the error object as is.
+func ErrorFrame(id, errObj json.RawMessage) []byte {
+	b := make([]byte, 0, len(errObj)+len(id)+36)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":`...)
+	b = append(b, errObj...)
+	return append(b, '}')
+}
+
+// IntID is the raw JSON form of a numeric agent-hop id.
+func IntID(n uint64) json.RawMessage {
+	return json.RawMessage(fmt.Appendf(nil, "%d", n))
+}
