@@ -69,9 +69,9 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		id := r.nextAgentID
 		r.toEditor[id] = m.Ref
 		r.agentID[m.Ref] = id
-		return frame(translate.RequestFrame(translate.IntID(id), m.Method, (m.Body))), nil
+		return frame(translate.RequestFrame(translate.IntID(id), m.Method, clone(m.Body))), nil
 	case translate.Notification:
-		return frame(translate.NotificationFrame(m.Method, (m.Body))), nil
+		return frame(translate.NotificationFrame(m.Method, clone(m.Body))), nil
 	case translate.Response:
 		id, ok := r.callIDs[m.Ref]
 		if !ok {
@@ -80,13 +80,13 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		delete(r.callIDs, m.Ref)
 		delete(r.callRefs, key(id))
 		if m.Error != nil {
-			return frame(translate.ErrorFrame(id, (m.Error))), nil
+			return frame(translate.ErrorFrame(id, clone(m.Error))), nil
 		}
 		result := m.Body
 		if result == nil {
 			result = json.RawMessage("null")
 		}
-		return frame(translate.ResultFrame(id, (result))), nil
+		return frame(translate.ResultFrame(id, clone(result))), nil
 	case translate.CancelRequest, translate.Abandon:
 		id, ok := r.agentID[m.Ref]
 		if !ok {
@@ -107,7 +107,7 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 	if perr != nil {
 		if env.ID != nil && env.Method != "" {
 			// A malformed request still deserves an answer, or the agent waits.
-			return frame(translate.ErrorFrame((env.ID), perr.JSON())), perr
+			return frame(translate.ErrorFrame(clone(env.ID), perr.JSON())), perr
 		}
 		return nil, perr
 	}
@@ -121,16 +121,16 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		delete(r.toEditor, n)
 		delete(r.agentID, ref)
 		if env.Error != nil {
-			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: (env.Error)}}, nil
+			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: clone(env.Error)}}, nil
 		}
-		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: (env.Result)}}, nil
+		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: clone(env.Result)}}, nil
 	case env.IsRequest():
 		r.nextCall++
 		ref := r.nextCall
-		id := (env.ID)
+		id := clone(env.ID)
 		r.callIDs[ref] = id
 		r.callRefs[key(id)] = ref
-		return []translate.Out{{Kind: translate.Call, Ref: ref, Method: env.Method, Body: (env.Params)}}, nil
+		return []translate.Out{{Kind: translate.Call, Ref: ref, Method: env.Method, Body: clone(env.Params)}}, nil
 	default:
 		if env.Method == "$/cancel_request" {
 			ref, ok := r.callRefs[key(json.RawMessage(gjson.GetBytes(env.Params, "requestId").Raw))]
@@ -139,8 +139,16 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			}
 			return []translate.Out{{Kind: translate.CancelCall, Ref: ref}}, nil
 		}
-		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: (env.Params)}}, nil
+		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: clone(env.Params)}}, nil
 	}
+}
+
+// clone copies a borrowed slice; nil stays nil so absent params stay absent.
+func clone(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
 }
 
 func frame(b []byte) []translate.Out {

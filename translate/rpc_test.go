@@ -1,0 +1,134 @@
+package translate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+)
+
+func TestParseEnvelope(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		code     int    // 0: valid
+		kind     string // request, notification, response
+		id, meth string
+	}{
+		{`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, 0, "request", "0", "initialize"},
+		{`{"jsonrpc":"2.0","id":"abc","method":"m"}`, 0, "request", `"abc"`, "m"},
+		{`{"jsonrpc":"2.0","id":null,"method":"m"}`, 0, "request", "null", "m"},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"m"}`, 0, "request", "9007199254740993", "m"},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"a":1}}`, 0, "notification", "", "session/update"},
+		{`{"jsonrpc":"2.0","id":-5,"result":null}`, 0, "response", "-5", ""},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`, 0, "response", "1", ""},
+		{` { "id" : 7 , "method" : "m" } `, 0, "request", "7", "m"},
+		{`not json`, -32700, "", "", ""},
+		{"{\"id\":1,\"method\":\"\xff\"}", -32700, "", "", ""},
+		{`[{"jsonrpc":"2.0","id":1,"method":"m"}]`, -32600, "", "", ""},
+		{`"str"`, -32600, "", "", ""},
+		{`{"jsonrpc":"2.0","id":7}`, -32600, "", "7", ""},
+		{`{"jsonrpc":"2.0","id":{},"method":"m"}`, -32600, "", "", "m"},
+		{`{"jsonrpc":"2.0","id":1,"method":5}`, -32600, "", "1", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":3}`, -32600, "", "1", "m"},
+		{`{"jsonrpc":"2.0","id":1,"result":1,"error":{}}`, -32600, "", "1", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","result":1}`, -32600, "", "1", "m"},
+	} {
+		env, err := translate.ParseEnvelope([]byte(tc.in))
+		code := 0
+		if err != nil {
+			code = err.Code
+		}
+		if code != tc.code {
+			t.Errorf("%s: code %d, want %d (%v)", tc.in, code, tc.code, err)
+			continue
+		}
+		if string(env.ID) != tc.id || env.Method != tc.meth {
+			t.Errorf("%s: id %q method %q, want %q %q", tc.in, env.ID, env.Method, tc.id, tc.meth)
+		}
+		if code == 0 {
+			kind := map[bool]string{true: "request"}[env.IsRequest()] + map[bool]string{true: "notification"}[env.IsNotification()] + map[bool]string{true: "response"}[env.IsResponse()]
+			if kind != tc.kind {
+				t.Errorf("%s: kind %q, want %q", tc.in, kind, tc.kind)
+			}
+		}
+	}
+}
+
+func TestFramesRoundTrip(t *testing.T) {
+	params := json.RawMessage(`{"_meta":{"k":[1,2]},"unknown":true}`)
+	for _, f := range [][]byte{
+		translate.RequestFrame(json.RawMessage(`"x"`), "a/b", params),
+		translate.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil),
+		translate.NotificationFrame("session/update", params),
+		translate.ResultFrame(json.RawMessage(`9007199254740993`), params),
+		translate.ErrorFrame(json.RawMessage(`null`), translate.Errorf(-32603, "because %d", 1).JSON()),
+	} {
+		if !json.Valid(f) {
+			t.Fatalf("invalid frame %s", f)
+		}
+		env, err := translate.ParseEnvelope(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if env.Params != nil && string(env.Params) != string(params) {
+			t.Errorf("params changed: %s", env.Params)
+		}
+	}
+	if f := translate.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil); string(f) != `{"jsonrpc":"2.0","id":0,"method":"cancelSendMessage"}` {
+		t.Errorf("parameterless request = %s", f)
+	}
+}
+
+func TestErrorIsMatchesCode(t *testing.T) {
+	err := fmt.Errorf("routing: %w", translate.Errorf(translate.CodeInvalidParams, "bad cwd"))
+	if !errors.Is(err, translate.ErrInvalidParams) || errors.Is(err, translate.ErrInternal) {
+		t.Errorf("errors.Is by code failed for %v", err)
+	}
+	if got := string(translate.Errorf(-32602, "bad cwd").JSON()); got != `{"code":-32602,"message":"Invalid params","data":{"reason":"bad cwd"}}` {
+		t.Errorf("JSON = %s", got)
+	}
+}
+
+// FuzzParseEnvelope checks the decoder never panics, accepts only valid
+// JSON, and that what it accepts survives being rebuilt from its parts.
+func FuzzParseEnvelope(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`,
+		`{"jsonrpc":"2.0","id":"a","result":{"x":[1,{"y":null}]}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"details":"d"}}}`,
+		`[1,2]`, `{"id":{}}`, `{"id":1e400,"method":"m"}`, "{\"a\":\"\\ud800\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		env, err := translate.ParseEnvelope(in)
+		if err != nil {
+			if err.Code != translate.CodeParseError && err.Code != translate.CodeInvalidRequest {
+				t.Fatalf("unexpected code %d", err.Code)
+			}
+			return
+		}
+		if !json.Valid(in) {
+			t.Fatalf("accepted invalid JSON %q", in)
+		}
+		var rebuilt []byte
+		switch {
+		case env.IsRequest():
+			rebuilt = translate.RequestFrame(env.ID, env.Method, env.Params)
+		case env.IsNotification():
+			rebuilt = translate.NotificationFrame(env.Method, env.Params)
+		case env.Error != nil:
+			rebuilt = translate.ErrorFrame(env.ID, env.Error)
+		default:
+			rebuilt = translate.ResultFrame(env.ID, env.Result)
+		}
+		again, err := translate.ParseEnvelope(rebuilt)
+		if err != nil || string(again.ID) != string(env.ID) || again.Method != env.Method ||
+			string(again.Params) != string(env.Params) || string(again.Result) != string(env.Result) {
+			t.Fatalf("round trip changed %q into %q (%v)", in, rebuilt, err)
+		}
+	})
+}
