@@ -139,6 +139,14 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			}
 			return []translate.Out{{Kind: translate.CancelCall, Ref: ref}}, nil
 		}
+		if env.Method == "session/update" {
+			// An update an editor cannot route would be rejected whole by its
+			// parser (acp-spec.md §9); drop it here, where it can be logged.
+			p := gjson.ParseBytes(env.Params)
+			if p.Get("sessionId").Type != gjson.String || p.Get("update.sessionUpdate").Type != gjson.String {
+				return nil, fmt.Errorf("acp: session/update without sessionId or update.sessionUpdate dropped")
+			}
+		}
 		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: clone(env.Params)}}, nil
 	}
 }
