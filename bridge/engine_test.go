@@ -74,6 +74,26 @@ type harness struct {
 	served  chan error
 	cancel  context.CancelFunc
 	current *memLink
+	drain   io.Reader // the editor's output, drained when the test ends
+}
+
+func newLineReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+func countGoroutines() int { return runtime.NumGoroutine() }
+
+// close ends the editor's input and waits for Serve to return nil.
+func (h *harness) close() {
+	h.t.Helper()
+	h.in.Close()
+	go io.Copy(io.Discard, h.drain)
+	select {
+	case err := <-h.served:
+		if err != nil {
+			h.t.Errorf("Serve = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		h.t.Error("Serve did not return after stdin closed")
+	}
 }
 
 func newHarness(t *testing.T, configure func(*bridge.Bridge)) *harness {
@@ -107,17 +127,9 @@ func newHarness(t *testing.T, configure func(*bridge.Bridge)) *harness {
 		h.served <- b.Serve(ctx, inR, outW)
 		outW.Close()
 	}()
+	h.drain = outR
 	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-		select {
-		case err := <-h.served:
-			if err != nil {
-				t.Errorf("Serve = %v, want nil", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Error("Serve did not return after stdin closed")
-		}
+		h.close()
 		cancel()
 		checkGoroutines(t, before)
 	})
