@@ -639,6 +639,7 @@ func (e *engine) timeout(ref translate.Ref, d time.Duration) {
 	}
 	e.log.Warn("agent did not answer in time", "method", req.method, "timeout", d)
 	e.fail(req, translate.Errorf(translate.CodeInternalError, "the agent did not answer %s within %s (request_timeout)", req.method, d))
+	e.afterFailure(req)
 	if req.link != nil && req.link.down == nil {
 		e.feed(req.link, translate.Msg{Kind: translate.Abandon, Ref: ref})
 	}
@@ -731,6 +732,7 @@ func (e *engine) linkLost(l *link, err error) {
 	for _, req := range e.pendingInOrder() {
 		if req.link == l {
 			e.fail(req, e.lostError(l))
+			e.afterFailure(req)
 		}
 	}
 	for _, key := range sortedKeys(l.calls) {

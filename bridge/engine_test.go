@@ -465,3 +465,17 @@ func TestTooLongLine_AnsweredAndServingContinues(t *testing.T) {
 	}
 	h.initialize()
 }
+
+func TestInitialize_RetryAfterAgentUnreachable(t *testing.T) {
+	h := newHarness(t, nil)
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	h.agentRecv()
+	h.agent().die(errors.New("connection refused"))
+	if got := h.recv(); gjson.Get(got, "error.code").Int() != -32603 || !strings.Contains(got, "connection refused") {
+		t.Fatalf("initialize answered %s", got)
+	}
+	h.current = nil // the retry dials a new link
+	if got := h.initialize(); gjson.Get(got, "result.protocolVersion").Int() != 1 {
+		t.Errorf("retried initialize answered %s", got)
+	}
+}
