@@ -230,6 +230,9 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 }
 
 func (e *engine) fromEditor(frame []byte) {
+	if e.log.IsTrace() {
+		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
+	}
 	env, perr := translate.ParseEnvelope(frame)
 	if perr == nil && env.Version != "2.0" {
 		perr = translate.Errorf(translate.CodeInvalidRequest, `"jsonrpc" must be "2.0"`)
@@ -408,6 +411,9 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	if l.down != nil {
 		return
 	}
+	if e.log.IsTrace() {
+		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
+	}
 	outs, err := l.tr.FromAgent(frame)
 	if err != nil {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))
@@ -432,6 +438,9 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 				e.cancelEditorCall(c)
 			}
 		case translate.Frame:
+			if e.log.IsTrace() {
+				e.log.Trace("bridge → agent", "link", l.String(), "frame", truncate(o.Body, 2048))
+			}
 			l.out.push(o.Body)
 		default:
 			e.log.Error("translator returned an output of unknown kind", "kind", o.Kind)
@@ -599,6 +608,9 @@ func (e *engine) retire(req *request) {
 }
 
 func (e *engine) writeEditor(frame []byte) {
+	if e.log.IsTrace() {
+		e.log.Trace("bridge → editor", "message", truncate(frame, 2048))
+	}
 	e.out.send(frame)
 }
 
