@@ -1,0 +1,472 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/hashicorp/go-hclog"
+	"github.com/tidwall/gjson"
+)
+
+const (
+	defaultStopGrace = 2 * time.Second
+	// stdinExitWait is how long Close waits for the agent to exit on its own
+	// after its stdin is closed, before signalling it.
+	stdinExitWait = 250 * time.Millisecond
+	// exitNoticeWait is how long Read waits, after stdout closed, for the
+	// child to exit so that its error can carry the exit status; and, after
+	// the child exited, for stdout to reach EOF (a grandchild may hold it
+	// open forever).
+	exitNoticeWait = 500 * time.Millisecond
+	// pipeDrainWait is how long Close lets the pipe readers reach EOF (so the
+	// agent's last stderr lines are logged) before closing the pipes.
+	pipeDrainWait = 100 * time.Millisecond
+	// reapWait bounds Close's wait for the kernel to report a SIGKILLed child.
+	reapWait = time.Second
+	// waitDelay is exec.Cmd.WaitDelay; see Start.
+	waitDelay = time.Second
+	// maxStderrLine is the longest stderr line logged whole; longer lines
+	// are logged by their head.
+	maxStderrLine = 16 << 10
+	// maxQuoted is how much of a skipped stdout line a log entry quotes.
+	maxQuoted = 200
+)
+
+// Command configures an agent run as a child process that speaks
+// newline-delimited JSON on stdin and stdout (ACP's stdio transport,
+// acp-spec.md §2, and most legacy agents, legacy-formats.md §1.2). The zero
+// value of each field other than Path means the default given in its comment.
+type Command struct {
+	// Path is the program to run; a name without a slash is looked up in
+	// PATH.
+	Path string
+	// Args are the arguments after the program name.
+	Args []string
+	// Env holds extra "KEY=value" entries appended to the bridge's own
+	// environment (a later entry wins). Values are never logged.
+	Env []string
+	// Dir is the child's working directory; "" means the bridge's.
+	Dir string
+	// StopGrace is how long Close waits between SIGTERM and SIGKILL; 0 means
+	// 2 s.
+	StopGrace time.Duration
+	// MaxLine is the longest stdout line accepted as a frame, in bytes; 0
+	// means 64 MiB. Longer lines are logged, counted and skipped.
+	MaxLine int
+	// Logger receives the process's logs and, line by line at Info level,
+	// the child's stderr; nil means no logging.
+	Logger hclog.Logger
+}
+
+// Process is a running agent child process, made by Command.Start. It has the
+// methods of bridge.Link (see the package documentation).
+//
+// The child runs in a process group of its own (on Unix) so that Close stops
+// whatever it started as well. Three goroutines serve it: one reads frames
+// from stdout, one logs stderr, one waits for the exit. Close stops them all
+// and reaps the child.
+type Process struct {
+	cmd       *exec.Cmd
+	log       hclog.Logger
+	stopGrace time.Duration
+
+	stdin  *os.File // our write end of the child's stdin
+	stdout *os.File // our read end of the child's stdout
+	stderr *os.File // our read end of the child's stderr
+
+	frames     chan []byte   // JSON lines from stdout, handed to Read
+	stdoutDone chan struct{} // closed when the stdout reader stops; stdoutErr set first
+	stdoutErr  error         // nil at EOF
+	stderrDone chan struct{} // closed when the stderr logger stops
+	exited     chan struct{} // closed once the child is reaped; exitErr set first
+	exitErr    error
+
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	readErr error // Read's final error, once decided
+
+	skipped atomic.Int64
+}
+
+// Start starts the agent. ctx bounds only the start itself: it is checked
+// before the child is started, and cancelling it later does not touch the
+// child. exec.CommandContext is deliberately not used, because its kill on
+// cancellation would skip the staged stop that Close performs.
+func (c Command) Start(ctx context.Context) (*Process, error) {
+	if c.Path == "" {
+		return nil, errors.New("agent process: no program to run")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("agent process %s: not started: %w", c.Path, err)
+	}
+	log := orNull(c.Logger)
+
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env = append(os.Environ(), c.Env...)
+	cmd.Dir = c.Dir
+	setProcessGroup(cmd)
+	// The pipes are *os.File, which the child inherits directly, so exec
+	// starts no copying goroutines and Wait cannot hang on a grandchild that
+	// keeps a pipe open. WaitDelay caps that wait anyway, in case the pipes
+	// ever become plain io.Readers and Writers.
+	cmd.WaitDelay = waitDelay
+
+	var files []*os.File // every pipe end, closed on failure
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	fail := func(err error) (*Process, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("agent process %s: %w", c.Path, err)
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	// The child holds its own copies of these ends; ours would keep the
+	// pipes open (stdout would never reach EOF).
+	inR.Close()
+	outW.Close()
+	errW.Close()
+
+	p := &Process{
+		cmd:        cmd,
+		log:        log,
+		stopGrace:  c.StopGrace,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		frames:     make(chan []byte),
+		stdoutDone: make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		exited:     make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+	if p.stopGrace <= 0 {
+		p.stopGrace = defaultStopGrace
+	}
+	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)
+	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
+	go p.wait()
+	go p.readStdout(c.MaxLine)
+	go p.logStderr()
+	return p, nil
+}
+
+// Pid returns the child's process id (also its process group id on Unix).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Skipped reports how many stdout lines were skipped so far: lines that are
+// not a JSON object or array, and lines over MaxLine.
+func (p *Process) Skipped() int64 { return p.skipped.Load() }
+
+// Read returns the next JSON line from the child's stdout, without its line
+// terminator (see the package documentation for the contract). Once the
+// child is gone it returns an error carrying its exit status ("agent process
+// exited: exit status 3", "agent process killed by signal: killed"), or
+// "agent closed its stdout" when stdout ended but the child did not exit
+// within 500 ms.
+func (p *Process) Read(ctx context.Context) ([]byte, error) {
+	if err := p.finalErr(); err != nil {
+		return nil, err
+	}
+	select {
+	case frame := <-p.frames:
+		return frame, nil
+	case <-p.stdoutDone:
+		return nil, p.afterStdout(ctx)
+	case <-p.exited:
+		return p.afterExit(ctx)
+	case <-p.closed:
+		return nil, closedError("agent process")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// afterStdout decides Read's error once stdout has ended: the exit status if
+// the child exits soon, else that it closed its stdout.
+func (p *Process) afterStdout(ctx context.Context) error {
+	t := time.NewTimer(exitNoticeWait)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return p.setFinal(p.exitErr)
+	case <-t.C:
+		msg := "agent closed its stdout"
+		if p.stdoutErr != nil {
+			msg = "agent process stdout: " + p.stdoutErr.Error()
+		}
+		return p.setFinal(&linkError{msg: msg, err: p.stdoutErr})
+	case <-p.closed:
+		return closedError("agent process")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// afterExit runs when the child has exited: lines it wrote just before may
+// still be in the pipe, so frames keep coming until stdout ends, or until
+// none has come for a while (a grandchild holding stdout open).
+func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
+	t := time.NewTimer(exitNoticeWait)
+	defer t.Stop()
+	select {
+	case frame := <-p.frames:
+		return frame, nil
+	case <-p.stdoutDone:
+		return nil, p.setFinal(p.exitErr)
+	case <-t.C:
+		return nil, p.setFinal(p.exitErr)
+	case <-p.closed:
+		return nil, closedError("agent process")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *Process) finalErr() error {
+	select {
+	case <-p.closed:
+		return closedError("agent process")
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.readErr
+}
+
+func (p *Process) setFinal(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.readErr == nil {
+		p.readErr = err
+	}
+	return p.readErr
+}
+
+// Write writes frame and a newline to the child's stdin. It must be called
+// from one goroutine at a time. Cancelling ctx interrupts a write blocked on
+// a child that does not read; the link is unusable afterwards, since part
+// of a line may have been written.
+func (p *Process) Write(ctx context.Context, frame []byte) error {
+	select {
+	case <-p.closed:
+		return closedError("agent process")
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Now()) })
+		defer stop()
+	}
+	// Two writes rather than append(frame, '\n'), which could scribble on
+	// the caller's backing array; the child reads a stream, not packets.
+	_, err := p.stdin.Write(frame)
+	if err == nil {
+		_, err = p.stdin.Write([]byte{'\n'})
+	}
+	if err != nil {
+		select {
+		case <-p.closed:
+			return closedError("agent process")
+		default:
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &linkError{msg: "agent process stdin: " + err.Error(), err: err}
+	}
+	return nil
+}
+
+// Close stops the child in stages, from polite to forceful, reaps it, and
+// stops the goroutines serving it. It returns within about StopGrace+0.5 s,
+// unblocks a pending Read, and is safe to call more than once.
+func (p *Process) Close() error {
+	p.closeOnce.Do(p.stop)
+	return nil
+}
+
+// stop is the staged shutdown, after the MCP go-sdk's CommandTransport.
+func (p *Process) stop() {
+	// Read and Write fail from now on; the stdout reader stops handing over.
+	close(p.closed)
+	// 1. Close stdin: an agent reading NDJSON exits at EOF by itself.
+	p.stdin.Close()
+	if !p.waitExit(stdinExitWait) {
+		// 2. Ask the whole process group to terminate.
+		p.log.Debug("agent process still running after stdin closed; sending SIGTERM", "pid", p.Pid())
+		if err := terminateGroup(p.cmd.Process); err != nil {
+			p.log.Warn("cannot send SIGTERM to the agent process group", "pid", p.Pid(), "error", err)
+		}
+		if !p.waitExit(p.stopGrace) {
+			// 3. Force it.
+			p.log.Warn("agent process ignored SIGTERM; sending SIGKILL", "pid", p.Pid(), "grace", p.stopGrace)
+			if err := killGroup(p.cmd.Process); err != nil {
+				p.log.Warn("cannot send SIGKILL to the agent process group", "pid", p.Pid(), "error", err)
+			}
+			if !p.waitExit(reapWait) {
+				p.log.Error("agent process did not die after SIGKILL", "pid", p.Pid())
+			}
+		}
+	}
+	// 4. Kill what the agent left behind in its group (a grandchild that
+	// outlived it); once the agent has gone, the rest of its group is ours.
+	if err := killGroup(p.cmd.Process); err != nil {
+		p.log.Debug("cannot signal the agent process group", "pid", p.Pid(), "error", err)
+	}
+	// 5. Let the pipe readers reach EOF so the agent's last stderr lines are
+	// logged, then close the pipes, which ends the readers even if some
+	// process outside the group still holds the other ends.
+	p.waitPipes(pipeDrainWait)
+	p.stdout.Close()
+	p.stderr.Close()
+	<-p.stdoutDone
+	<-p.stderrDone
+}
+
+// waitExit reports whether the child is reaped within d.
+func (p *Process) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (p *Process) waitPipes(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, done := range []chan struct{}{p.stdoutDone, p.stderrDone} {
+		select {
+		case <-done:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// wait reaps the child, so that it never lingers as a zombie, and records
+// how it ended.
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	ps := p.cmd.ProcessState
+	if ps != nil {
+		p.exitErr = &linkError{msg: exitText(ps), err: err}
+	} else {
+		p.exitErr = &linkError{msg: "agent process: wait: " + err.Error(), err: err}
+	}
+	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitErr.Error())
+	close(p.exited)
+}
+
+// readStdout hands the JSON lines of the child's stdout to Read. Anything
+// else is logged, counted and skipped: Gemini CLI 0.1.x prints "Data
+// collection is disabled." on stdout before its first reply
+// (legacy-formats.md §1.2), and an over-long line must not end the stream
+// (peers.md §c.6).
+func (p *Process) readStdout(maxLine int) {
+	defer close(p.stdoutDone)
+	r := ndjson.NewReader(p.stdout, maxLine)
+	for {
+		line, err := r.Next()
+		var tooLong *ndjson.TooLongError
+		switch {
+		case errors.As(err, &tooLong):
+			n := p.skipped.Add(1)
+			p.log.Warn("skipping over-long line on agent stdout", "limit", tooLong.Max,
+				"head", snippet(tooLong.Head, maxQuoted), "skipped", n)
+			continue
+		case errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed):
+			return
+		case err != nil:
+			p.stdoutErr = err
+			return
+		}
+		line = bytes.TrimSpace(line)
+		if !isJSONFrame(line) {
+			n := p.skipped.Add(1)
+			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
+			continue
+		}
+		select {
+		case p.frames <- line:
+		case <-p.closed:
+			return
+		}
+	}
+}
+
+// isJSONFrame reports whether line can be a JSON-RPC message or batch: valid
+// JSON whose top level is an object or an array. A bare number or string on
+// stdout is stray output, not a frame.
+func isJSONFrame(line []byte) bool {
+	return len(line) > 0 && (line[0] == '{' || line[0] == '[') && gjson.ValidBytes(line)
+}
+
+// logStderr logs the child's stderr line by line at Info: stderr is the
+// agent's own diagnostic channel and, when it fails to start or dies (a
+// missing API key, a crash), the only explanation there is, so it must be
+// visible at the default level. It goes to the bridge's stderr, the
+// editor's log panel, never to the editor's protocol stream.
+func (p *Process) logStderr() {
+	defer close(p.stderrDone)
+	r := ndjson.NewReader(p.stderr, maxStderrLine)
+	for {
+		line, err := r.Next()
+		var tooLong *ndjson.TooLongError
+		switch {
+		case errors.As(err, &tooLong):
+			p.log.Info(snippet(tooLong.Head, maxQuoted) + " (line truncated)")
+		case err != nil:
+			return
+		default:
+			p.log.Info(string(bytes.TrimRight(line, " \t")))
+		}
+	}
+}
+
+// envNames lists the keys of "KEY=value" entries, for logging without values.
+func envNames(env []string) []string {
+	names := make([]string, len(env))
+	for i, kv := range env {
+		names[i], _, _ = strings.Cut(kv, "=")
+	}
+	return names
+}

@@ -1,0 +1,372 @@
+//go:build unix
+
+package legacy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/legacy"
+)
+
+// startChild starts the test binary as a fake agent in the given mode (see
+// runChild), with edit applied to the Command first.
+func startChild(t *testing.T, mode string, edit func(*legacy.Command)) (*legacy.Process, *syncBuffer) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, buf := testLogger(t)
+	cmd := legacy.Command{Path: exe, Logger: log, Env: []string{
+		childEnv + "=" + mode,
+		// Under -race a binary otherwise sleeps 1 s at a zero exit to let
+		// other threads report (ThreadSanitizer's atexit_sleep_ms).
+		"GORACE=atexit_sleep_ms=0",
+	}}
+	if edit != nil {
+		edit(&cmd)
+	}
+	p, err := cmd.Start(t.Context())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, buf
+}
+
+func readJSON(t *testing.T, p *legacy.Process, v any) {
+	t.Helper()
+	b, err := readWithin(t, p, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("frame %s: %v", b, err)
+	}
+}
+
+func expectFrame(t *testing.T, p *legacy.Process, want string) {
+	t.Helper()
+	got, err := readWithin(t, p, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if string(got) != want {
+		t.Fatalf("Read = %s, want %s", got, want)
+	}
+}
+
+// processGone reports whether pid has exited (a zombie counts: it runs no
+// more, and its reaping belongs to whoever inherited it).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+			return b[i+2] == 'Z' || b[i+2] == 'X'
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// killStray kills a grandchild a failed test may have left running.
+func killStray(pid int) {
+	if pid > 0 && !processGone(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still running", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestProcessFramesRoundTrip(t *testing.T) {
+	p, _ := startChild(t, "echo", nil)
+	big := `{"big":"` + strings.Repeat("b", 1<<20) + `"}`
+	frames := []string{`{"jsonrpc":"2.0","id":0,"method":"initialize"}`, big}
+	for i := range 200 {
+		frames = append(frames, fmt.Sprintf(`{"seq":%d}`, i))
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for _, f := range frames {
+			if err := p.Write(t.Context(), []byte(f)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for _, want := range frames {
+		got, err := readWithin(t, p, 10*time.Second)
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		if string(got) != want {
+			t.Fatalf("Read = %.80s, want %.80s", got, want)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if n := p.Skipped(); n != 0 {
+		t.Errorf("Skipped() = %d, want 0", n)
+	}
+}
+
+func TestProcessSkipsBanner(t *testing.T) {
+	p, logs := startChild(t, "banner", nil)
+	if err := p.Write(t.Context(), []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`)); err != nil {
+		t.Fatal(err)
+	}
+	expectFrame(t, p, `{"jsonrpc":"2.0","id":0,"method":"initialize"}`)
+	if n := p.Skipped(); n != 1 {
+		t.Errorf("Skipped() = %d, want 1", n)
+	}
+	if l := logs.String(); !strings.Contains(l, "[WARN]") || !strings.Contains(l, "Data collection is disabled.") {
+		t.Errorf("the skipped line was not logged as a warning:\n%s", l)
+	}
+}
+
+func TestProcessSkipsOverlongAndScalarLines(t *testing.T) {
+	p, logs := startChild(t, "overlong", func(c *legacy.Command) { c.MaxLine = 100 })
+	expectFrame(t, p, `{"small":true}`) // after a 300-byte line
+	if err := p.Write(t.Context(), []byte(`{"after":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	expectFrame(t, p, `{"after":1}`) // after the line "42"
+	if n := p.Skipped(); n != 2 {
+		t.Errorf("Skipped() = %d, want 2", n)
+	}
+	if l := logs.String(); !strings.Contains(l, "over-long line") {
+		t.Errorf("the over-long line was not logged:\n%s", l)
+	}
+}
+
+func TestProcessLogsStderr(t *testing.T) {
+	p, logs := startChild(t, "stderr", nil)
+	expectFrame(t, p, `{"ready":true}`)
+	p.Close() // waits for the stderr reader to drain
+	l := logs.String()
+	for _, want := range []string{"[INFO]  TestProcessLogsStderr: hello from the agent's stderr", "second stderr line"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("log lacks %q:\n%s", want, l)
+		}
+	}
+}
+
+func TestProcessExitStatus(t *testing.T) {
+	cases := []struct{ mode, want string }{
+		{"exit3", "agent process exited: exit status 3"},
+		{"selfkill", "agent process killed by signal: killed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			p, _ := startChild(t, tc.mode, nil)
+			expectFrame(t, p, `{"bye":true}`)
+			for range 2 { // the error sticks
+				_, err := readWithin(t, p, 5*time.Second)
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("Read error = %v, want %q", err, tc.want)
+				}
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					t.Errorf("Read error does not wrap *exec.ExitError")
+				}
+			}
+		})
+	}
+}
+
+func TestProcessClosedStdout(t *testing.T) {
+	p, _ := startChild(t, "closeout", nil)
+	expectFrame(t, p, `{"ready":true}`)
+	start := time.Now()
+	_, err := readWithin(t, p, 5*time.Second)
+	if err == nil || err.Error() != "agent closed its stdout" {
+		t.Fatalf("Read error = %v, want %q", err, "agent closed its stdout")
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Read took %v after stdout closed", d)
+	}
+	if processGone(p.Pid()) {
+		t.Errorf("the child exited; this test needs it running")
+	}
+}
+
+func TestProcessExitWhileGrandchildHoldsStdout(t *testing.T) {
+	p, _ := startChild(t, "grandchild-exit", nil)
+	var msg struct{ Grandchild int }
+	readJSON(t, p, &msg)
+	t.Cleanup(func() { killStray(msg.Grandchild) })
+	start := time.Now()
+	_, err := readWithin(t, p, 5*time.Second)
+	if err == nil || err.Error() != "agent process exited: exit status 0" {
+		t.Fatalf("Read error = %v, want the exit status", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("Read took %v after the child exited", d)
+	}
+	if processGone(msg.Grandchild) {
+		t.Fatalf("grandchild %d already gone; this test needs it running", msg.Grandchild)
+	}
+	p.Close()
+	waitGone(t, msg.Grandchild, "grandchild")
+}
+
+func TestProcessCloseStages(t *testing.T) {
+	cases := []struct {
+		mode     string
+		min, max time.Duration
+	}{
+		// Exits at stdin EOF: no signal needed.
+		{"echo", 0, 250 * time.Millisecond},
+		// Ignores stdin EOF, dies of SIGTERM well before StopGrace.
+		{"sleeper", 250 * time.Millisecond, 1500 * time.Millisecond},
+		// Ignores SIGTERM: SIGKILLed after StopGrace.
+		{"stubborn", 500 * time.Millisecond, 2 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			grace := 5 * time.Second
+			if tc.mode == "stubborn" {
+				grace = 300 * time.Millisecond
+			}
+			p, logs := startChild(t, tc.mode, func(c *legacy.Command) { c.StopGrace = grace })
+			if tc.mode != "echo" {
+				expectFrame(t, p, `{"ready":true}`)
+			}
+			start := time.Now()
+			if err := p.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			d := time.Since(start)
+			if d < tc.min || d > tc.max {
+				t.Errorf("Close took %v, want %v to %v", d, tc.min, tc.max)
+			}
+			// Reaped by Close, not merely dead: no zombie left behind.
+			if err := syscall.Kill(p.Pid(), 0); err != syscall.ESRCH {
+				t.Errorf("child %d after Close: kill(0) = %v, want ESRCH", p.Pid(), err)
+			}
+			killed := strings.Contains(logs.String(), "ignored SIGTERM; sending SIGKILL")
+			if killed != (tc.mode == "stubborn") {
+				t.Errorf("SIGKILL logged = %v for %s:\n%s", killed, tc.mode, logs)
+			}
+		})
+	}
+}
+
+func TestProcessKillsGrandchild(t *testing.T) {
+	for _, mode := range []string{"grandchild-wait", "grandchild-exit"} {
+		t.Run(mode, func(t *testing.T) {
+			p, _ := startChild(t, mode, nil)
+			var msg struct{ Grandchild int }
+			readJSON(t, p, &msg)
+			if msg.Grandchild == 0 {
+				t.Fatal("no grandchild pid")
+			}
+			t.Cleanup(func() { killStray(msg.Grandchild) })
+			start := time.Now()
+			p.Close()
+			if d := time.Since(start); d > 2500*time.Millisecond {
+				t.Errorf("Close took %v", d)
+			}
+			waitGone(t, msg.Grandchild, "grandchild")
+		})
+	}
+}
+
+func TestProcessCloseUnblocksRead(t *testing.T) {
+	p, _ := startChild(t, "echo", nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Read(context.Background())
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, legacy.ErrClosed) {
+			t.Errorf("pending Read returned %v, want ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not unblock Read")
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := p.Write(t.Context(), []byte(`{}`)); !errors.Is(err, legacy.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestProcessWriteHonoursContext(t *testing.T) {
+	// The child never reads stdin, so the pipe fills and Write blocks.
+	p, _ := startChild(t, "sleeper", nil)
+	expectFrame(t, p, `{"ready":true}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := p.Write(ctx, bytes.Repeat([]byte("w"), 4<<20))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write = %v, want the ctx deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Write returned after %v", d)
+	}
+}
+
+func TestProcessDirAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	p, logs := startChild(t, "env", func(c *legacy.Command) {
+		c.Dir = dir
+		c.Env = append(c.Env, "LEGACY_TEST_X=hello-secret")
+	})
+	var got struct{ Dir, X string }
+	readJSON(t, p, &got)
+	wantDir, _ := filepath.EvalSymlinks(dir)
+	gotDir, _ := filepath.EvalSymlinks(got.Dir)
+	if gotDir != wantDir || got.X != "hello-secret" {
+		t.Errorf("child saw dir %q and LEGACY_TEST_X %q, want %q and %q", got.Dir, got.X, wantDir, "hello-secret")
+	}
+	if strings.Contains(logs.String(), "hello-secret") {
+		t.Errorf("the log shows an environment value:\n%s", logs)
+	}
+}
+
+func TestProcessStartErrors(t *testing.T) {
+	_, err := legacy.Command{Path: "/nonexistent/agent-binary"}.Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/agent-binary") {
+		t.Errorf("Start error = %v, want one naming the program", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	exe, _ := os.Executable()
+	_, err = legacy.Command{Path: exe, Env: []string{childEnv + "=echo"}}.Start(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Start with a cancelled ctx = %v, want context.Canceled", err)
+	}
+}

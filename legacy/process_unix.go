@@ -1,0 +1,52 @@
+//go:build unix
+
+package legacy
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup puts the child in a process group of its own, whose id is
+// its pid, so that Close can signal everything the agent started
+// (peers.md §c.3: orphaned children are a classic bridge bug). A group of its
+// own also keeps a terminal's Ctrl-C, meant for the bridge, away from it.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// terminateGroup sends SIGTERM to the child's process group.
+func terminateGroup(p *os.Process) error {
+	return signalGroup(p, syscall.SIGTERM)
+}
+
+// killGroup sends SIGKILL to the child's process group.
+func killGroup(p *os.Process) error {
+	return signalGroup(p, syscall.SIGKILL)
+}
+
+// signalGroup signals the child's process group. If there is no such group
+// (the child left it, or it is already empty) it signals the child itself,
+// through os.Process, which cannot hit a reused pid once the child is
+// reaped. The leader is not signalled twice: some agents treat a second
+// SIGTERM as "quit without cleaning up".
+func signalGroup(p *os.Process, sig syscall.Signal) error {
+	err := syscall.Kill(-p.Pid, sig)
+	if err != syscall.ESRCH {
+		return err
+	}
+	if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// exitText describes how the child ended, for Read's error.
+func exitText(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "agent process killed by signal: " + ws.Signal().String()
+	}
+	return "agent process exited: " + ps.String()
+}

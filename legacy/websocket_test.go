@@ -1,0 +1,566 @@
+package legacy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/legacy"
+	"github.com/gorilla/websocket"
+)
+
+// wsAgent serves a WebSocket agent whose behaviour is handle, on a plain or
+// TLS httptest server, and returns its ws:// or wss:// URL. Cleanup closes
+// the server and every agent-side connection and waits for the handlers.
+func wsAgent(t *testing.T, tls bool, up *websocket.Upgrader, handle func(c *websocket.Conn, r *http.Request)) (string, *httptest.Server) {
+	t.Helper()
+	if up == nil {
+		up = &websocket.Upgrader{}
+	}
+	var (
+		mu    sync.Mutex
+		conns []*websocket.Conn
+		wg    sync.WaitGroup
+	)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		conns = append(conns, c)
+		wg.Add(1)
+		mu.Unlock()
+		defer wg.Done()
+		defer c.Close()
+		handle(c, r)
+	})
+	var srv *httptest.Server
+	if tls {
+		srv = httptest.NewTLSServer(h)
+	} else {
+		srv = httptest.NewServer(h)
+	}
+	t.Cleanup(func() {
+		srv.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	u := "ws" + strings.TrimPrefix(srv.URL, "http") + "/acp"
+	return u, srv
+}
+
+// echo answers every message with the same message.
+func echo(c *websocket.Conn, _ *http.Request) {
+	for {
+		typ, b, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		if err := c.WriteMessage(typ, b); err != nil {
+			return
+		}
+	}
+}
+
+func dial(t *testing.T, w legacy.WebSocket) *legacy.WSConn {
+	t.Helper()
+	if w.Logger == nil {
+		w.Logger, _ = testLogger(t)
+	}
+	c, err := w.Dial(t.Context())
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func readWithin(t *testing.T, c interface {
+	Read(context.Context) ([]byte, error)
+}, d time.Duration) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	return c.Read(ctx)
+}
+
+func TestWebSocketTextFramesInOrder(t *testing.T) {
+	url, _ := wsAgent(t, false, nil, echo)
+	c := dial(t, legacy.WebSocket{URL: url})
+
+	const n = 1000
+	errc := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := c.Write(t.Context(), fmt.Appendf(nil, `{"seq":%d}`, i)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i := range n {
+		got, err := readWithin(t, c, 5*time.Second)
+		if err != nil {
+			t.Fatalf("Read %d: %v", i, err)
+		}
+		if want := fmt.Sprintf(`{"seq":%d}`, i); string(got) != want {
+			t.Fatalf("frame %d = %s, want %s", i, got, want)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+}
+
+func TestWebSocketIgnoresBinaryFrames(t *testing.T) {
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		c.WriteMessage(websocket.BinaryMessage, []byte("\x00binary"))
+		c.WriteMessage(websocket.TextMessage, []byte(`{"a":1}`))
+		c.WriteMessage(websocket.BinaryMessage, []byte(`{"not":"a frame"}`))
+		c.WriteMessage(websocket.TextMessage, []byte(`{"b":2}`))
+		c.ReadMessage() // until the bridge closes
+	})
+	c := dial(t, legacy.WebSocket{URL: url})
+	for _, want := range []string{`{"a":1}`, `{"b":2}`} {
+		got, err := readWithin(t, c, 5*time.Second)
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		if string(got) != want {
+			t.Fatalf("Read = %s, want %s", got, want)
+		}
+	}
+	if got := c.Skipped(); got != 2 {
+		t.Errorf("Skipped() = %d, want 2", got)
+	}
+}
+
+func TestWebSocketLargeFrameBothWays(t *testing.T) {
+	serverGot := make(chan int, 1)
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		typ, b, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		serverGot <- len(b)
+		c.WriteMessage(typ, b)
+		c.ReadMessage()
+	})
+	c := dial(t, legacy.WebSocket{URL: url})
+	frame := []byte(`{"data":"` + strings.Repeat("x", 40<<20) + `"}`)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Write(t.Context(), frame) }()
+	got, err := readWithin(t, c, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if n := <-serverGot; n != len(frame) {
+		t.Errorf("agent received one message of %d bytes, want %d", n, len(frame))
+	}
+	if !bytes.Equal(got, frame) {
+		t.Errorf("echoed frame differs: %d bytes, want %d", len(got), len(frame))
+	}
+}
+
+func TestWebSocketReadLimit(t *testing.T) {
+	closeCode := make(chan int, 1)
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		c.WriteMessage(websocket.TextMessage, []byte(`{"small":1}`))
+		c.WriteMessage(websocket.TextMessage, []byte(`{"big":"`+strings.Repeat("y", 2048)+`"}`))
+		_, _, err := c.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			closeCode <- ce.Code
+		}
+		close(closeCode)
+	})
+	c := dial(t, legacy.WebSocket{URL: url, ReadLimit: 1024})
+	if got, err := readWithin(t, c, 5*time.Second); err != nil || string(got) != `{"small":1}` {
+		t.Fatalf("Read = %s, %v; want the small frame", got, err)
+	}
+	_, err := readWithin(t, c, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "1024-byte read limit") {
+		t.Fatalf("Read error = %v, want one naming the 1024-byte read limit", err)
+	}
+	if !errors.Is(err, websocket.ErrReadLimit) {
+		t.Errorf("Read error %v does not wrap websocket.ErrReadLimit", err)
+	}
+	if code := <-closeCode; code != websocket.CloseMessageTooBig {
+		t.Errorf("agent saw close code %d, want %d", code, websocket.CloseMessageTooBig)
+	}
+}
+
+func TestWebSocketHeadersAndSubprotocol(t *testing.T) {
+	up := &websocket.Upgrader{Subprotocols: []string{"acp.v1"}}
+	url, _ := wsAgent(t, false, up, func(c *websocket.Conn, r *http.Request) {
+		b, _ := json.Marshal(map[string]string{
+			"auth":        r.Header.Get("Authorization"),
+			"custom":      r.Header.Get("X-Custom"),
+			"subprotocol": c.Subprotocol(),
+			"query":       r.URL.RawQuery,
+		})
+		c.WriteMessage(websocket.TextMessage, b)
+		c.ReadMessage()
+	})
+	type seen struct{ Auth, Custom, Subprotocol, Query string }
+	read := func(t *testing.T, w legacy.WebSocket) seen {
+		c := dial(t, w)
+		b, err := readWithin(t, c, 5*time.Second)
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		var s seen
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	t.Run("header", func(t *testing.T) {
+		log, buf := testLogger(t)
+		got := read(t, legacy.WebSocket{
+			URL:          url + "?agent=a1",
+			Header:       http.Header{"Authorization": {"Bearer s3cret-token"}, "X-Custom": {"yes"}},
+			Subprotocols: []string{"other", "acp.v1"},
+			Logger:       log,
+		})
+		want := seen{Auth: "Bearer s3cret-token", Custom: "yes", Subprotocol: "acp.v1", Query: "agent=a1"}
+		if got != want {
+			t.Errorf("agent saw %+v, want %+v", got, want)
+		}
+		if strings.Contains(buf.String(), "s3cret") {
+			t.Errorf("the log shows a header value:\n%s", buf)
+		}
+	})
+	t.Run("userinfo", func(t *testing.T) {
+		got := read(t, legacy.WebSocket{URL: strings.Replace(url, "ws://", "ws://alice:pw@", 1)})
+		if want := "Basic YWxpY2U6cHc="; got.Auth != want {
+			t.Errorf("agent saw Authorization %q, want %q", got.Auth, want)
+		}
+	})
+}
+
+func TestWebSocketDialErrors(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		_, err = legacy.WebSocket{URL: "ws://" + addr + "/acp"}.Dial(t.Context())
+		if err == nil {
+			t.Fatal("Dial succeeded")
+		}
+		for _, want := range []string{"ws://" + addr + "/acp", "connection refused"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Dial error %q does not mention %q", err, want)
+			}
+		}
+	})
+	t.Run("401", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "invalid token for agent", http.StatusUnauthorized)
+		}))
+		defer srv.Close()
+		u := strings.Replace(srv.URL, "http://", "ws://bob:hunter2@", 1) + "/acp?token=hunter2&agent=x"
+		_, err := legacy.WebSocket{URL: u}.Dial(t.Context())
+		if err == nil {
+			t.Fatal("Dial succeeded")
+		}
+		msg := err.Error()
+		for _, want := range []string{"401 Unauthorized", "invalid token for agent", "token=REDACTED"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("Dial error %q does not mention %q", msg, want)
+			}
+		}
+		if strings.Contains(msg, "hunter2") || strings.Contains(msg, "bob") {
+			t.Errorf("Dial error %q shows a secret from the URL", msg)
+		}
+		if !errors.Is(err, websocket.ErrBadHandshake) {
+			t.Errorf("Dial error does not wrap websocket.ErrBadHandshake")
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				accepted <- c
+			}
+			close(accepted)
+		}()
+		start := time.Now()
+		_, err = legacy.WebSocket{URL: "ws://" + ln.Addr().String(), DialTimeout: 200 * time.Millisecond}.Dial(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "no WebSocket handshake within 200ms") {
+			t.Errorf("Dial error = %v, want a handshake timeout", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Dial took %v with a 200ms DialTimeout", d)
+		}
+		ln.Close()
+		if c, ok := <-accepted; ok {
+			c.Close()
+		}
+	})
+	t.Run("scheme", func(t *testing.T) {
+		_, err := legacy.WebSocket{URL: "http://example.invalid/acp"}.Dial(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "scheme must be ws or wss") {
+			t.Errorf("Dial error = %v, want a scheme error", err)
+		}
+	})
+}
+
+func TestWebSocketTLS(t *testing.T) {
+	url, srv := wsAgent(t, true, nil, echo)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(url, "wss://") {
+		t.Fatalf("TLS agent URL %s", url)
+	}
+
+	t.Run("with CA file", func(t *testing.T) {
+		c := dial(t, legacy.WebSocket{URL: url, CAFile: caFile})
+		if err := c.Write(t.Context(), []byte(`{"tls":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readWithin(t, c, 5*time.Second)
+		if err != nil || string(got) != `{"tls":true}` {
+			t.Fatalf("Read = %s, %v", got, err)
+		}
+	})
+	t.Run("system roots", func(t *testing.T) {
+		_, err := legacy.WebSocket{URL: url}.Dial(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("Dial error = %v, want a certificate error", err)
+		}
+	})
+	t.Run("not PEM", func(t *testing.T) {
+		bad := filepath.Join(dir, "bad.pem")
+		os.WriteFile(bad, []byte("not a certificate"), 0o600)
+		_, err := legacy.WebSocket{URL: url, CAFile: bad}.Dial(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+			t.Fatalf("Dial error = %v, want a CA file error", err)
+		}
+	})
+}
+
+func TestWebSocketDeadPeer(t *testing.T) {
+	agents := map[string]func(*websocket.Conn, *http.Request){
+		// Reads (so pings arrive) but never answers them.
+		"no pongs": func(c *websocket.Conn, _ *http.Request) {
+			c.SetPingHandler(func(string) error { return nil })
+			for {
+				if _, _, err := c.ReadMessage(); err != nil {
+					return
+				}
+			}
+		},
+		// Completes the handshake, then goes silent: it swallows the raw
+		// bytes, pings included, and writes nothing.
+		"silent": func(c *websocket.Conn, _ *http.Request) {
+			buf := make([]byte, 512)
+			for {
+				if _, err := c.NetConn().Read(buf); err != nil {
+					return
+				}
+			}
+		},
+	}
+	for name, agent := range agents {
+		t.Run(name, func(t *testing.T) {
+			url, _ := wsAgent(t, false, nil, agent)
+			c := dial(t, legacy.WebSocket{URL: url, PongWait: 300 * time.Millisecond})
+			start := time.Now()
+			_, err := readWithin(t, c, 5*time.Second)
+			elapsed := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "agent WebSocket: no pong within 300ms") {
+				t.Fatalf("Read error = %v, want a pong timeout", err)
+			}
+			if elapsed < 250*time.Millisecond || elapsed > 2*time.Second {
+				t.Errorf("dead agent detected after %v, want about 300ms", elapsed)
+			}
+		})
+	}
+}
+
+func TestWebSocketKeepaliveHoldsIdleConnection(t *testing.T) {
+	url, _ := wsAgent(t, false, nil, echo)
+	c := dial(t, legacy.WebSocket{URL: url, PongWait: 300 * time.Millisecond})
+	// Idle for more than three PongWaits: only pongs keep the deadline off.
+	_, err := readWithin(t, c, time.Second)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("idle Read error = %v, want the ctx deadline", err)
+	}
+	if err := c.Write(t.Context(), []byte(`{"still":"alive"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readWithin(t, c, 5*time.Second)
+	if err != nil || string(got) != `{"still":"alive"}` {
+		t.Fatalf("Read after idle = %s, %v", got, err)
+	}
+}
+
+func TestWebSocketAgentCloses(t *testing.T) {
+	cases := []struct {
+		name  string
+		agent func(*websocket.Conn, *http.Request)
+		want  string
+	}{
+		{"close frame", func(c *websocket.Conn, _ *http.Request) {
+			c.WriteMessage(websocket.TextMessage, []byte(`{"last":true}`))
+			c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "restarting"), time.Now().Add(time.Second))
+			c.ReadMessage()
+		}, "agent WebSocket closed: 1001 (going away): restarting"},
+		{"dropped", func(c *websocket.Conn, _ *http.Request) {
+			c.WriteMessage(websocket.TextMessage, []byte(`{"last":true}`))
+			c.NetConn().Close()
+		}, "agent WebSocket closed: 1006 (abnormal closure)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := wsAgent(t, false, nil, tc.agent)
+			c := dial(t, legacy.WebSocket{URL: url})
+			if got, err := readWithin(t, c, 5*time.Second); err != nil || string(got) != `{"last":true}` {
+				t.Fatalf("Read = %s, %v; want the last frame first", got, err)
+			}
+			for range 2 { // the error sticks
+				_, err := readWithin(t, c, 5*time.Second)
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("Read error = %v, want %q", err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestWebSocketCloseUnblocksRead(t *testing.T) {
+	closeCode := make(chan int, 1)
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		_, _, err := c.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			closeCode <- ce.Code
+		}
+		close(closeCode)
+	})
+	c := dial(t, legacy.WebSocket{URL: url})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(context.Background())
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, legacy.ErrClosed) {
+			t.Errorf("pending Read returned %v, want ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not unblock Read")
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := c.Read(t.Context()); !errors.Is(err, legacy.ErrClosed) {
+		t.Errorf("Read after Close = %v, want ErrClosed", err)
+	}
+	if err := c.Write(t.Context(), []byte(`{}`)); !errors.Is(err, legacy.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+	if code := <-closeCode; code != websocket.CloseNormalClosure {
+		t.Errorf("agent saw close code %d, want %d", code, websocket.CloseNormalClosure)
+	}
+}
+
+func TestWebSocketReadCancelKeepsConnection(t *testing.T) {
+	url, _ := wsAgent(t, false, nil, echo)
+	c := dial(t, legacy.WebSocket{URL: url})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(ctx)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Read = %v, want context.Canceled", err)
+	}
+	if err := c.Write(t.Context(), []byte(`{"after":"cancel"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readWithin(t, c, 5*time.Second); err != nil || string(got) != `{"after":"cancel"}` {
+		t.Fatalf("Read after cancel = %s, %v", got, err)
+	}
+}
+
+func TestWebSocketSlowMessageIsNotADeadPeer(t *testing.T) {
+	// One frame trickles in over about three PongWaits from an agent that
+	// never answers pings: the bytes themselves must keep the link alive.
+	payload := []byte(`{"slow":"` + strings.Repeat("z", 990) + `"}`)
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		nc := c.NetConn()
+		go func() { // swallow pings without answering
+			buf := make([]byte, 512)
+			for {
+				if _, err := nc.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		// An unmasked final text frame with a 16-bit length (RFC 6455 §5.2).
+		header := []byte{0x81, 126, byte(len(payload) >> 8), byte(len(payload))}
+		if _, err := nc.Write(header); err != nil {
+			return
+		}
+		for chunk := range slices.Chunk(payload, len(payload)/10+1) {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := nc.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	c := dial(t, legacy.WebSocket{URL: url, PongWait: 300 * time.Millisecond})
+	got, err := readWithin(t, c, 5*time.Second)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Errorf("Read = %d bytes, want the %d-byte slow message", len(got), len(payload))
+	}
+}
