@@ -70,7 +70,7 @@ func (e *engine) serveLocalFS(l *link, o translate.Out, s *session, method strin
 
 func fsError(path string, err error) *translate.Error {
 	switch {
-	case errors.Is(err, localfs.ErrOutsideRoot):
+	case errors.Is(err, localfs.ErrOutsideRoot), errors.Is(err, localfs.ErrNotAbsolute):
 		return translate.Errorf(translate.CodeInvalidParams, "%v", err)
 	case errors.Is(err, fs.ErrNotExist):
 		return translate.Errorf(translate.CodeResourceNotFound, "%s: no such file", path)

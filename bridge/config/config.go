@@ -1,0 +1,454 @@
+// Package config loads acp-bridge's HCL configuration file: global settings
+// and named agent blocks, each saying how to reach one agent (a child process
+// or a WebSocket) and which dialect it speaks. It follows hclsimple and the
+// HCL diagnostics guide: the schema is declared with gohcl tags, unknown
+// arguments and blocks are errors, and every problem comes back as an
+// hcl.Diagnostic carrying the source range (file:line:column) it is about.
+// A dialect's options block is kept as an hcl.Body and decoded later by the
+// dialect itself (translate.Dialect.Configure), so its diagnostics point into
+// the same file.
+//
+// Secrets come from the environment through the env("NAME") function.
+// Values derived from env() are never printed: header and agent environment
+// values are Secrets, and the String and GoString methods of Config, Agent
+// and WebSocket redact URLs and command arguments that used env().
+//
+// See config.example.hcl at the repository root for every option.
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// DefaultDialect is the dialect of an agent block without a dialect
+// argument: ACP v1 relayed as is.
+const DefaultDialect = "acp"
+
+// Config is a loaded configuration file. Zero values mean "not set": the
+// caller applies command-line flags over it and built-in defaults under it.
+// A Config must not be modified once the bridge uses it.
+type Config struct {
+	// LogLevel is one of trace, debug, info, warn, error, off; "" = not set.
+	LogLevel string
+	// LogFile is where logs go; "" = not set (stderr). A relative path in
+	// the file is resolved against the file's directory.
+	LogFile string
+	// MaxMessage is the largest editor message in bytes; 0 = not set.
+	MaxMessage int
+	// RequestTimeout bounds editor requests other than prompts; 0 = not set,
+	// negative = disabled ("0s" or "off" in the file), as bridge.Bridge.
+	RequestTimeout time.Duration
+	// CancelGrace is the grace period after session/cancel; 0 = not set.
+	CancelGrace time.Duration
+	// DefaultAgent names the agent used when none is chosen; "" = not set.
+	DefaultAgent string
+	// Agents are the agent blocks in file order, with unique names.
+	Agents []*Agent
+
+	// Files holds the parsed source files by name, for WriteDiagnostics.
+	// It is set even when loading failed, when it is the only field set.
+	Files map[string]*hcl.File
+}
+
+// Agent is one agent block: exactly one of Command and WebSocket is set.
+type Agent struct {
+	// Name is the block's label, unique in the file.
+	Name string
+	// Dialect names the agent's protocol; DefaultDialect when not given.
+	Dialect string
+	// Command is the argv of a child process agent; nil for WebSocket agents.
+	Command []string
+	// Env holds extra environment variables for the child, added to the
+	// bridge's own environment.
+	Env map[string]Secret
+	// Dir is the child's working directory for the control link (links of
+	// per-session dialects run in the session's cwd); "" = the bridge's.
+	Dir string
+	// StopGrace is how long the child gets between SIGTERM and SIGKILL
+	// when it is stopped (legacy.Command.StopGrace); 0 = not set.
+	StopGrace time.Duration
+	// WebSocket is set for an agent reached over a WebSocket.
+	WebSocket *WebSocket
+	// Options is the body of the dialect's options block, nil when absent.
+	// The dialect decodes it (translate.Dialect.Configure).
+	Options hcl.Body
+
+	// DeclRange is the range of the block header (agent "name"), and
+	// DialectRange that of the dialect argument (DeclRange when absent):
+	// subjects for diagnostics raised after loading.
+	DeclRange, DialectRange hcl.Range
+
+	// argvFromEnv[i] reports whether Command[i] was computed with env().
+	argvFromEnv []bool
+}
+
+// WebSocket says how to reach an agent over a WebSocket.
+type WebSocket struct {
+	// URL is the ws:// or wss:// address.
+	URL string
+	// Headers are sent with the opening handshake.
+	Headers map[string]Secret
+	// Subprotocols are offered in Sec-WebSocket-Protocol, in order.
+	Subprotocols []string
+	// CAFile is a PEM file of CA certificates trusted instead of the
+	// system's for wss://; "" = system roots. A relative path is resolved
+	// against the configuration file's directory.
+	CAFile string
+	// ConnectTimeout bounds the dial and handshake; 0 = not set.
+	ConnectTimeout time.Duration
+	// PingPeriod is how often pings are sent; 0 = derived from PongWait,
+	// negative = keepalive off ("off"), as legacy.WebSocket.PingPeriod.
+	PingPeriod time.Duration
+	// PongWait is how long the agent may stay silent (no pong, no message)
+	// before the link is considered dead; 0 = not set.
+	PongWait time.Duration
+
+	// urlFromEnv reports whether URL was computed with env().
+	urlFromEnv bool
+}
+
+// rawRoot, rawAgent, rawWebSocket and rawOptions are the gohcl schema.
+// Every argument is kept as an *hcl.Attribute so that it can be evaluated
+// with env() marks tracked and checked against its own range.
+type rawRoot struct {
+	LogLevel       *hcl.Attribute `hcl:"log_level,optional"`
+	LogFile        *hcl.Attribute `hcl:"log_file,optional"`
+	MaxMessage     *hcl.Attribute `hcl:"max_message,optional"`
+	RequestTimeout *hcl.Attribute `hcl:"request_timeout,optional"`
+	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
+	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
+	Agents         []*rawAgent    `hcl:"agent,block"`
+}
+
+type rawAgent struct {
+	Name      string         `hcl:"name,label"`
+	Dialect   *hcl.Attribute `hcl:"dialect,optional"`
+	Command   *hcl.Attribute `hcl:"command,optional"`
+	Env       *hcl.Attribute `hcl:"env,optional"`
+	Dir       *hcl.Attribute `hcl:"dir,optional"`
+	StopGrace *hcl.Attribute `hcl:"stop_grace,optional"`
+	WebSocket *rawWebSocket  `hcl:"websocket,block"`
+	Options   *rawOptions    `hcl:"options,block"`
+	Body      hcl.Body       `hcl:",body"`
+}
+
+type rawWebSocket struct {
+	URL *hcl.Attribute `hcl:"url,optional"` // required: checked with a range
+
+	Headers        *hcl.Attribute `hcl:"headers,optional"`
+	Subprotocols   *hcl.Attribute `hcl:"subprotocols,optional"`
+	CAFile         *hcl.Attribute `hcl:"ca_file,optional"`
+	ConnectTimeout *hcl.Attribute `hcl:"connect_timeout,optional"`
+	PingPeriod     *hcl.Attribute `hcl:"ping_period,optional"`
+	PongWait       *hcl.Attribute `hcl:"pong_wait,optional"`
+	Body           hcl.Body       `hcl:",body"`
+}
+
+// rawOptions keeps the whole options block for the dialect: its remain body
+// is the only place where unknown arguments are not an error here.
+type rawOptions struct {
+	Body hcl.Body `hcl:",remain"`
+}
+
+// agentHeader is the block header schema used to find the ranges of agent
+// blocks, which gohcl does not record.
+var agentHeader = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "agent", LabelNames: []string{"name"}}},
+}
+
+// webSocketHeader finds websocket blocks even when gohcl refused them as
+// duplicates, so that the transport check does not pile on.
+var webSocketHeader = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "websocket"}},
+}
+
+// DefaultPath returns the configuration file used when none is given:
+// os.UserConfigDir()/acp-bridge/config.hcl, or "" when the user has no
+// configuration directory.
+func DefaultPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "acp-bridge", "config.hcl")
+}
+
+// Load reads and decodes the configuration file at path. If the returned
+// diagnostics have errors, the Config holds only Files (possibly empty, when
+// the file could not be read), for WriteDiagnostics.
+func Load(path string) (*Config, hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	file, diags := p.ParseHCLFile(path)
+	return decodeFile(p, file, filepath.Dir(path), diags)
+}
+
+// Parse decodes configuration source read from filename, which names it in
+// diagnostics and anchors relative paths. Errors are as for Load.
+func Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	file, diags := p.ParseHCL(src, filename)
+	return decodeFile(p, file, filepath.Dir(filename), diags)
+}
+
+func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagnostics) (*Config, hcl.Diagnostics) {
+	partial := &Config{Files: p.Files()}
+	if diags.HasErrors() || file == nil {
+		return partial, diags
+	}
+	var raw rawRoot
+	diags = append(diags, gohcl.DecodeBody(file.Body, evalContext(), &raw)...)
+	cfg, moreDiags := build(&raw, file.Body, dir)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return partial, diags
+	}
+	cfg.Files = partial.Files
+	return cfg, diags
+}
+
+// build evaluates and checks the decoded arguments. It keeps going after an
+// error so that one run reports every problem in the file.
+func build(raw *rawRoot, body hcl.Body, dir string) (*Config, hcl.Diagnostics) {
+	e := &evaluator{ctx: evalContext(), dir: dir}
+	cfg := &Config{}
+	if s, ok := e.str(raw.LogLevel); ok {
+		level := strings.ToLower(s)
+		if !slices.Contains(logLevels, level) {
+			e.errorf(raw.LogLevel.Expr.Range(), "Invalid log level",
+				"log_level must be one of %s; got %q.", strings.Join(logLevels, ", "), s)
+		}
+		cfg.LogLevel = level
+	}
+	cfg.LogFile, _ = e.path(raw.LogFile)
+	if n, ok := e.size(raw.MaxMessage, MessageSizeMin, MessageSizeMax); ok {
+		cfg.MaxMessage = int(n)
+	}
+	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
+	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)
+
+	// gohcl records no block ranges; the header schema yields the same
+	// blocks in the same order, with them.
+	var blocks hcl.Blocks
+	if content, _, _ := body.PartialContent(agentHeader); content != nil && len(content.Blocks) == len(raw.Agents) {
+		blocks = content.Blocks
+	}
+	seen := map[string]hcl.Range{}
+	for i, ra := range raw.Agents {
+		decl := body.MissingItemRange()
+		if blocks != nil {
+			decl = blocks[i].DefRange
+		}
+		a := e.agent(ra, decl)
+		if first, dup := seen[a.Name]; dup {
+			e.errorf(decl, "Duplicate agent",
+				"An agent named %q was already defined at %s; agent names must be unique.", a.Name, first)
+			continue
+		}
+		seen[a.Name] = decl
+		cfg.Agents = append(cfg.Agents, a)
+	}
+
+	if name, ok := e.str(raw.DefaultAgent); ok {
+		cfg.DefaultAgent = name
+		if _, found := seen[name]; !found {
+			e.errorf(raw.DefaultAgent.Expr.Range(), "Unknown default agent",
+				"No agent block is named %q; the configured agents are: %s.", name, agentNames(cfg.Agents))
+		}
+	}
+	return cfg, e.diags
+}
+
+func (e *evaluator) agent(ra *rawAgent, decl hcl.Range) *Agent {
+	a := &Agent{Name: ra.Name, Dialect: DefaultDialect, DeclRange: decl, DialectRange: decl}
+	if strings.TrimSpace(ra.Name) == "" {
+		e.errorf(decl, "Invalid agent name", "An agent's name must not be empty.")
+	}
+	if s, ok := e.str(ra.Dialect); ok {
+		a.Dialect = s
+		a.DialectRange = ra.Dialect.Expr.Range()
+	}
+	if argv, fromEnv, ok := e.strList(ra.Command); ok {
+		if len(argv) == 0 || argv[0] == "" {
+			e.errorf(ra.Command.Expr.Range(), "Invalid command",
+				"command must be a non-empty list whose first element names the program, such as [\"gemini\", \"--experimental-acp\"].")
+		}
+		a.Command, a.argvFromEnv = argv, fromEnv
+	}
+	if env, ok := e.strMap(ra.Env); ok {
+		a.Env = make(map[string]Secret, len(env))
+		for k, v := range env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				e.errorf(ra.Env.Expr.Range(), "Invalid environment variable name",
+					"%q cannot be an environment variable name.", k)
+			}
+			a.Env[k] = Secret(v)
+		}
+	}
+	a.Dir, _ = e.path(ra.Dir)
+	a.StopGrace, _ = e.duration(ra.StopGrace, Positive)
+	if ra.WebSocket != nil {
+		a.WebSocket = e.webSocket(ra.WebSocket)
+	}
+	if ra.Options != nil {
+		a.Options = ra.Options.Body
+	}
+
+	hasWebSocket := ra.WebSocket != nil
+	if ra.Body != nil {
+		if content, _, _ := ra.Body.PartialContent(webSocketHeader); content != nil && len(content.Blocks) > 0 {
+			hasWebSocket = true
+		}
+	}
+	switch {
+	case ra.Command != nil && hasWebSocket:
+		e.errorf(decl, "Conflicting agent transports",
+			"Agent %q has both a command and a websocket block; give exactly one.", a.Name)
+	case ra.Command == nil && !hasWebSocket:
+		e.errorf(decl, "Missing agent transport",
+			"Agent %q needs either a command argument (a child process) or a websocket block.", a.Name)
+	}
+	if a.WebSocket != nil && (ra.Env != nil || ra.Dir != nil || ra.StopGrace != nil) {
+		e.errorf(decl, "Child-process arguments on a websocket agent",
+			"env, dir and stop_grace apply to command agents only; agent %q uses a websocket.", a.Name)
+	}
+	return a
+}
+
+func (e *evaluator) webSocket(rw *rawWebSocket) *WebSocket {
+	ws := &WebSocket{}
+	if rw.URL == nil && rw.Body != nil {
+		// gohcl never requires pointer fields; report as HCL itself would.
+		e.diags = append(e.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing required argument",
+			Detail:   "The argument \"url\" is required, but no definition was found.",
+			Subject:  rw.Body.MissingItemRange().Ptr(),
+		})
+	}
+	if s, fromEnv, ok := e.strMarked(rw.URL); ok {
+		ws.URL, ws.urlFromEnv = s, fromEnv
+		if !strings.HasPrefix(s, "ws://") && !strings.HasPrefix(s, "wss://") {
+			// Never echo a URL that may carry a token from env().
+			shown := ""
+			if r := redactURL(s); !fromEnv && r != redacted {
+				shown = fmt.Sprintf(" %q", r)
+			}
+			e.errorf(rw.URL.Expr.Range(), "Invalid WebSocket URL",
+				"The url%s must start with ws:// or wss://.", shown)
+		}
+	}
+	if h, ok := e.strMap(rw.Headers); ok {
+		ws.Headers = make(map[string]Secret, len(h))
+		for k, v := range h {
+			if !validHeaderName(k) {
+				e.errorf(rw.Headers.Expr.Range(), "Invalid header name", "%q is not a valid HTTP header name.", k)
+			}
+			if strings.ContainsAny(v, "\r\n\x00") {
+				e.errorf(rw.Headers.Expr.Range(), "Invalid header value",
+					"The value of header %q contains a line break or NUL.", k)
+			}
+			ws.Headers[k] = Secret(v)
+		}
+	}
+	ws.Subprotocols, _, _ = e.strList(rw.Subprotocols)
+	ws.CAFile, _ = e.path(rw.CAFile)
+	ws.ConnectTimeout, _ = e.duration(rw.ConnectTimeout, Positive)
+	ws.PingPeriod, _ = e.duration(rw.PingPeriod, ZeroDerives)
+	ws.PongWait, _ = e.duration(rw.PongWait, Positive)
+	return ws
+}
+
+// Validate checks what Load cannot know by itself: that every agent's
+// dialect is one of the given names. Each diagnostic points at the
+// dialect argument (or at the block header when the default was used).
+func (c *Config) Validate(dialects []string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, a := range c.Agents {
+		if !slices.Contains(dialects, a.Dialect) {
+			known := slices.Clone(dialects)
+			sort.Strings(known)
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unknown dialect",
+				Detail: fmt.Sprintf("Agent %q uses dialect %q; the known dialects are: %s.",
+					a.Name, a.Dialect, strings.Join(known, ", ")),
+				Subject: a.DialectRange.Ptr(),
+			})
+		}
+	}
+	return diags
+}
+
+// Agent returns the agent called name. An empty name selects
+// DefaultAgent, or the only agent when there is just one.
+func (c *Config) Agent(name string) (*Agent, error) {
+	if name == "" {
+		name = c.DefaultAgent
+	}
+	if name == "" {
+		switch len(c.Agents) {
+		case 0:
+			return nil, fmt.Errorf("no agent is configured")
+		case 1:
+			return c.Agents[0], nil
+		default:
+			return nil, fmt.Errorf("%d agents are configured (%s) and no default_agent is set; choose one with --agent",
+				len(c.Agents), agentNames(c.Agents))
+		}
+	}
+	for _, a := range c.Agents {
+		if a.Name == name {
+			return a, nil
+		}
+	}
+	if len(c.Agents) == 0 {
+		return nil, fmt.Errorf("unknown agent %q: no agent is configured", name)
+	}
+	return nil, fmt.Errorf("unknown agent %q; the configured agents are: %s", name, agentNames(c.Agents))
+}
+
+// WriteDiagnostics renders diags with source snippets from files (typically
+// Config.Files) to w, which should be os.Stderr: stdout belongs to ACP.
+func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
+	return hcl.NewDiagnosticTextWriter(w, files, 0, false).WriteDiagnostics(diags)
+}
+
+var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+
+func agentNames(agents []*Agent) string {
+	if len(agents) == 0 {
+		return "(none)"
+	}
+	names := make([]string, len(agents))
+	for i, a := range agents {
+		names[i] = a.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

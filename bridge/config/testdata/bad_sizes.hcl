@@ -1,0 +1,4 @@
+max_message = 512
+agent "a" {
+  command = ["x"]
+}

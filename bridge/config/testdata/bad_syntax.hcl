@@ -1,0 +1,4 @@
+log_level = "info"
+agent "a" {
+  command = ["x"
+}

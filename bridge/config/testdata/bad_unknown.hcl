@@ -1,0 +1,9 @@
+log_level = "info"
+colour    = "blue"
+
+agent "a" {
+  command = ["x"]
+  retries = 3
+  socket {
+  }
+}

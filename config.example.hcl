@@ -1,0 +1,122 @@
+# acp-bridge configuration: an annotated example of every option.
+#
+# acp-bridge reads this file from --config (env ACP_BRIDGE_CONFIG), or by
+# default from <user config dir>/acp-bridge/config.hcl, i.e.
+# ~/.config/acp-bridge/config.hcl on Linux and
+# ~/Library/Application Support/acp-bridge/config.hcl on macOS. A missing
+# default file is fine; a missing --config file is an error.
+#
+# Command-line flags override this file, and this file overrides the built-in
+# defaults. Check a file with:  acp-bridge config validate --config FILE
+#
+# Syntax is HCL (https://github.com/hashicorp/hcl). Unknown arguments and
+# blocks are errors, reported with file:line:column. Relative paths in
+# log_file, dir and ca_file are resolved against this file's directory.
+#
+# Secrets: write env("NAME") to take a value from the environment variable
+# NAME, for example a token. An unset variable is an error naming it, unless
+# a default is given as a second argument: env("NAME", "fallback"). Values
+# computed with env(), header values and agent environment values never
+# appear in acp-bridge's logs.
+
+# Log verbosity: trace, debug, info, warn, error or off. Default "info".
+# Logs always go to stderr or log_file; stdout carries nothing but ACP.
+log_level = "info"
+
+# File to append logs to instead of stderr. Default "" (stderr).
+log_file = ""
+
+# Largest single message accepted from the editor. A longer line is answered
+# with an error and skipped; the connection stays up. A whole number of
+# bytes, or a size with a unit: B, KiB, MiB, GiB (powers of 1024) or KB, MB,
+# GB (powers of 1000). From 1KiB to 1GiB. Default "64MiB".
+max_message = "64MiB"
+
+# How long an editor request (other than initialize, authenticate and
+# session/prompt, which may legitimately run for a long time) may wait for
+# the agent before the bridge answers it with an error. A Go duration such as
+# "60s", "2m" or "1m30s"; "0s" or "off" disables the timeout. Default "60s".
+request_timeout = "60s"
+
+# After the editor sends session/cancel, how long the agent has to end the
+# turn before the bridge answers the prompt itself with stopReason
+# "cancelled" and drops the agent's late updates. Must be greater than zero.
+# Default "5s".
+cancel_grace = "5s"
+
+# The agent block used when --agent (env ACP_BRIDGE_AGENT) is not given.
+# May be omitted when there is only one agent block. It must name one.
+default_agent = "gemini"
+
+# Each agent block describes one agent; its label is the name --agent
+# selects. It needs exactly one transport: a command argument (the bridge
+# starts the agent as a child process and talks over its stdin/stdout) or a
+# websocket block.
+agent "gemini" {
+  # The agent's protocol: "acp" (ACP v1, relayed; the default) or "acp-v0"
+  # (Zed ACP 0.0.x, as spoken by `gemini --experimental-acp`). Run
+  # `acp-bridge dialects` for the list.
+  dialect = "acp-v0"
+
+  # The child's argv. The program is looked up in PATH.
+  command = ["gemini", "--experimental-acp"]
+
+  # Extra environment variables for the child, added to the bridge's own.
+  env = {
+    GEMINI_API_KEY = env("GEMINI_API_KEY")
+  }
+
+  # Working directory of the child that handles initialize and
+  # authenticate. Children of per-session dialects (acp-v0) run in the
+  # session's cwd instead. Default "" (the bridge's working directory).
+  dir = ""
+
+  # When the bridge stops the child (the editor went away, or the session
+  # ended), it closes the child's stdin, then sends SIGTERM to its process
+  # group, then waits this long before SIGKILL. Must be greater than zero.
+  # Default "2s".
+  stop_grace = "2s"
+
+  # Options for the dialect, decoded by the dialect itself; what is allowed
+  # here depends on the dialect (see `acp-bridge dialects`).
+  options {
+    # acp-v0: the protocol version sent in the agent's initialize.
+    protocol_version = "0.0.9"
+  }
+}
+
+agent "remote" {
+  dialect = "acp"
+
+  websocket {
+    # ws:// or wss:// address of the agent. Required.
+    url = "wss://agent.example/acp"
+
+    # HTTP headers sent with the opening handshake.
+    headers = {
+      Authorization = "Bearer ${env("AGENT_TOKEN")}"
+    }
+
+    # Subprotocols offered in Sec-WebSocket-Protocol, in order.
+    # Default [] (none).
+    subprotocols = ["acp"]
+
+    # PEM file of CA certificates trusted for wss:// instead of the system
+    # roots. Default "" (system roots).
+    ca_file = "/etc/ssl/my-ca.pem"
+
+    # Bound on the TCP/TLS dial and the WebSocket handshake. Must be greater
+    # than zero. Default "10s".
+    connect_timeout = "10s"
+
+    # How long the agent may stay silent (no message and no pong) before the
+    # link is declared dead. Must be greater than zero. Default "30s".
+    pong_wait = "30s"
+
+    # How often the bridge pings the agent. "0s" derives it from pong_wait
+    # (two thirds of it, so a pong is due within every pong_wait); "off"
+    # turns keepalive off altogether: no pings and no silence limit.
+    # Default "0s".
+    ping_period = "20s"
+  }
+}

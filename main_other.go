@@ -1,0 +1,10 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly || aix)
+
+package main
+
+import "os"
+
+// reserveStdout is a no-op where package syscall offers no dup2: the ACP
+// stream is os.Stdout itself, and only the discipline of writing nothing else
+// there protects it.
+func reserveStdout() (*os.File, error) { return os.Stdout, nil }
