@@ -32,9 +32,9 @@ log_file = ""
 # GB (powers of 1000). From 1KiB to 1GiB. Default "64MiB".
 max_message = "64MiB"
 
-# How long an editor request (other than initialize, authenticate and
-# session/prompt, which may legitimately run for a long time) may wait for
-# the agent before the bridge answers it with an error. A Go duration such as
+# How long an editor request (other than authenticate and session/prompt,
+# which may legitimately run for a long time: a browser login, a model's
+# whole turn) may wait for the agent before the bridge answers it with an error. A Go duration such as
 # "60s", "2m" or "1m30s"; "0s" or "off" disables the timeout. Default "60s".
 request_timeout = "60s"
 

@@ -58,8 +58,9 @@ type Bridge struct {
 	// MaxMessage is the largest editor message accepted, in bytes; 0 means
 	// 64 MiB. A longer line is answered with an error and skipped.
 	MaxMessage int
-	// RequestTimeout bounds every editor request except session/prompt,
-	// authenticate and initialize; 0 means 60 s, negative means no timeout.
+	// RequestTimeout bounds every editor request except session/prompt and
+	// authenticate (a model's turn, a browser login); 0 means 60 s,
+	// negative means no timeout.
 	RequestTimeout time.Duration
 	// CancelGrace is how long after session/cancel the engine waits for the
 	// agent to end the turn before answering the prompt itself with
@@ -67,4 +68,3 @@ type Bridge struct {
 	CancelGrace time.Duration
 }
 
-var _ = context.Background
