@@ -1,0 +1,184 @@
+package fakeagent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// ServeFunc runs one agent connection: frames in on in, frames out on out
+// (one whole line per Write), until in reaches EOF. WSServer calls it once
+// per WebSocket connection, so any agent written for stdio can be served.
+type ServeFunc func(in io.Reader, out io.Writer, opt Options) error
+
+// WSServer serves an agent at ws://127.0.0.1:PORT/acp, one JSON-RPC message
+// per text frame, the shape of the ACP WebSocket transport RFD
+// (acp-spec.md §15.4). Each connection gets its own agent.
+type WSServer struct {
+	// URL is the agent's ws:// address, for the bridge's --url.
+	URL string
+
+	srv   *httptest.Server
+	serve ServeFunc
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	conns   map[*websocket.Conn]bool
+	headers []http.Header
+	dials   int
+}
+
+// NewWSServer starts a server whose connections run serve (Serve when nil).
+// Logs go to logw, which must be safe for concurrent use; nil discards them.
+func NewWSServer(serve ServeFunc, logw io.Writer) *WSServer {
+	if serve == nil {
+		serve = Serve
+	}
+	if logw == nil {
+		logw = io.Discard
+	}
+	s := &WSServer{
+		serve: serve,
+		log:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		conns: make(map[*websocket.Conn]bool),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/acp", s.handle)
+	s.srv = httptest.NewServer(mux)
+	s.URL = "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/acp"
+	return s
+}
+
+// Close stops the server and drops every open connection.
+func (s *WSServer) Close() {
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.srv.Close()
+}
+
+// Dials reports how many WebSocket connections the server has accepted.
+func (s *WSServer) Dials() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dials
+}
+
+// Headers returns the HTTP headers of every handshake, oldest first.
+func (s *WSServer) Headers() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.headers...)
+}
+
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+
+func (s *WSServer) handle(w http.ResponseWriter, r *http.Request) {
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.log.Error("upgrade", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.conns[conn] = true
+	s.headers = append(s.headers, r.Header.Clone())
+	s.dials++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+	}()
+
+	out := &wsWriter{conn: conn}
+	agentIn, toAgent := io.Pipe()
+	go s.readPump(conn, toAgent)
+	opt := Options{
+		Transport: "ws",
+		// Die resets the TCP connection with no close frame, as a crashed
+		// server or a broken network would.
+		Die: func() {
+			out.stop()
+			if tcp, ok := conn.NetConn().(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0) // RST, not FIN
+			}
+			conn.NetConn().Close()
+		},
+		// Close ends the connection the polite way: close frame, then TCP.
+		Close: func() {
+			out.stop()
+			msg := websocket.FormatCloseMessage(websocket.CloseGoingAway, "fake agent closing")
+			_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			conn.Close()
+		},
+		Logger: s.log,
+	}
+	if err := s.serve(agentIn, out, opt); err != nil {
+		s.log.Info("agent ended", "err", err)
+	}
+}
+
+// readPump feeds each text frame to the agent as one line. Binary frames are
+// ignored, as the transport RFD says.
+func (s *WSServer) readPump(conn *websocket.Conn, toAgent *io.PipeWriter) {
+	for {
+		typ, msg, err := conn.ReadMessage()
+		if err != nil {
+			toAgent.CloseWithError(io.EOF)
+			return
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		if bytes.IndexByte(msg, '\n') >= 0 {
+			s.log.Error("text frame contains a raw newline", "len", len(msg))
+		}
+		if _, err := toAgent.Write(append(msg, '\n')); err != nil {
+			return
+		}
+	}
+}
+
+// wsWriter sends each line written to it as one text frame, synchronously,
+// so that a frame written before Die is on the wire before the connection
+// drops. After stop it discards everything.
+type wsWriter struct {
+	mu      sync.Mutex
+	conn    *websocket.Conn
+	stopped bool
+}
+
+func (w *wsWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return 0, errors.New("fake agent: connection stopped")
+	}
+	frame := bytes.TrimRight(p, "\n")
+	if bytes.IndexByte(frame, '\n') >= 0 {
+		return 0, fmt.Errorf("fake agent: %d-byte write is more than one line", len(p))
+	}
+	if err := w.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w *wsWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
