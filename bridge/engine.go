@@ -90,6 +90,9 @@ type engine struct {
 	control    *link
 	init       initState
 	initParams json.RawMessage // the editor's initialize params, replayed on new session links
+	// held are editor messages that arrived while initialize was pending;
+	// they are handled, in order, once it has been answered.
+	held [][]byte
 	editorCaps clientCaps
 }
 
@@ -179,6 +182,17 @@ func (e *engine) loop(ctx context.Context) error {
 		case task := <-e.tasks:
 			task()
 		}
+		e.releaseHeld()
+	}
+}
+
+// releaseHeld handles the messages held while initialize was pending, once
+// it no longer is (answered or failed: then they get the usual error).
+func (e *engine) releaseHeld() {
+	for len(e.held) > 0 && e.init != initPending {
+		frame := e.held[0]
+		e.held = e.held[1:]
+		e.fromEditor(frame)
 	}
 }
 
@@ -248,6 +262,12 @@ func (e *engine) fromEditor(frame []byte) {
 		}
 		e.log.Warn("invalid message from the editor", "error", perr)
 		e.writeEditor(translate.ErrorFrame(id, perr.JSON()))
+		return
+	}
+	if e.init == initPending && env.Method != "initialize" {
+		// An editor may pipeline session/new behind initialize; hold it
+		// rather than refuse it, and keep the order.
+		e.held = append(e.held, frame)
 		return
 	}
 	switch {

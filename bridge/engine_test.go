@@ -479,3 +479,24 @@ func TestInitialize_RetryAfterAgentUnreachable(t *testing.T) {
 		t.Errorf("retried initialize answered %s", got)
 	}
 }
+
+func TestInitialize_PipelinedRequestsAreHeldInOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"_x/after","params":{}}`)
+	req := h.agentRecv()
+	if gjson.Get(req, "method").Str != "initialize" {
+		t.Fatalf("agent got %s first", req)
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1}}`)
+	if got := h.recv(); gjson.Get(got, "id").Raw != "0" || gjson.Get(got, "error").Exists() {
+		t.Fatalf("initialize answered %s", got)
+	}
+	if got := h.agentRecv(); gjson.Get(got, "method").Str != "session/new" {
+		t.Errorf("held session/new not relayed first: %s", got)
+	}
+	if got := h.agentRecv(); gjson.Get(got, "method").Str != "_x/after" {
+		t.Errorf("held request not relayed in order: %s", got)
+	}
+}
