@@ -67,4 +67,3 @@ type Bridge struct {
 	// stopReason "cancelled"; 0 means 5 s.
 	CancelGrace time.Duration
 }
-

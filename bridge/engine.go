@@ -92,7 +92,7 @@ type engine struct {
 	initParams json.RawMessage // the editor's initialize params, replayed on new session links
 	// held are editor messages that arrived while initialize was pending;
 	// they are handled, in order, once it has been answered.
-	held [][]byte
+	held       [][]byte
 	editorCaps clientCaps
 }
 
