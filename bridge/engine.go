@@ -135,8 +135,14 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	go reader.readLoop(ctx)
 
 	err := e.loop(ctx)
+	shutting := translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down")
 	for _, req := range e.pendingInOrder() {
-		e.fail(req, translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down"))
+		e.fail(req, shutting)
+	}
+	for _, frame := range e.held { // held behind an initialize that never finished
+		if env, perr := translate.ParseEnvelope(frame); perr == nil && env.IsRequest() {
+			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
+		}
 	}
 	close(e.done) // from here on, link goroutines and timers stop reporting
 	e.closeLinks()
