@@ -188,10 +188,19 @@ func rawOf(frame []byte, v gjson.Result) []byte {
 	return []byte(v.Raw)
 }
 
-// quote returns s as a JSON string.
+// quote returns s as a JSON string. Method names are plain ASCII, which
+// needs no escaping; anything else goes through encoding/json.
 func quote(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // RequestFrame builds a JSON-RPC request. params nil omits the key, which is

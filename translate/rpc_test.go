@@ -132,3 +132,13 @@ func FuzzParseEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestFramesQuoteMethods(t *testing.T) {
+	for _, m := range []string{"session/update", "_zed.dev/x", "a\"b", "é", "<&>", "tab\t"} {
+		f := translate.NotificationFrame(m, nil)
+		env, err := translate.ParseEnvelope(f)
+		if err != nil || env.Method != m {
+			t.Errorf("method %q → %s → %q (%v)", m, f, env.Method, err)
+		}
+	}
+}
