@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -22,10 +24,11 @@ type link struct {
 	// down is why the link is gone (nil while it is usable). Loop-owned.
 	down error
 
-	cancel context.CancelFunc // stops dialing and both goroutines
-	mu     sync.Mutex
-	conn   Link // set once dialed; guarded by mu
-	closed bool // guarded by mu
+	cancel      context.CancelFunc // stops dialing and both goroutines
+	writeClosed atomic.Bool        // writeLoop closed conn after a write error
+	mu          sync.Mutex
+	conn        Link // set once dialed; guarded by mu
+	closed      bool // guarded by mu
 }
 
 func (l *link) String() string {
@@ -54,13 +57,18 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	l.mu.Unlock()
 
 	writeErr := make(chan error, 1)
-	go l.writeLoop(ctx, conn, writeErr)
+	readDone := make(chan struct{})
+	go l.writeLoop(ctx, conn, writeErr, readDone)
 	for {
 		frame, err := conn.Read(ctx)
 		if err != nil {
+			close(readDone)
 			select {
 			case werr := <-writeErr:
-				err = fmt.Errorf("writing to the agent: %w", werr)
+				if l.writeClosed.Load() {
+					// The reader failed only because the writer gave up.
+					err = fmt.Errorf("writing to the agent: %w", werr)
+				}
 			default:
 			}
 			conn.Close()
@@ -68,15 +76,23 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			return
 		}
 		if !deliver(l, frame) {
+			close(readDone)
 			conn.Close()
 			return
 		}
 	}
 }
 
-// writeLoop is the only writer of conn. A write error closes conn, which
-// ends run's read with the cause recorded in writeErr.
-func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error) {
+// writeFailGrace is how long a failed write waits for the read side to
+// report why the agent went away. A child that exits mid-turn breaks the
+// pipe of our next write; its exit status, which the reader gets, says far
+// more than "broken pipe" (and arrives well within the one second in which
+// every pending request must be answered).
+const writeFailGrace = 500 * time.Millisecond
+
+// writeLoop is the only writer of conn. After a write error it closes conn
+// (ending run's read) unless the read side fails first on its own.
+func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error, readDone <-chan struct{}) {
 	for {
 		frame, ok := l.out.pop(ctx)
 		if !ok {
@@ -84,7 +100,15 @@ func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error) 
 		}
 		if err := conn.Write(ctx, frame); err != nil {
 			writeErr <- err
-			conn.Close()
+			t := time.NewTimer(writeFailGrace)
+			defer t.Stop()
+			select {
+			case <-readDone:
+			case <-ctx.Done():
+			case <-t.C:
+				l.writeClosed.Store(true)
+				conn.Close()
+			}
 			return
 		}
 	}
