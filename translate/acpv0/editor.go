@@ -138,9 +138,14 @@ func (t *translator) initializeResult(authenticated bool) any {
 		Audio           bool `json:"audio"`
 		EmbeddedContext bool `json:"embeddedContext"`
 	}
+	type sessionCapabilities struct {
+		// Close is a presence object (acp-spec.md §4.2): {} means supported.
+		Close struct{} `json:"close"`
+	}
 	type agentCapabilities struct {
-		LoadSession        bool               `json:"loadSession"`
-		PromptCapabilities promptCapabilities `json:"promptCapabilities"`
+		LoadSession         bool                `json:"loadSession"`
+		PromptCapabilities  promptCapabilities  `json:"promptCapabilities"`
+		SessionCapabilities sessionCapabilities `json:"sessionCapabilities"`
 	}
 	type implementation struct {
 		Name    string `json:"name"`
@@ -157,6 +162,8 @@ func (t *translator) initializeResult(authenticated bool) any {
 			// Embedded text resources are inlined into text chunks; blobs,
 			// images and audio have no legacy form.
 			PromptCapabilities: promptCapabilities{EmbeddedContext: true},
+			// session/close ends the session's agent process (the engine
+			// closes the link once the translator has answered).
 		},
 		AuthMethods: methods,
 		AgentInfo:   implementation{Name: "acp-v0 agent", Version: t.agentVersion},
