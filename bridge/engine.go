@@ -234,17 +234,17 @@ func (e *engine) closeLinkAsync(l *link) {
 
 // tooLong answers a line over the size limit. The id is recovered from the
 // start of the line when it comes before the large payload, as it does in
-// every SDK's serialisation; otherwise the answer carries id null.
+// the SDKs' serialisations.
 func (e *engine) tooLong(err *ndjson.TooLongError) {
 	id := json.RawMessage("null")
 	if r := gjson.GetBytes(err.Head, "id"); r.Exists() && (r.Type == gjson.Number || r.Type == gjson.String) {
 		id = json.RawMessage(r.Raw)
 	}
-	method := gjson.GetBytes(err.Head, "method").Str
-	e.log.Warn("editor message over the size limit; answered with an error", "limit", err.Max, "id", string(id), "method", method)
-	if method != "" && string(id) == "null" && !gjson.GetBytes(err.Head, "id").Exists() {
-		return // a notification: never answered, only logged
-	}
+	// When the id comes after the payload it is lost with it; then the
+	// answer has id null, the JSON-RPC rule for a request whose id cannot
+	// be read. Staying silent could leave an editor request waiting forever.
+	e.log.Warn("editor message over the size limit; answered with an error", "limit", err.Max, "id", string(id),
+		"method", gjson.GetBytes(err.Head, "method").Str)
 	e.writeEditor(translate.ErrorFrame(id, translate.Errorf(translate.CodeInvalidRequest,
 		"message larger than the %d-byte limit (raise max_message / --max-message)", err.Max).JSON()))
 }
@@ -779,6 +779,7 @@ func (e *engine) linkLost(l *link, err error) {
 		}
 	}
 	e.closeLinkAsync(l)
+	e.links = slices.DeleteFunc(e.links, func(x *link) bool { return x == l })
 }
 
 // retireLink closes a link the engine no longer needs.

@@ -500,3 +500,11 @@ func TestInitialize_PipelinedRequestsAreHeldInOrder(t *testing.T) {
 		t.Errorf("held request not relayed in order: %s", got)
 	}
 }
+
+func TestTooLongLine_IDAfterPayloadStillAnswered(t *testing.T) {
+	h := newHarness(t, func(b *bridge.Bridge) { b.MaxMessage = 1024 })
+	h.send(`{"jsonrpc":"2.0","method":"session/prompt","params":{"x":"` + strings.Repeat("a", 4096) + `"},"id":43}`)
+	if got := h.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`) {
+		t.Errorf("got %s", got)
+	}
+}
