@@ -86,6 +86,9 @@ type engine struct {
 	byEditorID map[string]translate.Ref
 	calls      map[string]*call
 	sessions   map[string]*session
+	// abandoned maps prompts the engine answered after the cancel grace to
+	// their session, until the agent's own late answer arrives.
+	abandoned  map[translate.Ref]string
 	links      []*link
 	control    *link
 	init       initState
@@ -119,6 +122,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		byEditorID: make(map[string]translate.Ref),
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
+		abandoned:  make(map[translate.Ref]string),
 	}
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
@@ -325,6 +329,12 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	case "session/load", "session/resume":
 		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
 	case "session/prompt":
+		if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.control != nil {
+			// A session the engine did not see created (session/fork, an
+			// extension): it lives on the one agent link, and its prompts
+			// still need cancel-grace tracking.
+			e.sessions[req.session] = &session{id: req.session, link: e.control}
+		}
 		if s := e.sessions[req.session]; s != nil {
 			s.prompts = append(s.prompts, req.ref)
 			if s.draining {
@@ -540,12 +550,15 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 }
 
 // staleAnswer handles an answer for a request the engine already answered
-// itself (timeout, cancel grace, link loss).
+// itself (timeout, cancel grace, link loss). The late answer to a prompt the
+// engine ended after the grace period means that turn is over: its
+// session's late updates are no longer dropped.
 func (e *engine) staleAnswer(l *link, o translate.Out) {
-	for _, s := range e.sessions {
-		if s.link == l && s.draining {
+	if sid, ok := e.abandoned[o.Ref]; ok {
+		delete(e.abandoned, o.Ref)
+		if s := e.sessions[sid]; s != nil && s.draining {
 			s.draining = false
-			e.log.Info("agent ended the turn the bridge had already answered; late updates no longer dropped", "session", s.id)
+			e.log.Info("agent ended the turn the bridge had already answered; late updates no longer dropped", "session", sid)
 		}
 	}
 	e.log.Debug("late answer for a request already answered dropped", "link", l.String())
@@ -709,6 +722,7 @@ func (e *engine) armCancelGrace(sid string) {
 				e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
 				if e.sessions[sid] == s {
 					s.draining = true
+					e.abandoned[ref] = sid
 				}
 				if req.link.down == nil {
 					e.feed(req.link, translate.Msg{Kind: translate.Abandon, Ref: ref})

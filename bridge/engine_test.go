@@ -508,3 +508,47 @@ func TestTooLongLine_IDAfterPayloadStillAnswered(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+func TestCancelGrace_OnlyTheAbandonedTurnEndsDropping(t *testing.T) {
+	h := newHarness(t, func(b *bridge.Bridge) { b.RequestTimeout = 100 * time.Millisecond })
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[]}}`)
+	prompt := h.agentRecv()
+	h.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	h.agentRecv() // session/cancel
+	if got := h.recv(); got != `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}` {
+		t.Fatalf("editor got %s", got)
+	}
+	h.agentRecv() // $/cancel_request for the abandoned prompt
+	// Another request times out and its late answer arrives: that must
+	// not end the dropping of the abandoned turn's updates.
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`)
+	list := h.agentRecv()
+	if got := h.recv(); gjson.Get(got, "id").Raw != "3" || gjson.Get(got, "error.code").Int() != -32603 {
+		t.Fatalf("editor got %s", got)
+	}
+	h.agentRecv() // $/cancel_request for the timed-out list
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(list, "id").Raw + `,"result":{"sessions":[]}}`)
+	update := func(text string) {
+		h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`)
+	}
+	update("late")
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"cancelled"}}`)
+	update("fresh")
+	if got := h.recv(); gjson.Get(got, "params.update.content.text").Str != "fresh" {
+		t.Errorf("editor got %s, want only the update after the turn ended", got)
+	}
+}
+
+func TestCancelGrace_SessionTheEngineDidNotSeeCreated(t *testing.T) {
+	h := newHarness(t, nil)
+	h.initialize()
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"forked-1","prompt":[]}}`)
+	h.agentRecv()
+	h.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"forked-1"}}`)
+	h.agentRecv()
+	if got := h.recv(); got != `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}` {
+		t.Errorf("editor got %s", got)
+	}
+}
