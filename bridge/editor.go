@@ -3,7 +3,9 @@ package bridge
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
+	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 )
@@ -27,21 +29,36 @@ func newEditorWriter(w io.Writer) *editorWriter {
 }
 
 // send queues one frame (without its newline). It blocks while the queue is
-// full and returns false if the writer has failed (the editor is gone).
-func (ew *editorWriter) send(frame []byte) bool {
+// full, and returns false if the writer has failed (the editor is gone), or
+// stop or giveUp is closed first (nil channels: never).
+func (ew *editorWriter) send(frame []byte, stop, giveUp <-chan struct{}) bool {
 	select {
 	case ew.frames <- frame:
 		return true
 	case <-ew.done:
 		return false
+	case <-stop:
+		return false
+	case <-giveUp:
+		return false
 	}
 }
 
-// close flushes what is queued and waits for writeLoop to finish.
-func (ew *editorWriter) close() error {
+// errEditorStalled means the editor stopped reading what the bridge wrote.
+var errEditorStalled = errors.New("the editor stopped reading the bridge's output")
+
+// close flushes what is queued and waits, at most wait, for writeLoop to
+// finish: an editor that no longer reads must not keep the bridge alive.
+func (ew *editorWriter) close(wait time.Duration) error {
 	close(ew.frames)
-	<-ew.done
-	return ew.err
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ew.done:
+		return ew.err
+	case <-t.C:
+		return errEditorStalled
+	}
 }
 
 // writeLoop writes queued frames, flushing whenever the queue runs dry so

@@ -63,8 +63,8 @@ type session struct {
 	graceArmed bool
 }
 
-// engine is the state of one Serve call. Every field below mu-free comment
-// "loop-owned" is touched only by the loop goroutine.
+// engine is the state of one Serve call. The fields under "loop-owned" are
+// touched only by the loop goroutine (and, after it has returned, by Serve).
 type engine struct {
 	b   *Bridge
 	log hclog.Logger
@@ -97,6 +97,11 @@ type engine struct {
 	// they are handled, in order, once it has been answered.
 	held       [][]byte
 	editorCaps clientCaps
+	// giveUp, once set (at shutdown), is closed when writes to the editor
+	// must stop waiting for room; nil means wait as long as it takes.
+	giveUp <-chan struct{}
+	// dropped counts messages the editor could not be given (see writeEditor).
+	dropped int
 }
 
 type agentFrame struct {
@@ -139,6 +144,23 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	go reader.readLoop(ctx)
 
 	err := e.loop(ctx)
+
+	// Shut down within a few seconds whatever the peers do: links close in
+	// parallel (each child gets its staged stop) while pending requests are
+	// answered, and writes to an editor that stopped reading give up.
+	close(e.done) // from here on, link goroutines and timers stop reporting
+	links := slices.Clone(e.links)
+	linksClosed := make(chan struct{})
+	go func() {
+		defer close(linksClosed)
+		for _, l := range links {
+			e.closeLinkAsync(l)
+		}
+		e.linkWG.Wait()
+	}()
+	giveUp := make(chan struct{})
+	defer time.AfterFunc(shutdownWriteWait, func() { close(giveUp) }).Stop()
+	e.giveUp = giveUp
 	shutting := translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down")
 	for _, req := range e.pendingInOrder() {
 		e.fail(req, shutting)
@@ -148,15 +170,22 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
 		}
 	}
-	close(e.done) // from here on, link goroutines and timers stop reporting
-	e.closeLinks()
+	<-linksClosed
 	cancel()
 	e.helperWG.Wait()
-	if werr := e.out.close(); werr != nil && err == nil {
+	if e.dropped > 1 {
+		e.log.Warn("messages for the editor dropped while it was gone or not reading", "count", e.dropped)
+	}
+	if werr := e.out.close(shutdownWriteWait); werr != nil && err == nil {
 		err = fmt.Errorf("writing to the editor: %w", werr)
 	}
 	return err
 }
+
+// shutdownWriteWait bounds each of the two waits on the editor at shutdown
+// (queueing the last answers, flushing them), so that the bridge exits even
+// when the editor no longer reads.
+const shutdownWriteWait = time.Second
 
 // loop is the engine: the one goroutine that owns translators, sessions and
 // the pending tables. It never blocks on an agent; it blocks on the editor
@@ -212,16 +241,6 @@ func (e *engine) post(f func()) {
 	case e.tasks <- f:
 	case <-e.done:
 	}
-}
-
-// closeLinks closes every link at once (each child gets its staged stop in
-// parallel, so shutdown takes one grace period, not one per session) and
-// waits for all link goroutines.
-func (e *engine) closeLinks() {
-	for _, l := range e.links {
-		e.closeLinkAsync(l)
-	}
-	e.linkWG.Wait()
 }
 
 // closeLinkAsync closes l off the loop: stopping a child process can take
@@ -650,7 +669,15 @@ func (e *engine) writeEditor(frame []byte) {
 	if e.log.IsTrace() {
 		e.log.Trace("bridge → editor", "message", truncate(frame, 2048))
 	}
-	e.out.send(frame)
+	stop := e.ctx.Done() // a stalled editor must not keep the loop from stopping
+	if e.giveUp != nil {
+		stop = nil // shutting down: the last answers get shutdownWriteWait
+	}
+	if !e.out.send(frame, stop, e.giveUp) {
+		if e.dropped++; e.dropped == 1 {
+			e.log.Warn("message for the editor dropped: it is gone or no longer reading", "message", truncate(frame, 200))
+		}
+	}
 }
 
 // pendingInOrder returns the pending editor requests oldest first.

@@ -552,3 +552,50 @@ func TestCancelGrace_SessionTheEngineDidNotSeeCreated(t *testing.T) {
 		t.Errorf("editor got %s", got)
 	}
 }
+
+func TestShutdown_EditorNotReadingDoesNotHang(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe() // nobody reads outR after the handshake
+	defer outR.Close()
+	newTr, _ := acp.Dialect.Configure(nil)
+	agent := newMemLink()
+	b := &bridge.Bridge{
+		Dialect:       acp.Dialect,
+		NewTranslator: newTr,
+		Dial:          func(context.Context, bridge.Spawn) (bridge.Link, error) { return agent, nil },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ctx, inR, outW) }()
+	out := bufio.NewReader(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	req := <-agent.toAgent
+	agent.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(req, "id").Raw + `,"result":{"protocolVersion":1}}`)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	// The agent floods updates the editor never reads, then requests pile up.
+	for i := range 2000 {
+		agent.fromAgent <- fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, i)
+	}
+	go func() {
+		for i := range 50 {
+			fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"_x","params":{}}`+"\n", i+1)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err == nil {
+			t.Errorf("Serve = nil, want an error saying the editor stopped reading")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return: a stalled editor kept the bridge alive")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("shutdown took %v, want under 3 s", d)
+	}
+	inW.Close()
+}
