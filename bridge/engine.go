@@ -41,11 +41,9 @@ type request struct {
 
 // call is a request the engine sent to the editor on a translator's behalf.
 type call struct {
-	id      json.RawMessage // the editor-side id the engine gave it
-	link    *link
-	ref     translate.Ref
-	method  string
-	session string
+	id   json.RawMessage // the editor-side id the engine gave it
+	link *link
+	ref  translate.Ref
 }
 
 // session is what the engine knows of one ACP session.
@@ -526,14 +524,14 @@ func (e *engine) callEditor(l *link, o translate.Out) {
 		e.feed(l, translate.Msg{Kind: translate.Response, Ref: o.Ref, Body: json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)})
 		return
 	}
-	if local, ok := e.localFS(o.Method); ok {
-		e.serveLocalFS(l, o, s, local)
+	if e.servesFSLocally(o.Method) {
+		e.serveLocalFS(l, o, s)
 		return
 	}
 	e.nextCallID++
 	id := translate.IntID(e.nextCallID)
 	key := idKey(id)
-	e.calls[key] = &call{id: id, link: l, ref: o.Ref, method: o.Method, session: sid}
+	e.calls[key] = &call{id: id, link: l, ref: o.Ref}
 	l.calls[o.Ref] = key
 	e.writeEditor(translate.RequestFrame(id, o.Method, o.Body))
 }

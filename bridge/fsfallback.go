@@ -10,22 +10,24 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// localFS reports whether the engine must serve method itself because the
-// editor did not advertise the capability (agents must not call what the
-// editor lacks, acp-spec.md §7; translators always ask, the engine decides).
-func (e *engine) localFS(method string) (string, bool) {
+// servesFSLocally reports whether the engine must serve method itself
+// because the editor did not advertise the capability (agents must not call
+// what the editor lacks, acp-spec.md §7; translators always ask, the engine
+// decides).
+func (e *engine) servesFSLocally(method string) bool {
 	switch method {
 	case "fs/read_text_file":
-		return method, !e.editorCaps.fsRead
+		return !e.editorCaps.fsRead
 	case "fs/write_text_file":
-		return method, !e.editorCaps.fsWrite
+		return !e.editorCaps.fsWrite
 	}
-	return "", false
+	return false
 }
 
 // serveLocalFS answers an fs call from disk, confined to the session's cwd,
 // off the loop, and feeds the answer back to the translator as the editor's.
-func (e *engine) serveLocalFS(l *link, o translate.Out, s *session, method string) {
+func (e *engine) serveLocalFS(l *link, o translate.Out, s *session) {
+	method := o.Method
 	reply := func(result json.RawMessage, err *translate.Error) {
 		m := translate.Msg{Kind: translate.Response, Ref: o.Ref, Body: result}
 		if err != nil {
