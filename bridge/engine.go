@@ -449,6 +449,9 @@ func (e *engine) editorResponse(env *translate.Envelope) {
 
 func (e *engine) feed(l *link, m translate.Msg) {
 	outs, err := l.tr.FromEditor(m)
+	// Outputs first: a translator that also returns an error may already
+	// have answered the request more precisely than -32603 can.
+	e.apply(l, outs)
 	if err != nil {
 		e.log.Error("translator failed on an editor message", "link", l.String(), "method", m.Method, "error", err)
 		if m.Kind == translate.Request {
@@ -457,7 +460,6 @@ func (e *engine) feed(l *link, m translate.Msg) {
 			}
 		}
 	}
-	e.apply(l, outs)
 }
 
 func (e *engine) fromAgent(l *link, frame []byte) {

@@ -189,3 +189,33 @@ func serve(t *testing.T, b *bridge.Bridge) *harness {
 	h.drain = outR
 	return h
 }
+
+// failing answers every request with its own error and also reports one.
+type failing struct{ oneShot }
+
+func (f *failing) FromEditor(m translate.Msg) ([]translate.Out, error) {
+	if m.Method == "_x/broken" {
+		return []translate.Out{{Kind: translate.Fail, Ref: m.Ref, Body: translate.Errorf(-32602, "precise reason").JSON()}}, errors.New("also logged")
+	}
+	return f.oneShot.FromEditor(m)
+}
+
+func TestTranslatorAnswerWinsOverItsError(t *testing.T) {
+	b := &bridge.Bridge{
+		Dialect:       translate.Dialect{Name: "failing"},
+		NewTranslator: func() translate.Translator { return &failing{} },
+		Dial:          func(context.Context, bridge.Spawn) (bridge.Link, error) { return newMemLink(), nil },
+	}
+	h := serve(t, b)
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"_x/broken","params":{}}`)
+	if got := h.recv(); !strings.Contains(got, `"code":-32602`) || !strings.Contains(got, "precise reason") {
+		t.Errorf("answer = %s, want the translator's own error", got)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"_x/next","params":{}}`)
+	if got := h.recv(); gjson.Get(got, "id").Raw != "2" {
+		t.Errorf("next line = %s; the request was answered twice", got)
+	}
+	h.close()
+}
