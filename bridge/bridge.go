@@ -2,9 +2,15 @@
 // newline-delimited ACP v1 on stdio and relays it to one or more agent links
 // through a dialect's translator. The engine alone sees the editor's request
 // ids and restores them exactly; it owns sessions, the order of everything
-// written to the editor, request timeouts, the cancel grace period, and the
-// rule that every editor request gets exactly one answer, even when an agent
-// dies or a connection drops.
+// written to the editor, request timeouts, the cancel grace period, the
+// links' supervision (a lost link is dialled again for the next request that
+// needs it) and the rule that every editor request gets exactly one answer,
+// even when an agent dies or a connection drops.
+//
+// The engine is one loop goroutine that owns every translator, session and
+// pending table (engine.go); the editor's input and output and each link's
+// connection have goroutines of their own that hand whole messages to the
+// loop and take them from it (editor.go, links.go).
 package bridge
 
 import (
@@ -32,13 +38,21 @@ type Spawn struct {
 	// Cwd is the session's working directory (session/new's cwd); empty for
 	// the control link, which runs where the bridge runs.
 	Cwd string
-	// Session is the id the engine minted for the session; empty for the
+	// Session is the id of the session the link serves; empty for the
 	// control link.
 	Session string
+	// Command is what the dialect asked for the link's agent process (see
+	// translate.SpawnBuilder); its zero value means the configured command.
+	Command translate.Spawn
 }
 
-// Bridge serves one editor. Its zero value is not usable: Dialect, NewTranslator
-// and Dial are required. Fields must not be changed once Serve has started.
+// Bridge serves one editor. Dialect, NewTranslator and Dial are required;
+// every other field's zero value means the default its comment gives.
+// Fields must not be changed once Serve has started.
+//
+// The func fields are hooks in the manner of httputil.ReverseProxy: each is
+// called on the engine's loop goroutine, must return quickly, must not block
+// on either peer and must not keep the slices it is handed.
 type Bridge struct {
 	// Dialect describes the agent's protocol.
 	Dialect translate.Dialect
@@ -46,12 +60,13 @@ type Bridge struct {
 	// Dialect.Configure).
 	NewTranslator func() translate.Translator
 	// Dial opens an agent link. It may block (a WebSocket handshake); the
-	// engine calls it off its loop.
+	// engine calls it off its loop, with a ctx cancelled when the bridge
+	// stops or no longer needs the link.
 	Dial func(ctx context.Context, s Spawn) (Link, error)
 	// AgentName names the configured agent in logs, errors and the
 	// initialize answer's _meta.
 	AgentName string
-	// Version is the bridge's version, reported in agentInfo.
+	// Version is the bridge's version, reported in the initialize answer.
 	Version string
 	// Logger receives the engine's logs; nil means no logging.
 	Logger hclog.Logger
@@ -63,7 +78,108 @@ type Bridge struct {
 	// negative means no timeout.
 	RequestTimeout time.Duration
 	// CancelGrace is how long after session/cancel the engine waits for the
-	// agent to end the turn before answering the prompt itself with
-	// stopReason "cancelled"; 0 means 5 s.
+	// agent to end each cancelled turn before answering its prompt itself
+	// with stopReason "cancelled"; 0 means 5 s.
 	CancelGrace time.Duration
+	// QueueBytes bounds each queue of messages waiting for a slow peer:
+	// frames for one agent link, agent frames for the loop, messages for
+	// the editor. When one is full the engine stops reading from the side
+	// that fills it (backpressure) instead of growing; 0 means 64 MiB. A
+	// single message larger than the bound still passes, alone.
+	QueueBytes int
+	// ReconnectBackoff is the wait before dialling an agent again after a
+	// failed dial; it doubles with every further failure, up to
+	// ReconnectBackoffMax, with ±20% jitter. 0 means 100 ms and 5 s.
+	ReconnectBackoff, ReconnectBackoffMax time.Duration
+
+	// Tap, if not nil, sees every message on both hops, in the order the
+	// engine handles them, and the engine's own decisions (see TapEvent).
+	Tap func(TapEvent)
+	// OnSession, if not nil, is told of every session's life and of every
+	// message the editor saw for it (see SessionEvent): the hook a
+	// transcript store is built on.
+	OnSession func(SessionEvent)
+	// NewSessionID, if not nil, picks the ids of sessions the engine
+	// creates itself (dialects with one link per session); nil means
+	// random "sess-" ids. Tests make it deterministic.
+	NewSessionID func() string
+}
+
+// Hop says which side of the bridge a tapped message crossed.
+type Hop int
+
+const (
+	// EditorHop is the ACP stream on stdio.
+	EditorHop Hop = iota + 1
+	// AgentHop is one agent link, in its dialect's own format.
+	AgentHop
+	// BridgeHop is the engine itself: Note events.
+	BridgeHop
+)
+
+func (h Hop) String() string {
+	switch h {
+	case EditorHop:
+		return "editor"
+	case AgentHop:
+		return "agent"
+	case BridgeHop:
+		return "bridge"
+	}
+	return "?"
+}
+
+// TapEvent is one message seen by Bridge.Tap.
+type TapEvent struct {
+	Hop Hop
+	// Inbound is true for a message the bridge received (from the editor
+	// or from an agent), false for one it sent.
+	Inbound bool
+	// Link identifies the agent link (AgentHop), counting from 1; 0 on the
+	// editor hop.
+	Link int
+	// Session is the ACP session the message belongs to, when the engine
+	// knows it without parsing (often empty on the agent hop).
+	Session string
+	// Message is the whole message as it crossed the hop (borrowed: valid
+	// only during the call). Empty for notes.
+	Message []byte
+	// Note names the engine's decision for BridgeHop events: a repair (see
+	// the Repair constants) or another event such as "cancel-grace".
+	Note string
+	// Detail says more about a note, for a person.
+	Detail string
+}
+
+// SessionEventKind says what happened to a session.
+type SessionEventKind int
+
+const (
+	// SessionOpened: the editor got a session/new (or load, resume)
+	// answer. Body is that result.
+	SessionOpened SessionEventKind = iota + 1
+	// SessionPrompt: the editor sent a prompt. Body is its params.
+	SessionPrompt
+	// SessionUpdate: the editor was sent a session/update. Body is its
+	// params.
+	SessionUpdate
+	// SessionTurnEnded: a prompt was answered. Body is the result, or the
+	// error object when Failed.
+	SessionTurnEnded
+	// SessionClosed: the session was closed.
+	SessionClosed
+	// SessionLost: the session's agent link was lost. Body is the error
+	// object naming the cause.
+	SessionLost
+)
+
+// SessionEvent is one event for Bridge.OnSession.
+type SessionEvent struct {
+	Kind    SessionEventKind
+	Session string
+	// Cwd is the session's working directory (SessionOpened).
+	Cwd string
+	// Body is borrowed: valid only during the call.
+	Body   []byte
+	Failed bool
 }

@@ -2,56 +2,109 @@ package bridge
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 )
 
-// stdoutQueue is how many frames may wait for the editor before the engine
-// blocks: backpressure, so that a slow editor slows the agents down instead
-// of growing memory (ARCHITECTURE.md §4: never drop a slow peer).
-const stdoutQueue = 256
+// editorMsg is one message for the editor, written as head, body and tail
+// back to back and then a newline. Splitting it lets a relayed result go out
+// without being copied: head is `{"jsonrpc":"2.0","id":7,"result":`, body the
+// agent's bytes, tail `}`. Each part is owned by the writer once queued.
+type editorMsg struct {
+	head, body, tail []byte
+}
+
+func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
 
 // editorWriter owns the editor's output stream. Only its writeLoop writes to
-// it, one message per line, so lines can never interleave (acp-spec.md §20.2).
+// it, one message per line, so lines never interleave (acp-spec.md §20.2).
+//
+// Messages wait in a queue bounded by bytes. The loop hands over messages
+// one at a time; the writer takes the whole queue at once, writes it through
+// one buffer and flushes when nothing more is waiting, so a burst of updates
+// costs one system call and no goroutine switch per message.
 type editorWriter struct {
-	w      io.Writer
-	frames chan []byte
-	done   chan struct{} // closed when writeLoop has returned
-	err    error         // set by writeLoop before done is closed
+	w     io.Writer
+	limit int
+
+	mu      sync.Mutex
+	queue   []editorMsg
+	spare   []editorMsg // the writer's last batch, reused
+	queued  int         // bytes in queue
+	closing bool
+	wake    chan struct{} // capacity 1: the queue may be non-empty, or closing
+	room    chan struct{} // capacity 1: the writer took the queue
+
+	done chan struct{} // closed when writeLoop has returned
+	err  error         // set by writeLoop before done is closed
 }
 
-func newEditorWriter(w io.Writer) *editorWriter {
-	return &editorWriter{w: w, frames: make(chan []byte, stdoutQueue), done: make(chan struct{})}
-}
-
-// send queues one frame (without its newline). It blocks while the queue is
-// full, and returns false if the writer has failed (the editor is gone), or
-// stop or giveUp is closed first (nil channels: never).
-func (ew *editorWriter) send(frame []byte, stop, giveUp <-chan struct{}) bool {
-	select {
-	case ew.frames <- frame:
-		return true
-	case <-ew.done:
-		return false
-	case <-stop:
-		return false
-	case <-giveUp:
-		return false
+func newEditorWriter(w io.Writer, limit int) *editorWriter {
+	return &editorWriter{
+		w:     w,
+		limit: limit,
+		wake:  make(chan struct{}, 1),
+		room:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
+}
+
+// send queues m. While the queue is full it waits for the writer, and gives
+// up (returning false) if the writer has failed or stop is closed (nil:
+// never). A message larger than the limit is queued alone.
+func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
+	n := m.size()
+	for {
+		ew.mu.Lock()
+		if ew.closing {
+			ew.mu.Unlock()
+			return false
+		}
+		if ew.queued == 0 || ew.queued+n <= ew.limit {
+			ew.queue = append(ew.queue, m)
+			ew.queued += n
+			first := len(ew.queue) == 1
+			ew.mu.Unlock()
+			if first {
+				signal(ew.wake)
+			}
+			return true
+		}
+		ew.mu.Unlock()
+		select {
+		case <-ew.room:
+		case <-ew.done:
+			return false
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// full reports whether the next message would have to wait.
+func (ew *editorWriter) full() bool {
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	return ew.queued >= ew.limit
 }
 
 // errEditorStalled means the editor stopped reading what the bridge wrote.
 var errEditorStalled = errors.New("the editor stopped reading the bridge's output")
 
-// close flushes what is queued and waits, at most wait, for writeLoop to
-// finish: an editor that no longer reads must not keep the bridge alive.
-func (ew *editorWriter) close(wait time.Duration) error {
-	close(ew.frames)
-	t := time.NewTimer(wait)
+// close lets the writer finish what is queued and waits for it until
+// deadline: an editor that no longer reads must not keep the bridge alive.
+func (ew *editorWriter) close(deadline time.Time) error {
+	ew.mu.Lock()
+	ew.closing = true
+	ew.mu.Unlock()
+	signal(ew.wake)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-ew.done:
@@ -61,28 +114,82 @@ func (ew *editorWriter) close(wait time.Duration) error {
 	}
 }
 
-// writeLoop writes queued frames, flushing whenever the queue runs dry so
-// that a burst of updates costs one write system call, not one each.
+// writeLoop writes queued messages until close, flushing whenever the queue
+// runs dry.
 func (ew *editorWriter) writeLoop() {
 	defer close(ew.done)
 	bw := bufio.NewWriterSize(ew.w, 64<<10)
-	for frame := range ew.frames {
-		if _, err := bw.Write(frame); err != nil {
-			ew.err = err
-			return
-		}
-		if err := bw.WriteByte('\n'); err != nil {
-			ew.err = err
-			return
-		}
-		if len(ew.frames) == 0 {
+	for {
+		ew.mu.Lock()
+		batch := ew.queue
+		closing := ew.closing
+		ew.queue, ew.spare = ew.spare[:0], nil
+		ew.queued = 0
+		ew.mu.Unlock()
+		if len(batch) == 0 {
+			if closing {
+				ew.err = bw.Flush()
+				return
+			}
 			if err := bw.Flush(); err != nil {
 				ew.err = err
 				return
 			}
+			<-ew.wake
+			continue
+		}
+		signal(ew.room)
+		for i := range batch {
+			if err := writeMsg(bw, batch[i]); err != nil {
+				ew.err = err
+				return
+			}
+			batch[i] = editorMsg{} // let a large message go as soon as it is written
+		}
+		ew.mu.Lock()
+		if ew.spare == nil {
+			ew.spare = batch[:0]
+		}
+		ew.mu.Unlock()
+	}
+}
+
+func writeMsg(bw *bufio.Writer, m editorMsg) error {
+	for _, part := range [3][]byte{m.head, m.body, m.tail} {
+		if len(part) == 0 {
+			continue
+		}
+		if _, err := bw.Write(oneLine(part)); err != nil {
+			return err
 		}
 	}
-	ew.err = bw.Flush()
+	return bw.WriteByte('\n')
+}
+
+// oneLine returns b, or a copy of it with every CR and LF turned into a space
+// if it has any. Valid JSON holds raw line breaks only as white space, so the
+// message means the same and stays one line: stdout is one message per line
+// whatever a translator built. The engine compacts agent frames before they
+// get here; this is the last guard, and memchr-fast when there is nothing to do.
+func oneLine(b []byte) []byte {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	c := bytes.Clone(b)
+	for i, ch := range c {
+		if ch == '\n' || ch == '\r' {
+			c[i] = ' '
+		}
+	}
+	return c
+}
+
+// signal makes a non-blocking send on a channel of capacity 1.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // editorLine is one read from the editor: a frame, or the error that ended
@@ -96,13 +203,25 @@ type editorLine struct {
 type editorReader struct {
 	r     *ndjson.Reader
 	lines chan<- editorLine
+	// ended is closed when the input has ended (or failed), before the
+	// final editorLine is handed over: the loop may be busy writing to an
+	// editor that no longer reads, and must learn of the end all the same.
+	ended chan struct{}
+	done  chan struct{} // closed when readLoop returns
 }
 
 // readLoop runs until the input ends or ctx is done. A read blocked in the
-// editor's stream when ctx ends returns when that stream next yields.
+// editor's stream when ctx ends returns when that stream next yields, or at
+// once if the stream has a read deadline to set (see Serve).
 func (er *editorReader) readLoop(ctx context.Context) {
+	defer close(er.done)
 	for {
 		frame, err := er.r.Next()
+		if err != nil {
+			if _, tooLong := err.(*ndjson.TooLongError); !tooLong {
+				close(er.ended)
+			}
+		}
 		select {
 		case er.lines <- editorLine{frame: frame, err: err}:
 		case <-ctx.Done():

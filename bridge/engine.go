@@ -1,15 +1,13 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,145 +20,153 @@ import (
 const (
 	defaultRequestTimeout = 60 * time.Second
 	defaultCancelGrace    = 5 * time.Second
+	defaultQueueBytes     = 64 << 20
+	defaultBackoff        = 100 * time.Millisecond
+	defaultBackoffMax     = 5 * time.Second
+	// maxHeld bounds the editor messages held behind a pending initialize;
+	// beyond it the engine stops reading the editor until initialize ends.
+	maxHeld = 1024
+	// shutdownWriteWait bounds how long, at shutdown, the engine waits for
+	// the editor to take the last answers: an editor that no longer reads
+	// must not keep the bridge alive (stdin's end ends the bridge within
+	// 3 s whatever stdout does).
+	shutdownWriteWait = time.Second
 )
 
-// request is one editor request the engine has not answered yet, or an
-// internal request the engine made itself (the initialize replayed on a new
-// per-session link). Answering deletes it from engine.pending: the only
-// retire path, so nothing is answered twice.
-type request struct {
-	ref     translate.Ref
-	id      json.RawMessage // the editor's raw id; nil for internal requests
-	key     string          // canonical form of id, for $/cancel_request
-	method  string
-	link    *link
-	session string // sessionId the request names, if any
-	cwd     string // session/new, load, resume: the cwd asked for
-	timer   *time.Timer
-}
-
-// call is a request the engine sent to the editor on a translator's behalf.
-type call struct {
-	id   json.RawMessage // the editor-side id the engine gave it
-	link *link
-	ref  translate.Ref
-}
-
-// session is what the engine knows of one ACP session.
-type session struct {
-	id   string
-	link *link
-	cwd  string
-	// prompts are the session/prompt requests still pending, oldest first.
-	prompts []translate.Ref
-	// draining is set when the engine answered a prompt itself after the
-	// cancel grace period: updates the agent still sends for that turn are
-	// dropped until its own late answer arrives or the next prompt starts.
-	draining bool
-	// graceArmed is true while a cancel grace timer is running.
-	graceArmed bool
-}
-
-// engine is the state of one Serve call. The fields under "loop-owned" are
+// engine is the state of one Serve call. Fields under "loop-owned" are
 // touched only by the loop goroutine (and, after it has returned, by Serve).
 type engine struct {
 	b   *Bridge
 	log hclog.Logger
 	ctx context.Context
 
-	out      *editorWriter
-	lines    chan editorLine
-	frames   chan agentFrame
-	tasks    chan func() // work handed back to the loop by timers and helpers
-	done     chan struct{}
-	linkWG   sync.WaitGroup
-	helperWG sync.WaitGroup
+	out    *editorWriter
+	reader *editorReader
+	lines  chan editorLine
+	inbox  *inbox
+	tasks  chan func() // work handed back to the loop by timers and helpers
+	// stopWrites is closed once the bridge stops or the editor's input
+	// ends; from then on writes to a full editor queue are dropped.
+	stopWrites chan struct{}
+	drained    chan struct{} // a link queue fell back under its bound
+	done       chan struct{} // closed when the loop has stopped
+	linkWG     sync.WaitGroup
+	helperWG   sync.WaitGroup
 
 	// loop-owned
 	nextRef    translate.Ref
 	nextLinkID int
 	nextCallID uint64
-	pending    map[translate.Ref]*request
-	byEditorID map[string]translate.Ref
+	pending    pendingTable
 	calls      map[string]*call
 	sessions   map[string]*session
 	// abandoned maps prompts the engine answered after the cancel grace to
 	// their session, until the agent's own late answer arrives.
-	abandoned  map[translate.Ref]string
-	links      []*link
-	control    *link
-	init       initState
-	initParams json.RawMessage // the editor's initialize params, replayed on new session links
+	abandoned map[translate.Ref]string
+	links     []*link
+	control   *link
+	dialing   backoff
+	init      initState
+	// initReq is the initialize in flight while init is initPending.
+	initReq *request
+	// initParams are the editor's initialize params, replayed on new links.
+	initParams json.RawMessage
+	// initResult is the (rewritten) answer of the first initialize, given
+	// again to a repeated one on translating dialects.
+	initResult json.RawMessage
+	// initErr is why the last initialize failed ("" if it did not).
+	initErr    string
+	editorCaps clientCaps
 	// held are editor messages that arrived while initialize was pending;
 	// they are handled, in order, once it has been answered.
-	held       [][]byte
-	editorCaps clientCaps
+	held    [][]byte
+	repairs repairCounts
 	// giveUp, once set (at shutdown), is closed when writes to the editor
-	// must stop waiting for room; nil means wait as long as it takes.
+	// must stop waiting for room.
 	giveUp <-chan struct{}
 	// dropped counts messages the editor could not be given (see writeEditor).
 	dropped int
 }
 
-type agentFrame struct {
-	link  *link
-	frame []byte
-	err   error // non-nil: the link is lost
-}
-
 // Serve serves one editor: it reads ACP messages from editorIn and writes
 // ACP messages to editorOut until editorIn ends or ctx is done. Then it
 // answers every request still pending, closes every agent link (stopping
-// child processes) and returns. It returns nil on a clean end of input.
+// child processes) and returns, within about 3 s whatever the peers do. It
+// returns nil on a clean end of input.
+//
+// If editorIn has a SetReadDeadline method (an *os.File in non-blocking
+// mode, a net.Conn), Serve uses it to stop its reader on return; otherwise a
+// read blocked in editorIn when ctx ends returns when editorIn next yields.
 func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writer) error {
+	if b.NewTranslator == nil || b.Dial == nil {
+		return errors.New("bridge: NewTranslator and Dial are required")
+	}
+	queue := b.QueueBytes
+	if queue <= 0 {
+		queue = defaultQueueBytes
+	}
 	e := &engine{
 		b:          b,
 		log:        b.Logger,
-		out:        newEditorWriter(editorOut),
+		out:        newEditorWriter(editorOut, queue),
 		lines:      make(chan editorLine),
-		frames:     make(chan agentFrame, 64),
+		inbox:      newInbox(queue),
 		tasks:      make(chan func(), 16),
+		drained:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		pending:    make(map[translate.Ref]*request),
-		byEditorID: make(map[string]translate.Ref),
+		stopWrites: make(chan struct{}),
+		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
 		abandoned:  make(map[translate.Ref]string),
+		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
+	}
+	if e.dialing.min <= 0 {
+		e.dialing.min = defaultBackoff
+	}
+	if e.dialing.max <= 0 {
+		e.dialing.max = defaultBackoffMax
 	}
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
-	}
-	if b.NewTranslator == nil || b.Dial == nil {
-		return errors.New("bridge: NewTranslator and Dial are required")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
 
 	go e.out.writeLoop()
-	reader := &editorReader{r: ndjson.NewReader(editorIn, b.MaxMessage), lines: e.lines}
-	go reader.readLoop(ctx)
+	e.reader = &editorReader{
+		r:     ndjson.NewReader(editorIn, b.MaxMessage),
+		lines: e.lines,
+		ended: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go e.reader.readLoop(ctx)
+	e.helperWG.Add(1)
+	go e.watchStop()
 
 	err := e.loop(ctx)
+	return e.shutdown(err, cancel, editorIn)
+}
 
-	// Shut down within a few seconds whatever the peers do: links close in
-	// parallel (each child gets its staged stop) while pending requests are
-	// answered, and writes to an editor that stopped reading give up.
+// shutdown answers what is pending, closes the links and stops every
+// goroutine Serve started, bounded in time.
+func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Reader) error {
 	close(e.done) // from here on, link goroutines and timers stop reporting
+	deadline := time.Now().Add(shutdownWriteWait)
 	links := slices.Clone(e.links)
+	if e.control != nil && e.control.detached {
+		links = append(links, e.control)
+	}
 	linksClosed := make(chan struct{})
-	go func() {
-		defer close(linksClosed)
-		for _, l := range links {
-			e.closeLinkAsync(l)
-		}
-		e.linkWG.Wait()
-	}()
+	go e.closeLinks(links, linksClosed)
+
 	giveUp := make(chan struct{})
-	defer time.AfterFunc(shutdownWriteWait, func() { close(giveUp) }).Stop()
+	stopGiveUp := time.AfterFunc(time.Until(deadline), func() { close(giveUp) })
+	defer stopGiveUp.Stop()
 	e.giveUp = giveUp
-	shutting := translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down")
-	for _, req := range e.pendingInOrder() {
+	shutting := translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down: the editor closed its input or the bridge was stopped")
+	for _, req := range e.pending.inOrder() {
 		e.fail(req, shutting)
 	}
 	for _, frame := range e.held { // held behind an initialize that never finished
@@ -168,35 +174,60 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
 		}
 	}
+	e.held = nil
+	for _, l := range e.links {
+		e.stopWake(l)
+	}
+	if werr := e.out.close(deadline); werr != nil && err == nil {
+		err = fmt.Errorf("writing to the editor: %w", werr)
+	}
 	<-linksClosed
 	cancel()
 	e.helperWG.Wait()
+	// Stop the reader: at once if the input can take a deadline, else it
+	// returns when the input next yields (a pipe the editor closes).
+	if d, ok := editorIn.(interface{ SetReadDeadline(time.Time) error }); ok && d.SetReadDeadline(time.Now()) == nil {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-e.reader.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if e.dropped > 1 {
 		e.log.Warn("messages for the editor dropped while it was gone or not reading", "count", e.dropped)
 	}
-	if werr := e.out.close(shutdownWriteWait); werr != nil && err == nil {
-		err = fmt.Errorf("writing to the editor: %w", werr)
-	}
+	e.repairs.logSummary(e.log)
 	return err
 }
 
-// shutdownWriteWait bounds each of the two waits on the editor at shutdown
-// (queueing the last answers, flushing them), so that the bridge exits even
-// when the editor no longer reads.
-const shutdownWriteWait = time.Second
+// closeLinks closes links in parallel (each child gets its staged stop) and
+// waits for every link goroutine.
+func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
+	defer close(done)
+	for _, l := range links {
+		e.closeLinkAsync(l)
+	}
+	e.linkWG.Wait()
+}
 
 // loop is the engine: the one goroutine that owns translators, sessions and
 // the pending tables. It never blocks on an agent; it blocks on the editor
-// only when the editor stops reading (backpressure).
+// only when the editor stops reading (backpressure), and stops reading the
+// editor while an agent stops reading (backpressure the other way).
 func (e *engine) loop(ctx context.Context) error {
 	for {
+		lines := e.lines
+		if e.paused() {
+			lines = nil
+		}
 		select {
 		case <-ctx.Done():
 			e.log.Info("stopping", "reason", context.Cause(ctx))
 			return nil
 		case <-e.out.done:
 			return fmt.Errorf("writing to the editor: %w", e.out.err)
-		case l := <-e.lines:
+		case l := <-lines:
 			if l.err != nil {
 				var tooLong *ndjson.TooLongError
 				if errors.As(l.err, &tooLong) {
@@ -210,27 +241,32 @@ func (e *engine) loop(ctx context.Context) error {
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
 			e.fromEditor(l.frame)
-		case f := <-e.frames:
-			if f.err != nil {
-				e.linkLost(f.link, f.err)
-				continue
+		case <-e.inbox.wake:
+			batch := e.inbox.take()
+			for i := range batch {
+				e.agentEvent(batch[i])
+				batch[i] = agentEvent{}
 			}
-			e.fromAgent(f.link, f.frame)
 		case task := <-e.tasks:
 			task()
+		case <-e.drained:
 		}
 		e.releaseHeld()
 	}
 }
 
-// releaseHeld handles the messages held while initialize was pending, once
-// it no longer is (answered or failed: then they get the usual error).
-func (e *engine) releaseHeld() {
-	for len(e.held) > 0 && e.init != initPending {
-		frame := e.held[0]
-		e.held = e.held[1:]
-		e.fromEditor(frame)
+// paused reports whether the engine must stop reading the editor for now:
+// an agent is not taking its frames, or too much is held behind initialize.
+func (e *engine) paused() bool {
+	if len(e.held) >= maxHeld {
+		return true
 	}
+	for _, l := range e.links {
+		if l.out.over() {
+			return true
+		}
+	}
+	return false
 }
 
 // post runs f on the loop. It is how timers and helper goroutines report.
@@ -267,10 +303,11 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 	e.log.Warn("editor message over the size limit; answered with an error", "limit", err.Max, "id", string(id),
 		"method", gjson.GetBytes(err.Head, "method").Str)
 	e.writeEditor(translate.ErrorFrame(id, translate.Errorf(translate.CodeInvalidRequest,
-		"message larger than the %d-byte limit (raise max_message / --max-message)", err.Max).JSON()))
+		"message larger than the %d-byte limit: it was not read; raise --max-message (max_message in the config) or send less", err.Max).JSON()))
 }
 
 func (e *engine) fromEditor(frame []byte) {
+	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
 	if e.log.IsTrace() {
 		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
 	}
@@ -291,9 +328,10 @@ func (e *engine) fromEditor(frame []byte) {
 		e.writeEditor(translate.ErrorFrame(id, perr.JSON()))
 		return
 	}
-	if e.init == initPending && env.Method != "initialize" {
-		// An editor may pipeline session/new behind initialize; hold it
-		// rather than refuse it, and keep the order.
+	if e.init == initPending && !env.IsResponse() {
+		// An editor may pipeline session/new (or even a second initialize)
+		// behind initialize: hold it rather than refuse it, and keep the
+		// order. Responses to the agent's calls need no initialize.
 		e.held = append(e.held, frame)
 		return
 	}
@@ -308,15 +346,24 @@ func (e *engine) fromEditor(frame []byte) {
 }
 
 func (e *engine) editorRequest(env *translate.Envelope) {
+	key := idKey(env.ID)
+	if other := e.pending.byEditorID(key); other != nil {
+		// Two requests in flight with one id cannot both be answered
+		// unambiguously, and a $/cancel_request could reach the wrong one.
+		// Answer the newcomer; the first keeps its own answer.
+		e.log.Warn("editor reused the id of a pending request", "id", string(env.ID), "pending", other.method, "new", env.Method)
+		e.writeEditor(translate.ErrorFrame(env.ID, translate.Errorf(translate.CodeInvalidRequest,
+			"request id %s is already in use by a pending %s request: ids must be unique among requests in flight", env.ID, other.method).JSON()))
+		return
+	}
 	e.nextRef++
 	req := &request{
 		ref:    e.nextRef,
-		id:     append(json.RawMessage(nil), env.ID...),
-		key:    idKey(env.ID),
+		id:     bytes.Clone(env.ID),
+		key:    key,
 		method: env.Method,
 	}
-	e.pending[req.ref] = req
-	e.byEditorID[req.key] = req.ref
+	e.pending.add(req)
 
 	if err := checkParams(env.Method, env.Params); err != nil {
 		e.fail(req, err)
@@ -327,11 +374,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 		return
 	}
 	if e.init != initDone {
-		e.fail(req, translate.Errorf(translate.CodeInvalidRequest, "the first request must be initialize"))
-		return
-	}
-	if !knownAgentMethod(env.Method) {
-		e.fail(req, translate.Errorf(translate.CodeMethodNotFound, "%q is not an ACP v1 agent method", env.Method))
+		e.fail(req, e.notInitialized(env.Method))
 		return
 	}
 	e.armTimeout(req)
@@ -340,25 +383,17 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	case "session/new":
 		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
 		if e.b.Dialect.PerSession {
-			e.newSessionLink(req, env.Params)
+			e.openSessionLink(req, env.Params, e.newSessionID())
 			return
 		}
 	case "session/load", "session/resume":
 		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
+		if e.b.Dialect.PerSession && e.sessions[req.session] == nil {
+			e.openSessionLink(req, env.Params, req.session)
+			return
+		}
 	case "session/prompt":
-		if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.control != nil {
-			// A session the engine did not see created (session/fork, an
-			// extension): it lives on the one agent link, and its prompts
-			// still need cancel-grace tracking.
-			e.sessions[req.session] = &session{id: req.session, link: e.control}
-		}
-		if s := e.sessions[req.session]; s != nil {
-			s.prompts = append(s.prompts, req.ref)
-			if s.draining {
-				e.log.Debug("new prompt ends the drop of late updates", "session", s.id)
-				s.draining = false
-			}
-		}
+		e.promptStarted(req, env.Params)
 	}
 	l, err := e.route(req.session)
 	if err != nil {
@@ -369,26 +404,6 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: env.Method, Body: env.Params})
 }
 
-// route picks the link for a message naming sessionID ("" for none).
-func (e *engine) route(sessionID string) (*link, *translate.Error) {
-	if s := e.sessions[sessionID]; s != nil {
-		if s.link.down != nil {
-			return nil, e.lostError(s.link)
-		}
-		return s.link, nil
-	}
-	if sessionID != "" && e.b.Dialect.PerSession {
-		return nil, translate.Errorf(translate.CodeInvalidParams, "unknown sessionId %q", sessionID)
-	}
-	if e.control == nil {
-		return nil, translate.Errorf(translate.CodeInternalError, "no agent connection")
-	}
-	if e.control.down != nil {
-		return nil, e.lostError(e.control)
-	}
-	return e.control, nil
-}
-
 func (e *engine) editorNotification(env *translate.Envelope) {
 	if e.init != initDone {
 		e.log.Debug("notification before initialize ignored", "method", env.Method)
@@ -397,16 +412,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 	sid := gjson.GetBytes(env.Params, "sessionId").Str
 	switch env.Method {
 	case "$/cancel_request":
-		r := gjson.GetBytes(env.Params, "requestId")
-		if !r.Exists() {
-			return
-		}
-		ref, ok := e.byEditorID[idKey(json.RawMessage(r.Raw))]
-		req := e.pending[ref]
-		if !ok || req == nil || req.link == nil || req.link.down != nil {
-			return // already answered, or never seen: ignored (acp-spec.md §13.2)
-		}
-		e.feed(req.link, translate.Msg{Kind: translate.CancelRequest, Ref: ref})
+		e.cancelRequest(env.Params)
 		return
 	case "session/cancel":
 		l, err := e.route(sid)
@@ -418,10 +424,9 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 		e.armCancelGrace(sid)
 		return
 	}
-	if !knownAgentNotification(env.Method) {
-		e.log.Debug("unknown notification from the editor ignored", "method", env.Method)
-		return
-	}
+	// Every other notification goes to the agent, known or not: the
+	// dialect decides (a relay passes it on; a translator ignores what it
+	// does not know, acp-spec.md §8).
 	l, err := e.route(sid)
 	if err != nil {
 		e.log.Debug("notification for an unroutable session ignored", "method", env.Method, "error", err)
@@ -448,6 +453,7 @@ func (e *engine) editorResponse(env *translate.Envelope) {
 // --- engine ↔ translator -------------------------------------------------------
 
 func (e *engine) feed(l *link, m translate.Msg) {
+	m.At = time.Now()
 	outs, err := l.tr.FromEditor(m)
 	// Outputs first: a translator that also returns an error may already
 	// have answered the request more precisely than -32603 can.
@@ -455,10 +461,23 @@ func (e *engine) feed(l *link, m translate.Msg) {
 	if err != nil {
 		e.log.Error("translator failed on an editor message", "link", l.String(), "method", m.Method, "error", err)
 		if m.Kind == translate.Request {
-			if req := e.pending[m.Ref]; req != nil {
-				e.fail(req, translate.Errorf(translate.CodeInternalError, "%v", err))
+			if req := e.pending.get(m.Ref); req != nil {
+				e.fail(req, translate.Errorf(translate.CodeInternalError, "acp-bridge could not translate %s for dialect %s: %v", m.Method, e.b.Dialect.Name, err))
 			}
 		}
+	}
+}
+
+// agentEvent handles one event from a link's goroutine.
+func (e *engine) agentEvent(ev agentEvent) {
+	l := ev.link
+	switch {
+	case ev.err != nil:
+		e.linkLost(l, ev.err)
+	case ev.up:
+		e.linkUp(l)
+	default:
+		e.fromAgent(l, ev.frame)
 	}
 }
 
@@ -466,6 +485,13 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	if l.down != nil {
 		return
 	}
+	if bytes.IndexByte(frame, '\n') >= 0 || bytes.IndexByte(frame, '\r') >= 0 {
+		// A pretty-printed frame (one message per WebSocket text frame,
+		// newlines inside) would reach the editor as several lines.
+		frame = compact(frame)
+		e.repaired(RepairMultiLineFrames, "", "")
+	}
+	e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
 	if e.log.IsTrace() {
 		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
 	}
@@ -476,6 +502,32 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	e.apply(l, outs)
 }
 
+// compact returns frame on one line: JSON-compacted when it is valid JSON,
+// else with its line breaks turned into spaces (the translator will judge it).
+func compact(frame []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(frame))
+	if json.Compact(&buf, frame) == nil {
+		return buf.Bytes()
+	}
+	for i, c := range frame {
+		if c == '\n' || c == '\r' {
+			frame[i] = ' '
+		}
+	}
+	return frame
+}
+
+// feedLink hands the translator an input that is not an editor message.
+func (e *engine) feedLink(l *link, m translate.Msg) {
+	m.At = time.Now()
+	outs, err := l.tr.FromEditor(m)
+	e.apply(l, outs)
+	if err != nil {
+		e.log.Debug("translator did not take a link event", "link", l.String(), "kind", m.Kind, "error", err)
+	}
+}
+
 // apply carries out a translator's outputs in order. This is the ordering
 // guarantee: a turn's updates are written before its prompt response because
 // the translator returned them first and nothing here reorders.
@@ -484,7 +536,7 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 		switch o.Kind {
 		case translate.Reply, translate.Fail:
 			e.translatorAnswer(l, o)
-		case translate.Notify:
+		case translate.Notify, translate.Forward:
 			e.notify(o)
 		case translate.Call:
 			e.callEditor(l, o)
@@ -493,36 +545,101 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 				e.cancelEditorCall(c)
 			}
 		case translate.Frame:
-			if e.log.IsTrace() {
-				e.log.Trace("bridge → agent", "link", l.String(), "frame", truncate(o.Body, 2048))
-			}
-			l.out.push(o.Body)
+			e.toAgent(l, o.Body)
+		case translate.Timer:
+			e.armWake(l, o.Delay)
+		case translate.Note:
+			e.repaired(Repair(o.Method), o.Session, string(o.Body))
 		default:
 			e.log.Error("translator returned an output of unknown kind", "kind", o.Kind)
 		}
 	}
 }
 
+func (e *engine) toAgent(l *link, frame []byte) {
+	if l.detached {
+		e.log.Error("translator sent a frame on a dialect without a control link; dropped", "frame", truncate(frame, 200))
+		return
+	}
+	if l.down != nil {
+		return
+	}
+	e.tap(TapEvent{Hop: AgentHop, Link: l.id, Message: frame})
+	if e.log.IsTrace() {
+		e.log.Trace("bridge → agent", "link", l.String(), "frame", truncate(frame, 2048))
+	}
+	l.out.push(frame)
+}
+
+// notify writes a translator's notification (Notify, built here, or
+// Forward, passed through as it came).
 func (e *engine) notify(o translate.Out) {
 	if o.Method == "session/update" {
-		sid := gjson.GetBytes(o.Body, "sessionId").Str
-		if s := e.sessions[sid]; s != nil && s.draining {
-			e.log.Info("late update after the bridge ended a cancelled turn dropped", "session", sid,
-				"update", gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
+		sid := o.Session
+		if sid == "" {
+			sid = updateSession(o)
+		}
+		s := e.sessions[sid]
+		if s != nil && s.draining {
+			e.repaired(RepairDrainedTurnUpdates, sid, "update after the bridge ended a cancelled turn: "+
+				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 			return
 		}
+		if e.b.OnSession != nil && sid != "" {
+			params := o.Body
+			if o.Kind == translate.Forward {
+				params = []byte(gjson.GetBytes(o.Body, "params").Raw)
+			}
+			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: sid, Body: params})
+		}
+		if o.Kind == translate.Forward {
+			e.writeEditorSession(editorMsg{body: o.Body}, sid)
+			return
+		}
+		e.writeEditorSession(editorMsg{head: notificationHead(o.Method), body: o.Body, tail: closeBrace}, sid)
+		return
 	}
-	e.writeEditor(translate.NotificationFrame(o.Method, o.Body))
+	if o.Kind == translate.Forward {
+		e.writeEditorMsg(editorMsg{body: o.Body})
+		return
+	}
+	e.writeEditorMsg(editorMsg{head: notificationHead(o.Method), body: o.Body, tail: closeBrace})
+}
+
+// updateSession finds the session of a session/update output that did not
+// name it.
+func updateSession(o translate.Out) string {
+	if o.Kind == translate.Forward {
+		return gjson.GetBytes(o.Body, "params.sessionId").Str
+	}
+	return gjson.GetBytes(o.Body, "sessionId").Str
+}
+
+var (
+	closeBrace     = []byte("}")
+	updateHead     = []byte(`{"jsonrpc":"2.0","method":"session/update","params":`)
+	resultHeadPart = []byte(`{"jsonrpc":"2.0","id":`)
+)
+
+func notificationHead(method string) []byte {
+	if method == "session/update" {
+		return updateHead
+	}
+	full := translate.NotificationFrame(method, json.RawMessage("0"))
+	return full[:len(full)-2] // drop the placeholder params and the brace
 }
 
 func (e *engine) callEditor(l *link, o translate.Out) {
-	sid := gjson.GetBytes(o.Body, "sessionId").Str
+	sid := o.Session
+	if sid == "" {
+		sid = gjson.GetBytes(o.Body, "sessionId").Str
+	}
 	s := e.sessions[sid]
 	if s != nil && s.draining && o.Method == "session/request_permission" {
 		// The editor already saw this turn end; a permission prompt now would
 		// dangle. Cancelled is the answer the editor itself must give after a
 		// cancel (acp-spec.md §13.1).
-		e.log.Info("permission request after the bridge ended a cancelled turn answered cancelled", "session", sid)
+		e.repaired(RepairDrainedTurnPermissions, sid, "permission request after the bridge ended a cancelled turn answered cancelled")
 		e.feed(l, translate.Msg{Kind: translate.Response, Ref: o.Ref, Body: json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)})
 		return
 	}
@@ -535,376 +652,56 @@ func (e *engine) callEditor(l *link, o translate.Out) {
 	key := idKey(id)
 	e.calls[key] = &call{id: id, link: l, ref: o.Ref}
 	l.calls[o.Ref] = key
-	e.writeEditor(translate.RequestFrame(id, o.Method, o.Body))
+	e.writeEditorSession(editorMsg{body: translate.RequestFrame(id, o.Method, o.Body)}, sid)
 }
 
-// translatorAnswer writes a translator's Reply or Fail for an editor request.
-func (e *engine) translatorAnswer(l *link, o translate.Out) {
-	req := e.pending[o.Ref]
-	if req == nil {
-		e.staleAnswer(l, o)
-		return
-	}
-	if req.id == nil { // internal: the initialize replayed on a session link
-		delete(e.pending, req.ref)
-		if o.Kind == translate.Fail {
-			e.log.Error("agent refused the replayed initialize", "link", l.String(), "error", string(o.Body))
+// --- writing to the editor ------------------------------------------------------
+
+func (e *engine) writeEditor(frame []byte) { e.writeEditorMsg(editorMsg{body: frame}) }
+
+func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
+
+// writeEditorSession queues one message for the editor. It waits while the
+// editor's queue is full (backpressure), but not once the bridge is stopping
+// or the editor has closed its input: an editor that neither reads nor
+// writes any more must not keep the bridge alive.
+func (e *engine) writeEditorSession(m editorMsg, session string) {
+	if e.b.Tap != nil || e.log.IsTrace() {
+		whole := m.body
+		if m.head != nil || m.tail != nil {
+			whole = slices.Concat(m.head, m.body, m.tail)
 		}
-		return
-	}
-	if o.Kind == translate.Fail {
-		e.failRaw(req, o.Body)
-		e.afterFailure(req)
-		return
-	}
-	// Retire before afterSuccess: closing a session may close its link,
-	// which fails whatever is still pending on it.
-	e.retire(req)
-	body, err := e.afterSuccess(req, o.Body)
-	if err != nil {
-		e.writeEditor(translate.ErrorFrame(req.id, err.JSON()))
-		return
-	}
-	e.writeEditor(translate.ResultFrame(req.id, body))
-}
-
-// staleAnswer handles an answer for a request the engine already answered
-// itself (timeout, cancel grace, link loss). The late answer to a prompt the
-// engine ended after the grace period means that turn is over: its
-// session's late updates are no longer dropped.
-func (e *engine) staleAnswer(l *link, o translate.Out) {
-	if sid, ok := e.abandoned[o.Ref]; ok {
-		delete(e.abandoned, o.Ref)
-		if s := e.sessions[sid]; s != nil && s.draining {
-			s.draining = false
-			e.log.Info("agent ended the turn the bridge had already answered; late updates no longer dropped", "session", sid)
+		e.tap(TapEvent{Hop: EditorHop, Session: session, Message: whole})
+		if e.log.IsTrace() {
+			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
 		}
 	}
-	e.log.Debug("late answer for a request already answered dropped", "link", l.String())
-}
-
-// afterSuccess updates the engine's view of sessions from a successful answer
-// and rewrites the answers the engine owns.
-func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
-	if strings.TrimSpace(string(result)) == "null" || len(result) == 0 {
-		// ACP results are objects; older peers send null (acp-spec.md §2.1).
-		if !strings.HasPrefix(req.method, "_") {
-			result = json.RawMessage("{}")
-		}
+	stop := e.giveUp
+	if stop == nil {
+		stop = e.stopWrites
 	}
-	switch req.method {
-	case "initialize":
-		return e.initialized(result)
-	case "session/new", "session/fork":
-		sid := gjson.GetBytes(result, "sessionId").Str
-		if sid != "" && e.sessions[sid] == nil {
-			e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd}
-		}
-	case "session/load", "session/resume":
-		if e.sessions[req.session] == nil && req.session != "" {
-			e.sessions[req.session] = &session{id: req.session, link: req.link, cwd: req.cwd}
-		}
-	case "session/close":
-		if s := e.sessions[req.session]; s != nil {
-			delete(e.sessions, req.session)
-			if e.b.Dialect.PerSession && s.link != e.control {
-				e.retireLink(s.link, errors.New("session closed"))
-			}
-		}
-	}
-	return result, nil
-}
-
-func (e *engine) afterFailure(req *request) {
-	switch req.method {
-	case "initialize":
-		e.init = initNone // the editor may retry
-	case "session/new":
-		if e.b.Dialect.PerSession {
-			if s := e.sessions[req.session]; s != nil && s.link == req.link {
-				delete(e.sessions, req.session)
-				e.retireLink(s.link, errors.New("session/new failed"))
-			}
-		}
-	}
-}
-
-// --- answers -----------------------------------------------------------------
-
-func (e *engine) answer(req *request, result json.RawMessage) {
-	e.retire(req)
-	e.writeEditor(translate.ResultFrame(req.id, result))
-}
-
-func (e *engine) fail(req *request, err *translate.Error) {
-	e.failRaw(req, err.JSON())
-}
-
-func (e *engine) failRaw(req *request, errObj json.RawMessage) {
-	e.retire(req)
-	if req.id == nil {
-		e.log.Error("internal request failed", "method", req.method, "error", string(errObj))
-		return
-	}
-	e.writeEditor(translate.ErrorFrame(req.id, errObj))
-}
-
-// retire forgets req. Every answer goes through here exactly once.
-func (e *engine) retire(req *request) {
-	delete(e.pending, req.ref)
-	if e.byEditorID[req.key] == req.ref {
-		delete(e.byEditorID, req.key)
-	}
-	if req.timer != nil {
-		req.timer.Stop()
-	}
-	if req.method == "session/prompt" {
-		if s := e.sessions[req.session]; s != nil {
-			s.prompts = removeRef(s.prompts, req.ref)
-		}
-	}
-}
-
-func (e *engine) writeEditor(frame []byte) {
-	if e.log.IsTrace() {
-		e.log.Trace("bridge → editor", "message", truncate(frame, 2048))
-	}
-	stop := e.ctx.Done() // a stalled editor must not keep the loop from stopping
-	if e.giveUp != nil {
-		stop = nil // shutting down: the last answers get shutdownWriteWait
-	}
-	if !e.out.send(frame, stop, e.giveUp) {
+	if !e.out.send(m, stop) {
 		if e.dropped++; e.dropped == 1 {
-			e.log.Warn("message for the editor dropped: it is gone or no longer reading", "message", truncate(frame, 200))
+			e.log.Warn("message for the editor dropped: it is gone or no longer reading")
 		}
 	}
 }
 
-// pendingInOrder returns the pending editor requests oldest first.
-func (e *engine) pendingInOrder() []*request {
-	var reqs []*request
-	for ref := translate.Ref(1); ref <= e.nextRef; ref++ {
-		if req := e.pending[ref]; req != nil {
-			reqs = append(reqs, req)
-		}
-	}
-	return reqs
-}
-
-// --- timeouts and cancellation ------------------------------------------------
-
-// untimed methods may legitimately take as long as a person or a model needs
-// (peers.md §c.18): no default timeout.
-var untimed = map[string]bool{"session/prompt": true, "authenticate": true}
-
-// armTimeout starts req's timeout unless its method may run unbounded.
-func (e *engine) armTimeout(req *request) {
-	if e.b.RequestTimeout < 0 || untimed[req.method] {
-		return
-	}
-	d := e.b.RequestTimeout
-	if d == 0 {
-		d = defaultRequestTimeout
-	}
-	ref := req.ref
-	req.timer = time.AfterFunc(d, func() { e.post(func() { e.timeout(ref, d) }) })
-}
-
-func (e *engine) timeout(ref translate.Ref, d time.Duration) {
-	req := e.pending[ref]
-	if req == nil {
-		return
-	}
-	e.log.Warn("agent did not answer in time", "method", req.method, "timeout", d)
-	e.fail(req, translate.Errorf(translate.CodeInternalError, "the agent did not answer %s within %s (request_timeout)", req.method, d))
-	e.afterFailure(req)
-	if req.link != nil && req.link.down == nil {
-		e.feed(req.link, translate.Msg{Kind: translate.Abandon, Ref: ref})
-	}
-}
-
-// armCancelGrace starts the grace period for the prompts of sid that are
-// pending now. When it ends, the engine answers any of them still pending
-// with stopReason "cancelled" itself (peers.md §c.8).
-func (e *engine) armCancelGrace(sid string) {
-	s := e.sessions[sid]
-	if s == nil || len(s.prompts) == 0 || s.graceArmed {
-		return
-	}
-	s.graceArmed = true
-	refs := append([]translate.Ref(nil), s.prompts...)
-	d := e.b.CancelGrace
-	if d <= 0 {
-		d = defaultCancelGrace
-	}
-	time.AfterFunc(d, func() {
-		e.post(func() {
-			s.graceArmed = false
-			for _, ref := range refs {
-				req := e.pending[ref]
-				if req == nil {
-					continue
-				}
-				e.log.Warn("agent did not end the cancelled turn in time; answering cancelled", "session", sid, "grace", d)
-				e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
-				if e.sessions[sid] == s {
-					s.draining = true
-					e.abandoned[ref] = sid
-				}
-				if req.link.down == nil {
-					e.feed(req.link, translate.Msg{Kind: translate.Abandon, Ref: ref})
-				}
-			}
-		})
-	})
-}
-
-// --- links ---------------------------------------------------------------------
-
-// newLink starts dialing an agent link in the background. Frames the
-// translator produces before the dial completes wait in the link's queue.
-func (e *engine) newLink(spawn Spawn) *link {
-	e.nextLinkID++
-	ctx, cancel := context.WithCancel(e.ctx)
-	l := &link{id: e.nextLinkID, spawn: spawn, tr: e.b.NewTranslator(), calls: make(map[translate.Ref]string), cancel: cancel}
-	l.out.init()
-	e.links = append(e.links, l)
-	e.linkWG.Add(1)
-	go func() {
-		defer e.linkWG.Done()
-		l.run(ctx, e.b.Dial, e.deliver, e.lost)
-	}()
-	e.log.Debug("agent link opening", "link", l.String(), "cwd", spawn.Cwd)
-	return l
-}
-
-// deliver hands a frame read by a link goroutine to the loop.
-func (e *engine) deliver(l *link, frame []byte) bool {
+// watchStop closes stopWrites when waiting for the editor to read makes no
+// more sense: the bridge is stopping, or the editor's input has ended.
+func (e *engine) watchStop() {
+	defer e.helperWG.Done()
 	select {
-	case e.frames <- agentFrame{link: l, frame: frame}:
-		return true
-	case <-e.done:
-		return false
+	case <-e.ctx.Done():
+	case <-e.reader.ended:
 	}
+	close(e.stopWrites)
 }
 
-func (e *engine) lost(l *link, err error) {
-	select {
-	case e.frames <- agentFrame{link: l, err: err}:
-	case <-e.done:
+func (e *engine) tap(ev TapEvent) {
+	if e.b.Tap != nil {
+		e.b.Tap(ev)
 	}
-}
-
-// linkLost answers everything that depended on l (peers.md §c.2): pending
-// editor requests get -32603 naming the cause, and the editor is told to
-// drop the requests l had made of it.
-func (e *engine) linkLost(l *link, err error) {
-	if l.down != nil {
-		return
-	}
-	l.down = err
-	if l.closedByEngine() {
-		e.log.Debug("agent link closed", "link", l.String(), "cause", err)
-	} else {
-		e.log.Error("agent link lost", "link", l.String(), "error", err)
-	}
-	for _, req := range e.pendingInOrder() {
-		if req.link == l {
-			e.fail(req, e.lostError(l))
-			e.afterFailure(req)
-		}
-	}
-	for _, key := range sortedKeys(l.calls) {
-		if c := e.calls[key]; c != nil {
-			e.cancelEditorCall(c)
-		}
-	}
-	e.closeLinkAsync(l)
-	e.links = slices.DeleteFunc(e.links, func(x *link) bool { return x == l })
-}
-
-// retireLink closes a link the engine no longer needs.
-func (e *engine) retireLink(l *link, why error) {
-	if l.down != nil {
-		return
-	}
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	e.linkLost(l, why)
-}
-
-func (l *link) closedByEngine() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
-
-func (e *engine) lostError(l *link) *translate.Error {
-	name := e.b.AgentName
-	if name == "" {
-		name = "agent"
-	}
-	return translate.Errorf(translate.CodeInternalError, "%s: %v", name, l.down)
-}
-
-// newSessionLink opens the link of a new session for a per-session dialect:
-// the engine mints the session id, replays the editor's initialize on the new
-// link, then hands it session/new.
-func (e *engine) newSessionLink(req *request, params json.RawMessage) {
-	sid := mintSessionID()
-	req.session = sid
-	l := e.newLink(Spawn{Cwd: req.cwd, Session: sid})
-	req.link = l
-	e.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd}
-
-	e.nextRef++
-	initReq := &request{ref: e.nextRef, method: "initialize", link: l}
-	e.pending[initReq.ref] = initReq
-	e.feed(l, translate.Msg{Kind: translate.Request, Ref: initReq.ref, Method: "initialize", Body: e.initParams})
-	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "session/new", Body: params, Session: sid})
-}
-
-func mintSessionID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	return "sess-" + hex.EncodeToString(b[:])
-}
-
-// --- helpers -------------------------------------------------------------------
-
-// cancelEditorCall tells the editor to drop a request the agent no longer
-// wants answered, and forgets it: a late answer is then dropped.
-func (e *engine) cancelEditorCall(c *call) {
-	key := idKey(c.id)
-	delete(e.calls, key)
-	delete(c.link.calls, c.ref)
-	params, _ := json.Marshal(map[string]json.RawMessage{"requestId": c.id})
-	e.writeEditor(translate.NotificationFrame("$/cancel_request", params))
-}
-
-func sortedKeys(m map[translate.Ref]string) []string {
-	refs := make([]translate.Ref, 0, len(m))
-	for ref := range m {
-		refs = append(refs, ref)
-	}
-	slices.Sort(refs)
-	keys := make([]string, len(refs))
-	for i, ref := range refs {
-		keys[i] = m[ref]
-	}
-	return keys
-}
-
-func removeRef(refs []translate.Ref, ref translate.Ref) []translate.Ref {
-	for i, r := range refs {
-		if r == ref {
-			return append(refs[:i], refs[i+1:]...)
-		}
-	}
-	return refs
 }
 
 func truncate(b []byte, n int) string {

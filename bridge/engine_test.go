@@ -224,18 +224,19 @@ func (h *harness) initialize() string {
 	return h.recv()
 }
 
-func TestInitialize_RewritesAgentInfoAndKeepsMeta(t *testing.T) {
+func TestInitialize_KeepsAgentInfoAndMeta(t *testing.T) {
 	h := newHarness(t, nil)
 	got := h.initialize()
 	for path, want := range map[string]string{
-		"id":                                     "0",
-		"result.protocolVersion":                 "1",
-		"result.agentInfo.name":                  `"acp-bridge"`,
-		"result.agentCapabilities.loadSession":   "true",
-		"result._meta.x\\.dev/k":                 "1",
-		"result._meta.acp-bridge.agentInfo.name": `"fake-agent"`,
-		"result._meta.acp-bridge.dialect":        `"acp"`,
-		"result.authMethods":                     "[]",
+		"id":                                   "0",
+		"result.protocolVersion":               "1",
+		"result.agentInfo.name":                `"fake-agent"`,
+		"result.agentCapabilities.loadSession": "true",
+		"result._meta.x\\.dev/k":               "1",
+		"result._meta.acp-bridge.name":         `"acp-bridge"`,
+		"result._meta.acp-bridge.dialect":      `"acp"`,
+		"result._meta.acp-bridge.agent":        `"fake"`,
+		"result.authMethods":                   "[]",
 	} {
 		if r := gjson.Get(got, path).Raw; r != want {
 			t.Errorf("%s = %s, want %s\nline: %s", path, r, want, got)
@@ -295,7 +296,6 @@ func TestErrors(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","method":"no/such_notification"}`)
 	h.initialize()
 	for _, tc := range []struct{ in, want string }{
-		{`{"jsonrpc":"2.0","id":"u","method":"no/such_method","params":{}}`, `{"jsonrpc":"2.0","id":"u","error":{"code":-32601`},
 		{`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s"}}`, `{"jsonrpc":"2.0","id":"p","error":{"code":-32602`},
 		{`{"jsonrpc":"2.0","id":"c","method":"session/new","params":{"cwd":"relative","mcpServers":[]}}`, `{"jsonrpc":"2.0","id":"c","error":{"code":-32602`},
 	} {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -15,79 +16,89 @@ const (
 	initDone
 )
 
-// clientCaps are the editor capabilities the engine itself acts on.
-type clientCaps struct {
-	fsRead, fsWrite bool
-}
-
-// protocolVersion is the only ACP version the bridge speaks to editors.
-const protocolVersion = 1
-
-// initialize opens the control link (if it is not open) and relays the
-// editor's initialize to it. Whatever version the editor asks for, the agent
-// is asked for 1: the bridge relays v1 (acp-spec.md §4.1, §18).
+// initialize handles the editor's initialize. The first goes to the control
+// link (dialled now). A repeated one is answered, never refused (a proxy is
+// no stricter than what it fronts, and the official conformance harness
+// re-initializes): a relayed ACP agent answers it itself, other dialects get
+// the first answer again. Whatever version the editor asks for, the agent is
+// asked for 1: the bridge relays v1 (acp-spec.md §4.1, §18).
 func (e *engine) initialize(req *request, params json.RawMessage) {
-	switch e.init {
-	case initPending:
-		e.fail(req, translate.Errorf(translate.CodeInvalidRequest, "initialize is already in progress"))
-		return
-	case initDone:
-		e.fail(req, translate.Errorf(translate.CodeInvalidRequest, "the connection is already initialized"))
-		return
-	}
 	asked := gjson.GetBytes(params, "protocolVersion")
 	if asked.Raw != "1" {
 		params = withKey(params, "protocolVersion", json.RawMessage("1"))
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", protocolVersion,
-		"editor", gjson.GetBytes(params, "clientInfo.name").Str)
-	e.initParams = append(json.RawMessage(nil), params...)
+		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
 	e.editorCaps = clientCaps{
 		fsRead:  gjson.GetBytes(params, "clientCapabilities.fs.readTextFile").Bool(),
 		fsWrite: gjson.GetBytes(params, "clientCapabilities.fs.writeTextFile").Bool(),
 	}
-	if e.control == nil || e.control.down != nil {
-		e.control = e.newLink(Spawn{})
+	if e.init == initDone && !e.b.Dialect.Relay {
+		e.answer(req, bytes.Clone(e.initResult))
+		return
 	}
-	e.init = initPending
-	req.link = e.control
+	e.initParams = bytes.Clone(params)
+	l, err := e.ensureControl()
+	if err != nil {
+		e.fail(req, err)
+		return
+	}
+	if e.init != initDone {
+		e.init = initPending
+		e.initReq = req
+	}
+	req.link = l
 	e.armTimeout(req)
-	e.feed(e.control, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+}
+
+// protocolVersion is the only ACP version the bridge speaks to editors.
+const protocolVersion = 1
+
+// clientCaps are the editor capabilities the engine itself acts on.
+type clientCaps struct {
+	fsRead, fsWrite bool
 }
 
 // initialized rewrites the agent's initialize answer into the bridge's:
-// protocol version 1, agentInfo naming the bridge, and the backend's own
-// agentInfo kept under _meta["acp-bridge"]. Capabilities pass unchanged:
-// the translator already advertises only what its dialect can deliver.
+// protocol version 1, and the bridge identifying itself under
+// _meta["acp-bridge"]. A relayed ACP agent keeps its own agentInfo (clients
+// switch on agentInfo.name, and the relay must be transparent); behind a
+// translating dialect the editor's agent is the bridge, so agentInfo is the
+// bridge's and the backend's moves to _meta["acp-bridge"].agentInfo.
+// Capabilities pass unchanged: a translator advertises only what its dialect
+// can deliver.
 func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translate.Error) {
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
-		e.init = initNone
-		return nil, translate.Errorf(translate.CodeInternalError,
-			"the agent answered protocolVersion %s; acp-bridge relays ACP v1 only", v.Raw)
+		return nil, e.versionError(v)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(result, &m); err != nil || m == nil {
-		e.init = initNone
-		return nil, translate.Errorf(translate.CodeInternalError, "the agent's initialize answer is not an object")
-	}
-	backend := m["agentInfo"]
-	name := gjson.GetBytes(backend, "title").Str
-	if name == "" {
-		name = gjson.GetBytes(backend, "name").Str
-	}
-	if name == "" {
-		name = e.b.AgentName
+		return nil, translate.Errorf(translate.CodeInternalError,
+			"the agent's initialize answer is not a JSON object, so it does not speak ACP v1: pick its dialect with --dialect (see 'acp-bridge dialects')")
 	}
 	version := e.b.Version
 	if version == "" {
 		version = "dev"
 	}
-	title := "acp-bridge"
-	if name != "" {
-		title += " → " + name
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
+	if backend, ok := m["agentInfo"]; !ok || !e.b.Dialect.Relay {
+		title := "acp-bridge"
+		name := gjson.GetBytes(backend, "title").Str
+		if name == "" {
+			name = gjson.GetBytes(backend, "name").Str
+		}
+		if name == "" {
+			name = e.b.AgentName
+		}
+		if name != "" {
+			title += " → " + name
+		}
+		if ok {
+			own["agentInfo"] = backend
+		}
+		m["agentInfo"], _ = json.Marshal(map[string]string{"name": "acp-bridge", "title": title, "version": version})
 	}
-	m["protocolVersion"] = json.RawMessage("1")
-	m["agentInfo"], _ = json.Marshal(map[string]string{"name": "acp-bridge", "title": title, "version": version})
 	if _, ok := m["authMethods"]; !ok {
 		m["authMethods"] = json.RawMessage("[]")
 	}
@@ -95,18 +106,77 @@ func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translat
 	if raw, ok := m["_meta"]; ok {
 		_ = json.Unmarshal(raw, &meta)
 	}
-	own := map[string]any{"agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
-	if backend != nil {
-		own["agentInfo"] = backend
-	}
 	meta["acp-bridge"], _ = json.Marshal(own)
 	m["_meta"], _ = json.Marshal(meta)
 	out, err := json.Marshal(m)
 	if err != nil {
-		return nil, translate.Errorf(translate.CodeInternalError, "%v", err)
+		return nil, translate.Errorf(translate.CodeInternalError, "acp-bridge could not rewrite the initialize answer: %v", err)
 	}
 	e.init = initDone
+	e.initReq = nil
+	e.initErr = ""
+	e.initResult = out
 	return out, nil
+}
+
+// versionError explains an initialize answer with a version other than 1,
+// naming the dialect that would fit when the answer shows it.
+func (e *engine) versionError(v gjson.Result) *translate.Error {
+	switch {
+	case !v.Exists():
+		return translate.Errorf(translate.CodeInternalError,
+			"the agent's initialize answer has no protocolVersion, so it does not speak ACP v1 as dialect %s expects: pick its dialect with --dialect (see 'acp-bridge dialects')", e.b.Dialect.Name)
+	case v.Type == gjson.String && len(v.Str) > 2 && v.Str[:2] == "0.":
+		return translate.Errorf(translate.CodeInternalError,
+			"the agent answered protocolVersion %s: it speaks the original Zed ACP 0.0.x, not ACP v1; use --dialect acp-v0", v.Raw)
+	}
+	return translate.Errorf(translate.CodeInternalError,
+		"the agent answered protocolVersion %s, and acp-bridge relays ACP v1 only: use an agent release that speaks v1, or the dialect that matches it (see 'acp-bridge dialects')", v.Raw)
+}
+
+// initFailed records a failed initialize so the editor may send another,
+// and so that what it pipelined behind it is answered with the cause.
+func (e *engine) initFailed(req *request, errObj json.RawMessage) {
+	if e.init != initPending || req != e.initReq {
+		return // a repeated initialize failed: the connection stays initialized
+	}
+	e.init = initNone
+	e.initReq = nil
+	e.initErr = errorMessage(errObj)
+}
+
+// notInitialized is the answer to a request sent before initialize
+// succeeded.
+func (e *engine) notInitialized(method string) *translate.Error {
+	if e.initErr != "" {
+		return translate.Errorf(translate.CodeInvalidRequest,
+			"initialize failed (%s), so %s cannot be served: send initialize again", e.initErr, method)
+	}
+	return translate.Errorf(translate.CodeInvalidRequest, "the first request must be initialize, not %s", method)
+}
+
+// releaseHeld handles the messages held while initialize was pending, once
+// it no longer is: after a success they are served in order; after a
+// failure requests are answered at once with its cause (and a held
+// initialize starts a new attempt, behind which the rest are held again).
+func (e *engine) releaseHeld() {
+	for len(e.held) > 0 && e.init != initPending {
+		frame := e.held[0]
+		e.held[0] = nil
+		e.held = e.held[1:]
+		e.fromEditor(frame)
+	}
+	if len(e.held) == 0 {
+		e.held = nil
+	}
+}
+
+// errorMessage returns the message of a JSON-RPC error object.
+func errorMessage(errObj json.RawMessage) string {
+	if m := gjson.GetBytes(errObj, "message").Str; m != "" {
+		return m
+	}
+	return string(errObj)
 }
 
 // withKey returns the object obj with key set to value (other members kept).

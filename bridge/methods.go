@@ -9,29 +9,16 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// agentMethods are the requests an ACP v1 agent handles: the stable set and
-// the unstable ones an agent may opt into (acp-spec.md §6). Anything else
-// that is not an extension ("_…") is answered -32601 by the bridge itself, so
-// a typo never reaches a legacy agent.
-var agentMethods = map[string]bool{
+// objectResults are the ACP v1 agent methods, stable and unstable, whose
+// result is an object (acp-spec.md §6): a null answer to one of them is
+// repaired to {}. Other methods pass whatever the agent answers.
+var objectResults = map[string]bool{
 	"initialize": true, "authenticate": true, "logout": true,
 	"session/new": true, "session/load": true, "session/resume": true, "session/close": true,
 	"session/list": true, "session/delete": true, "session/set_mode": true,
 	"session/set_config_option": true, "session/prompt": true,
-	// unstable (schema.unstable.json) and removed-but-still-spoken (§6.3)
-	"session/fork": true, "session/set_model": true, "providers/list": true, "providers/set": true,
-	"providers/disable": true, "nes/start": true, "nes/suggest": true, "nes/close": true, "mcp/message": true,
+	"session/fork": true, "session/set_model": true,
 }
-
-var agentNotifications = map[string]bool{
-	"session/cancel": true, "$/cancel_request": true,
-	"nes/accept": true, "nes/reject": true, "mcp/message": true,
-	"document/didOpen": true, "document/didChange": true, "document/didClose": true,
-	"document/didSave": true, "document/didFocus": true,
-}
-
-func knownAgentMethod(m string) bool       { return agentMethods[m] || strings.HasPrefix(m, "_") }
-func knownAgentNotification(m string) bool { return agentNotifications[m] || strings.HasPrefix(m, "_") }
 
 // required lists, per method, the params the engine checks before routing:
 // enough to answer -32602 for a malformed request without decoding the rest.
@@ -49,39 +36,45 @@ var required = map[string][]string{
 }
 
 // checkParams returns a -32602 error when params cannot be right for method.
+// Only methods the engine itself routes on are checked: everything else is
+// the agent's to judge.
 func checkParams(method string, params json.RawMessage) *translate.Error {
-	if strings.HasPrefix(method, "_") || !agentMethods[method] {
+	names, ok := required[method]
+	if !ok {
 		return nil
 	}
 	p := gjson.ParseBytes(params)
 	if params != nil && !p.IsObject() {
 		return translate.Errorf(translate.CodeInvalidParams, "%s params must be an object", method)
 	}
-	for _, name := range required[method] {
+	for _, name := range names {
 		if !p.Get(name).Exists() {
-			return translate.Errorf(translate.CodeInvalidParams, "%s requires %q", method, name)
+			return translate.Errorf(translate.CodeInvalidParams, "%s requires %q in its params", method, name)
 		}
 	}
 	if sid := p.Get("sessionId"); sid.Exists() && sid.Type != gjson.String {
-		return translate.Errorf(translate.CodeInvalidParams, `"sessionId" must be a string`)
+		return translate.Errorf(translate.CodeInvalidParams, `%s: "sessionId" must be a string`, method)
 	}
 	switch method {
 	case "initialize":
 		if v := p.Get("protocolVersion"); v.Type != gjson.Number && v.Type != gjson.String {
-			return translate.Errorf(translate.CodeInvalidParams, `"protocolVersion" must be an integer`)
+			return translate.Errorf(translate.CodeInvalidParams, `initialize: "protocolVersion" must be an integer`)
 		}
 	case "session/new", "session/load", "session/resume":
 		cwd := p.Get("cwd")
 		if cwd.Type != gjson.String || !filepath.IsAbs(cwd.Str) {
-			return translate.Errorf(translate.CodeInvalidParams, `"cwd" must be an absolute path`)
+			return translate.Errorf(translate.CodeInvalidParams, `%s: "cwd" must be an absolute path`, method)
 		}
 		if m := p.Get("mcpServers"); m.Exists() && !m.IsArray() {
-			return translate.Errorf(translate.CodeInvalidParams, `"mcpServers" must be an array`)
+			return translate.Errorf(translate.CodeInvalidParams, `%s: "mcpServers" must be an array`, method)
 		}
 	case "session/prompt":
 		if !p.Get("prompt").IsArray() {
-			return translate.Errorf(translate.CodeInvalidParams, `"prompt" must be an array of content blocks`)
+			return translate.Errorf(translate.CodeInvalidParams, `session/prompt: "prompt" must be an array of content blocks`)
 		}
 	}
 	return nil
 }
+
+// isExtension reports whether method is an ACP extension method.
+func isExtension(method string) bool { return strings.HasPrefix(method, "_") }

@@ -102,7 +102,7 @@ func TestPerSession_OneLinkPerSession(t *testing.T) {
 
 	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 	control := next()
-	if control.spawn != (bridge.Spawn{}) {
+	if control.spawn.Cwd != "" || control.spawn.Session != "" {
 		t.Errorf("control link spawn = %+v, want zero", control.spawn)
 	}
 	expectOps(control.link, "init")

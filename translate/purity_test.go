@@ -26,8 +26,9 @@ var _ = func() bool {
 
 // bannedImports are packages a translator must not use: translators are pure
 // state machines fed by the engine (ARCHITECTURE.md habit 7), so no I/O, no
-// logging, no clocks, no randomness. Time comes in as input, never from
-// time.Now; translate.go itself does not import time either.
+// logging, no clocks, no randomness. Time comes in as input (Msg.At, and
+// durations in Timer outputs), so package time may be imported for its types,
+// but nothing that reads the clock or waits (see clockFuncs).
 var bannedImports = map[string]bool{
 	"os":           true,
 	"net":          true,
@@ -41,7 +42,12 @@ var bannedImports = map[string]bool{
 	"math/rand":    true,
 	"math/rand/v2": true,
 	"crypto/rand":  true,
-	"time":         true,
+}
+
+// clockFuncs are the functions of package time that read the clock or wait.
+var clockFuncs = map[string]bool{
+	"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true,
+	"AfterFunc": true, "NewTimer": true, "NewTicker": true, "Tick": true,
 }
 
 // bannedPrefixes extend bannedImports to whole trees that only do I/O.
@@ -115,11 +121,11 @@ func impurities(fset *token.FileSet, f *ast.File) []string {
 			report(n.Pos(), "go statement: translators start no goroutines")
 		case *ast.CallExpr:
 			sel, ok := n.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "Now" {
+			if !ok || !clockFuncs[sel.Sel.Name] {
 				break
 			}
 			if x, ok := sel.X.(*ast.Ident); ok && timeNames[x.Name] {
-				report(n.Pos(), "call to time.Now: time reaches a translator as input")
+				report(n.Pos(), "call to time.%s: time reaches a translator as input", sel.Sel.Name)
 			}
 		}
 		return true
@@ -155,9 +161,17 @@ func f() { go f() }`, []string{"go statement"}},
 		{"banned imports", `package p
 import ("os"; "net"; "net/http"; "os/exec"; "io/fs"; "io/ioutil"; "syscall"; "log"; "math/rand"; "crypto/rand"; "os/signal")`,
 			[]string{`"os"`, `"net"`, `"net/http"`, `"os/exec"`, `"io/fs"`, `"io/ioutil"`, `"syscall"`, `"log"`, `"math/rand"`, `"crypto/rand"`, `"os/signal"`}},
-		{"time and time.Now under an alias", `package p
+		{"time.Now under an alias", `package p
 import clock "time"
-var _ = clock.Now()`, []string{`import of "time"`, "call to time.Now"}},
+var _ = clock.Now()`, []string{"call to time.Now"}},
+		{"timers", `package p
+import "time"
+var _ = time.AfterFunc(time.Second, nil)
+var _ = time.Since(time.Time{})`, []string{"call to time.AfterFunc", "call to time.Since"}},
+		{"time as data", `package p
+import "time"
+var _ time.Duration = 2 * time.Second
+var _ = time.Time{}.Add(time.Second)`, nil},
 		{"Now of another package is fine", `package p
 type c struct{}
 func (c) Now() int { return 0 }

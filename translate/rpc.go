@@ -33,12 +33,16 @@ var standardMessages = map[int]string{
 
 // Error is a JSON-RPC error that keeps its code through Go error wrapping:
 // errors.Is matches by code, so fmt.Errorf("%w: …") adds detail while the
-// code still reaches the wire. Reason is a sentence a user can act on; it is
-// sent as data.reason.
+// code still reaches the wire. Reason is a sentence a user can act on: it is
+// the wire "message" (editors show only that, so it must say what happened
+// and what to do) and is repeated as data.reason.
 type Error struct {
 	Code    int
-	Message string
+	Message string // the code's standard text, used when Reason is empty
 	Reason  string
+	// Data holds extra members of the error's data object (beside
+	// "reason"), already JSON-encoded.
+	Data map[string]json.RawMessage
 }
 
 // Sentinels for errors.Is.
@@ -72,15 +76,38 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
-// JSON returns the wire form of the error object.
+// With returns a copy of e whose data carries key with value (encoded to
+// JSON; a value that cannot be encoded is dropped).
+func (e *Error) With(key string, value any) *Error {
+	c := *e
+	c.Data = make(map[string]json.RawMessage, len(e.Data)+1)
+	for k, v := range e.Data {
+		c.Data[k] = v
+	}
+	if b, err := json.Marshal(value); err == nil {
+		c.Data[key] = b
+	}
+	return &c
+}
+
+// JSON returns the wire form of the error object. The message is the
+// reason when there is one, else the code's standard text.
 func (e *Error) JSON() json.RawMessage {
 	v := struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 		Data    any    `json:"data,omitempty"`
 	}{Code: e.Code, Message: e.Message}
-	if e.Reason != "" {
-		v.Data = map[string]string{"reason": e.Reason}
+	if e.Reason != "" || len(e.Data) > 0 {
+		data := make(map[string]json.RawMessage, len(e.Data)+1)
+		for k, val := range e.Data {
+			data[k] = val
+		}
+		if e.Reason != "" {
+			v.Message = e.Reason
+			data["reason"], _ = json.Marshal(e.Reason)
+		}
+		v.Data = data
 	}
 	b, _ := json.Marshal(v)
 	return b

@@ -86,7 +86,7 @@ func TestErrorIsMatchesCode(t *testing.T) {
 	if !errors.Is(err, translate.ErrInvalidParams) || errors.Is(err, translate.ErrInternal) {
 		t.Errorf("errors.Is by code failed for %v", err)
 	}
-	if got := string(translate.Errorf(-32602, "bad cwd").JSON()); got != `{"code":-32602,"message":"Invalid params","data":{"reason":"bad cwd"}}` {
+	if got := string(translate.Errorf(-32602, "bad cwd").JSON()); got != `{"code":-32602,"message":"bad cwd","data":{"reason":"bad cwd"}}` {
 		t.Errorf("JSON = %s", got)
 	}
 }

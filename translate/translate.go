@@ -20,6 +20,7 @@ package translate
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -52,6 +53,19 @@ const (
 	// answer for it is dropped by the engine; the translator should forget
 	// the request and may tell the agent to stop working on it.
 	Abandon
+	// LinkUp means the link's connection to the agent is established. It
+	// comes before the first frame of the link; frames the translator
+	// returned earlier were queued and are sent right after it.
+	LinkUp
+	// LinkDown means the link's connection is gone for good; Error holds a
+	// JSON-RPC error object naming the cause. The engine has already
+	// answered every editor request routed to the link; the translator
+	// should forget its state and return nothing but Notes.
+	LinkDown
+	// Tick means time has passed: At is the current time. The engine sends
+	// one after each Timer output's delay (see Timer); a translator must
+	// tolerate ticks it no longer needs.
+	Tick
 )
 
 // Output kinds: what a Translator returns. Reply, Fail, Notify, Call and
@@ -72,6 +86,20 @@ const (
 	CancelCall
 	// Frame is one whole frame for the agent, in the dialect's wire format.
 	Frame
+	// Forward sends the editor Body, which is already one whole JSON-RPC
+	// notification in ACP v1 form (a relayed session/update, say), without
+	// rebuilding it. Method names it, for logs and hooks. The engine only
+	// compacts it onto one line if it spans several.
+	Forward
+	// Timer asks the engine for a Tick after Delay. Translators keep no
+	// clocks: a silence rule ("the turn ends after 2 s without a frame")
+	// is a Timer output plus the At of later inputs.
+	Timer
+	// Note reports a decision the translator made that a user may want to
+	// know about: Method is the name of a repair (see package bridge's
+	// repair names, e.g. "unroutable-updates"), Body optional detail. The
+	// engine counts and logs it; nothing is sent to either peer.
+	Note
 )
 
 // Msg is one input to a translator.
@@ -84,9 +112,13 @@ type Msg struct {
 	Body json.RawMessage
 	// Error is the raw error object of a failed Response.
 	Error json.RawMessage
-	// Session is set by the engine on session/new for dialects with one
-	// agent link per session: the session id the engine minted for it.
+	// Session is set by the engine on session/new (and on session/load or
+	// session/resume of a session it had no link for) for dialects with
+	// one agent link per session: the session id the engine chose for it.
 	Session string
+	// At is when the engine took the input. It is the translator's only
+	// clock: translators never read the time themselves.
+	At time.Time
 }
 
 // Out is one output of a translator. The engine writes outputs in the order
@@ -98,10 +130,21 @@ type Out struct {
 	Method string
 	// Body is owned by the engine once returned.
 	Body json.RawMessage
+	// Session, when the translator knows it, is the ACP session the output
+	// concerns. The engine uses it to route hooks and to drop the updates
+	// of turns it already ended; it saves the engine parsing Body again.
+	Session string
+	// Delay is the wait of a Timer output.
+	Delay time.Duration
 }
 
 // A Translator translates one agent link. It is not safe for concurrent use:
 // the engine's loop is its only caller.
+//
+// A translator answers every editor Request it is fed exactly once (Reply or
+// Fail), immediately or later; a method it does not implement is answered
+// -32601 by the translator itself. The engine forwards every method, known or
+// not, so that a dialect decides what its agent supports.
 type Translator interface {
 	// FromEditor handles one editor message routed to this link. An error
 	// is a bug or an unrecoverable state: the engine logs it, answers any
@@ -126,7 +169,40 @@ type Dialect struct {
 	// link for initialize and authenticate), mints the session id itself and
 	// replays the editor's initialize on every new link before session/new.
 	PerSession bool
+	// Relay means the agent speaks ACP v1 itself and the translator relays
+	// it: the engine keeps the agent's own agentInfo in the initialize
+	// answer (the bridge identifies itself under _meta) and forwards a
+	// repeated initialize to the agent instead of answering it itself.
+	Relay bool
+	// NoControlLink means the dialect answers connection-level requests
+	// (initialize, authenticate) without an agent: the engine feeds them to
+	// a translator that has no connection, and dials only per-session
+	// links. Only meaningful with PerSession.
+	NoControlLink bool
 	// Configure decodes the dialect's own options block (nil when the config
 	// has none) and returns a constructor for the translator of each link.
 	Configure func(options hcl.Body) (func() Translator, hcl.Diagnostics)
+}
+
+// Spawn is what a dialect wants a new per-session link to be: the agent's
+// command line, extra environment and working directory. Empty fields mean
+// the configured defaults.
+type Spawn struct {
+	// Argv replaces the arguments after the configured program (the
+	// configured arguments are kept first when Append is true).
+	Argv []string
+	// Append keeps the configured arguments and appends Argv after them.
+	Append bool
+	// Env holds extra "KEY=value" entries for the child.
+	Env []string
+	// Cwd is the child's working directory; "" means the session's cwd.
+	Cwd string
+}
+
+// A SpawnBuilder is a Translator that builds the command line of its own
+// link from the request that opens it (session/new, or session/load and
+// session/resume of a session the engine has no link for). The engine asks
+// before dialing. An error fails that request with the error's text.
+type SpawnBuilder interface {
+	BuildSpawn(m Msg) (Spawn, error)
 }

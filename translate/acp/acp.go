@@ -21,6 +21,7 @@ import (
 var Dialect = translate.Dialect{
 	Name:    "acp",
 	Summary: "ACP v1 agent, relayed faithfully (ids re-numbered per hop, everything else byte for byte)",
+	Relay:   true,
 	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		if options != nil {
 			var none struct{}
@@ -47,6 +48,10 @@ type Relay struct {
 	callIDs map[translate.Ref]json.RawMessage
 	// callRefs maps the agent's request id key back, for $/cancel_request.
 	callRefs map[string]translate.Ref
+	// initializing is the agent-hop id of an initialize not answered yet
+	// (0: none), so that a first frame that is not JSON-RPC at all can fail
+	// it with a hint instead of leaving it to time out.
+	initializing uint64
 }
 
 // New returns a relay translator.
@@ -69,9 +74,12 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		id := r.nextAgentID
 		r.toEditor[id] = m.Ref
 		r.agentID[m.Ref] = id
-		return frame(translate.RequestFrame(translate.IntID(id), m.Method, clone(m.Body))), nil
+		if m.Method == "initialize" {
+			r.initializing = id
+		}
+		return frame(translate.RequestFrame(translate.IntID(id), m.Method, m.Body)), nil
 	case translate.Notification:
-		return frame(translate.NotificationFrame(m.Method, clone(m.Body))), nil
+		return frame(translate.NotificationFrame(m.Method, m.Body)), nil
 	case translate.Response:
 		id, ok := r.callIDs[m.Ref]
 		if !ok {
@@ -97,17 +105,34 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		}
 		params := []byte(`{"requestId":` + strconv.FormatUint(id, 10) + `}`)
 		return frame(translate.NotificationFrame("$/cancel_request", params)), nil
+	case translate.LinkUp, translate.Tick:
+		return nil, nil
+	case translate.LinkDown:
+		// The engine has answered everything routed here; start afresh.
+		*r = *New()
+		return nil, nil
 	}
 	return nil, fmt.Errorf("acp: unexpected editor message kind %d", m.Kind)
 }
 
-// FromAgent implements translate.Translator.
+// FromAgent implements translate.Translator. The frame is kept: results,
+// params and pass-through notifications are slices of it.
 func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 	env, perr := translate.ParseEnvelope(f)
 	if perr != nil {
 		if env.ID != nil && env.Method != "" {
 			// A malformed request still deserves an answer, or the agent waits.
 			return frame(translate.ErrorFrame(clone(env.ID), perr.JSON())), perr
+		}
+		if ref, ok := r.toEditor[r.initializing]; ok && r.initializing != 0 {
+			// The agent's first words are not JSON-RPC: it does not speak
+			// ACP, and initialize would otherwise only time out.
+			delete(r.toEditor, r.initializing)
+			delete(r.agentID, ref)
+			r.initializing = 0
+			hint := translate.Errorf(translate.CodeInternalError,
+				"the agent does not speak ACP: it answered initialize with %.120s (%s); pick its dialect with --dialect (see 'acp-bridge dialects')", f, perr.Reason)
+			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: hint.JSON()}}, perr
 		}
 		return nil, perr
 	}
@@ -120,17 +145,20 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		}
 		delete(r.toEditor, n)
 		delete(r.agentID, ref)
-		if env.Error != nil {
-			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: clone(env.Error)}}, nil
+		if n == r.initializing {
+			r.initializing = 0
 		}
-		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: clone(env.Result)}}, nil
+		if env.Error != nil {
+			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: env.Error}}, nil
+		}
+		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: env.Result}}, nil
 	case env.IsRequest():
 		r.nextCall++
 		ref := r.nextCall
 		id := clone(env.ID)
 		r.callIDs[ref] = id
 		r.callRefs[key(id)] = ref
-		return []translate.Out{{Kind: translate.Call, Ref: ref, Method: env.Method, Body: clone(env.Params)}}, nil
+		return []translate.Out{{Kind: translate.Call, Ref: ref, Method: env.Method, Body: env.Params}}, nil
 	default:
 		if env.Method == "$/cancel_request" {
 			ref, ok := r.callRefs[key(json.RawMessage(gjson.GetBytes(env.Params, "requestId").Raw))]
@@ -139,15 +167,22 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			}
 			return []translate.Out{{Kind: translate.CancelCall, Ref: ref}}, nil
 		}
+		var session string
 		if env.Method == "session/update" {
 			// An update an editor cannot route would be rejected whole by its
-			// parser (acp-spec.md §9); drop it here, where it can be logged.
-			p := gjson.ParseBytes(env.Params)
-			if p.Get("sessionId").Type != gjson.String || p.Get("update.sessionUpdate").Type != gjson.String {
-				return nil, fmt.Errorf("acp: session/update without sessionId or update.sessionUpdate dropped")
+			// parser (acp-spec.md §9); drop it here, where it is counted.
+			sid := gjson.GetBytes(env.Params, "sessionId")
+			if sid.Type != gjson.String || gjson.GetBytes(env.Params, "update.sessionUpdate").Type != gjson.String {
+				return []translate.Out{{Kind: translate.Note, Method: "unroutable-updates",
+					Body: []byte("session/update without sessionId or update.sessionUpdate dropped")}}, nil
 			}
+			session = sid.Str
 		}
-		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: clone(env.Params)}}, nil
+		if env.Version == "2.0" {
+			// Already an ACP notification: pass the agent's bytes through.
+			return []translate.Out{{Kind: translate.Forward, Method: env.Method, Body: f, Session: session}}, nil
+		}
+		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: env.Params, Session: session}}, nil
 	}
 }
 

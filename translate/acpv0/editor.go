@@ -36,6 +36,10 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		return nil, nil
 	case translate.Abandon:
 		return t.abandon(m.Ref), nil
+	case translate.LinkUp, translate.LinkDown, translate.Tick:
+		// One link per translator: a lost link ends it, and the engine
+		// has answered what was pending. Nothing to do.
+		return nil, nil
 	}
 	return nil, fmt.Errorf("acp-v0: unexpected editor input kind %d", m.Kind)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -20,11 +21,17 @@ const (
 	ToEditor = ">editor" // rendered JSON-RPC message for the editor
 	ToAgent  = ">agent"  // frame for the agent, as returned
 	GotError = ">error"  // the error a FromEditor/FromAgent call returned
+	GotNote  = ">note"   // a Note output: the repair name and its detail
+	GotTimer = ">timer"  // a Timer output: its delay
 )
+
+// Epoch is the time of the first input of every transcript: Msg.At is Epoch
+// until a "tick" event moves it, so golden files never depend on the clock.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Output is one rendered output of a translator call.
 type Output struct {
-	Marker string // ToEditor, ToAgent or GotError
+	Marker string // ToEditor, ToAgent, GotError, GotNote or GotTimer
 	Text   string // one line: the message, the frame or the error text
 }
 
@@ -57,6 +64,7 @@ type Driver struct {
 	tr         translate.Translator
 	perSession bool
 
+	now      time.Time // Msg.At of the next input
 	nextRef  translate.Ref
 	sessions int
 	requests map[translate.Ref]*request
@@ -96,6 +104,7 @@ func NewDriver(d translate.Dialect, options []byte, filename string) (*Driver, e
 	}
 	return &Driver{
 		tr:         tr,
+		now:        Epoch,
 		perSession: d.PerSession,
 		requests:   make(map[translate.Ref]*request),
 		byRawID:    make(map[string]translate.Ref),
@@ -179,9 +188,8 @@ func (dr *Driver) Editor(message []byte) ([]Output, error) {
 		delete(dr.calls, ref)
 		m = translate.Msg{Kind: translate.Response, Ref: ref, Body: clone(env.Result), Error: clone(env.Error)}
 	}
+	m.At = dr.now
 	outs, err := dr.tr.FromEditor(m)
-	scrub(m.Body)
-	scrub(m.Error)
 	lines := dr.render(outs, err)
 	if err != nil && m.Kind == translate.Request {
 		// The engine answers the request with -32603 itself.
@@ -196,16 +204,42 @@ func (dr *Driver) Agent(frame []byte) []Output {
 	if buf == nil {
 		buf = []byte{}
 	}
+	// The frame is the translator's to keep (translate.Translator): a relay
+	// returns slices of it instead of copies.
 	outs, err := dr.tr.FromAgent(buf)
-	scrub(buf)
 	return dr.render(outs, err)
 }
 
 // Event feeds an input the engine decides on its own: "abandon <editor id>"
-// (the engine answered that request itself) or "cancel-request <editor id>".
-// The id is the raw JSON id the editor used.
+// (the engine answered that request itself), "cancel-request <editor id>",
+// "link-up", "link-down <reason>" or "tick <duration since the transcript
+// began>" (translators get time only as data: Msg.At). The id is the raw
+// JSON id the editor used.
 func (dr *Driver) Event(event string) ([]Output, error) {
 	name, id, _ := strings.Cut(event, " ")
+	switch name {
+	case "link-up":
+		outs, err := dr.tr.FromEditor(translate.Msg{Kind: translate.LinkUp, At: dr.now})
+		return dr.render(outs, err), nil
+	case "link-down":
+		// The engine answers every request routed to a lost link itself.
+		for _, r := range dr.requests {
+			if !r.answered {
+				r.abandoned = true
+			}
+		}
+		errObj := translate.Errorf(translate.CodeInternalError, "%s", strings.TrimSpace(id)).JSON()
+		outs, err := dr.tr.FromEditor(translate.Msg{Kind: translate.LinkDown, Error: errObj, At: dr.now})
+		return dr.render(outs, err), nil
+	case "tick":
+		d, err := time.ParseDuration(strings.TrimSpace(id))
+		if err != nil {
+			return nil, fmt.Errorf("event %q: %v", event, err)
+		}
+		dr.now = Epoch.Add(d)
+		outs, terr := dr.tr.FromEditor(translate.Msg{Kind: translate.Tick, At: dr.now})
+		return dr.render(outs, terr), nil
+	}
 	ref, ok := dr.byRawID[canonical([]byte(strings.TrimSpace(id)))]
 	if !ok {
 		return nil, fmt.Errorf("event %q: no editor request has id %s", event, id)
@@ -227,6 +261,7 @@ func (dr *Driver) Event(event string) ([]Output, error) {
 	default:
 		return nil, fmt.Errorf("unknown event %q (want abandon or cancel-request)", name)
 	}
+	m.At = dr.now
 	outs, err := dr.tr.FromEditor(m)
 	return dr.render(outs, err), nil
 }
@@ -315,12 +350,32 @@ func (dr *Driver) render(outs []translate.Out, err error) []Output {
 		case translate.Frame:
 			marker = ToAgent
 			text = o.Body
+		case translate.Forward:
+			if o.Method == "" {
+				dr.problemf("output %d: Forward without a method", i)
+			}
+			text = o.Body
+			if o.Method == "session/update" {
+				dr.checkSessionUpdate(i, []byte(gjson.GetBytes(o.Body, "params").Raw))
+			}
+		case translate.Timer:
+			if o.Delay <= 0 {
+				dr.problemf("output %d: Timer without a positive Delay", i)
+			}
+			lines = append(lines, Output{Marker: GotTimer, Text: o.Delay.String()})
+			continue
+		case translate.Note:
+			if o.Method == "" {
+				dr.problemf("output %d: Note without a repair name", i)
+			}
+			lines = append(lines, Output{Marker: GotNote, Text: strings.TrimSpace(o.Method + " " + string(o.Body))})
+			continue
 		default:
 			dr.problemf("output %d has kind %d, which is not an output kind", i, o.Kind)
 			continue
 		}
 		if !json.Valid(text) {
-			dr.problemf("output %d is not valid JSON (a translator that keeps or returns borrowed input bytes sees them overwritten): %q", i, text)
+			dr.problemf("output %d is not valid JSON: %q", i, text)
 		}
 		if bytes.ContainsAny(text, "\r\n") {
 			dr.problemf("output %d contains a raw newline, which breaks line framing: %q", i, text)
@@ -366,13 +421,6 @@ func clone(b []byte) []byte {
 		return nil
 	}
 	return bytes.Clone(b)
-}
-
-// scrub overwrites bytes the translator only borrowed.
-func scrub(b []byte) {
-	for i := range b {
-		b[i] = 0
-	}
 }
 
 // canonical is the map key of a raw JSON value (ids): compacted bytes.

@@ -29,11 +29,18 @@
 //	agent> <frame>                input from the agent, fed to FromAgent byte for byte
 //	event> abandon <editor id>    the engine's Abandon input for that request
 //	event> cancel-request <id>    the engine's CancelRequest input for that request
+//	event> link-up                the engine's LinkUp input
+//	event> link-down <reason>     the engine's LinkDown input
+//	event> tick <duration>        a Tick input whose At is that long after the
+//	                              transcript began (every input before the first
+//	                              tick has At = Epoch; later ones the last tick's)
 //	>editor <JSON-RPC message>    expected output to the editor, compared as JSON
 //	>editor= <JSON-RPC message>   the same, compared byte for byte
 //	>agent <frame>                expected frame to the agent, compared as JSON
 //	>agent= <frame>               the same, compared byte for byte
 //	>error <text>                 expected error returned by the call, compared as text
+//	>note <repair> <detail>       expected Note output, compared as text
+//	>timer <duration>             expected Timer output, compared as text
 //
 // Blank lines and lines starting with # are comments. Expected lines follow
 // the input that produced them, in output order; an input with no expected
@@ -168,7 +175,7 @@ func (l tline) isInput() bool {
 
 func (l tline) isExpected() bool {
 	switch l.marker {
-	case ToEditor, ToEditor + "=", ToAgent, ToAgent + "=", GotError:
+	case ToEditor, ToEditor + "=", ToAgent, ToAgent + "=", GotError, GotNote, GotTimer:
 		return true
 	}
 	return false
@@ -349,7 +356,7 @@ func lineMatches(e tline, a Output) bool {
 	if strings.TrimSuffix(e.marker, "=") != a.Marker {
 		return false
 	}
-	if exact || a.Marker == GotError {
+	if exact || a.Marker == GotError || a.Marker == GotNote || a.Marker == GotTimer {
 		return e.payload == a.Text
 	}
 	return JSONEqual([]byte(e.payload), []byte(a.Text))

@@ -1,0 +1,62 @@
+package bridge
+
+import (
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// A Repair names something the bridge changed or dropped so that the editor
+// sees a correct ACP stream. Every repair is counted, logged at debug level,
+// shown to Bridge.Tap as a note, and summarised in the log at exit; the
+// compliance shim lists and switches them by these names.
+type Repair string
+
+const (
+	// RepairMultiLineFrames: an agent frame that spanned several lines (a
+	// pretty-printed WebSocket message) was compacted onto one.
+	RepairMultiLineFrames Repair = "multi-line-frames"
+	// RepairObjectResults: a null result of an ACP method whose result is
+	// an object became {} (acp-spec.md §2.1).
+	RepairObjectResults Repair = "object-results"
+	// RepairDrainedTurnUpdates: a session/update for a turn the bridge had
+	// already ended after the cancel grace period was dropped.
+	RepairDrainedTurnUpdates Repair = "drained-turn-updates"
+	// RepairDrainedTurnPermissions: a permission request for such a turn
+	// was answered "cancelled" instead of reaching the editor.
+	RepairDrainedTurnPermissions Repair = "drained-turn-permissions"
+	// RepairUnroutableUpdates: a session/update without sessionId or
+	// sessionUpdate was dropped (strict editors reject the whole message).
+	// The acp relay reports it.
+	RepairUnroutableUpdates Repair = "unroutable-updates"
+)
+
+// repairCounts counts repairs by name; loop-owned.
+type repairCounts map[Repair]int
+
+// repaired counts and reports one repair.
+func (e *engine) repaired(r Repair, session, detail string) {
+	if e.repairs == nil {
+		e.repairs = repairCounts{}
+	}
+	e.repairs[r]++
+	e.log.Debug("repaired", "repair", string(r), "session", session, "detail", detail, "count", e.repairs[r])
+	e.tap(TapEvent{Hop: BridgeHop, Session: session, Note: string(r), Detail: detail})
+}
+
+// logSummary logs how often each repair was applied, if any was.
+func (rc repairCounts) logSummary(log hclog.Logger) {
+	if len(rc) == 0 {
+		return
+	}
+	names := make([]string, 0, len(rc))
+	for r := range rc {
+		names = append(names, string(r))
+	}
+	slices.Sort(names)
+	args := make([]any, 0, 2*len(names))
+	for _, n := range names {
+		args = append(args, n, rc[Repair(n)])
+	}
+	log.Info("repairs applied to keep the editor's stream correct", args...)
+}
