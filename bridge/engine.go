@@ -495,7 +495,13 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	if e.log.IsTrace() {
 		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
 	}
-	outs, err := l.tr.FromAgent(frame)
+	var outs []translate.Out
+	var err error
+	if c, ok := l.tr.(translate.AgentClock); ok {
+		outs, err = c.FromAgentAt(frame, time.Now())
+	} else {
+		outs, err = l.tr.FromAgent(frame)
+	}
 	if err != nil {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))
 	}

@@ -199,6 +199,14 @@ type Spawn struct {
 	Cwd string
 }
 
+// An AgentClock is a Translator that wants the time of each agent frame
+// (Msg.At gives it for everything else), for rules such as "the turn ends
+// after 2 s without a frame". The engine calls FromAgentAt instead of
+// FromAgent when a translator has it.
+type AgentClock interface {
+	FromAgentAt(frame []byte, at time.Time) ([]Out, error)
+}
+
 // A SpawnBuilder is a Translator that builds the command line of its own
 // link from the request that opens it (session/new, or session/load and
 // session/resume of a session the engine has no link for). The engine asks

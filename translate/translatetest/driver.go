@@ -206,6 +206,10 @@ func (dr *Driver) Agent(frame []byte) []Output {
 	}
 	// The frame is the translator's to keep (translate.Translator): a relay
 	// returns slices of it instead of copies.
+	if c, ok := dr.tr.(translate.AgentClock); ok {
+		outs, err := c.FromAgentAt(buf, dr.now)
+		return dr.render(outs, err)
+	}
 	outs, err := dr.tr.FromAgent(buf)
 	return dr.render(outs, err)
 }
