@@ -439,3 +439,52 @@ func TestBoundedQueue_AgentNotReading(t *testing.T) {
 	}
 	agent.Close()
 }
+
+// End of input ends the bridge within 3 s even while the editor has
+// stopped reading stdout and the agent floods it.
+func TestShutdown_StdinEOFWithStalledEditor(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe() // nobody reads outR after the handshake
+	defer outR.Close()
+	newTr, _ := acp.Dialect.Configure(nil)
+	agent := newMemLink()
+	b := &bridge.Bridge{
+		Dialect:       acp.Dialect,
+		NewTranslator: newTr,
+		QueueBytes:    64 << 10,
+		Dial:          func(context.Context, bridge.Spawn) (bridge.Link, error) { return agent, nil },
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(context.Background(), inR, outW) }()
+	out := bufio.NewReader(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	req := <-agent.toAgent
+	agent.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(req, "id").Raw + `,"result":{"protocolVersion":1}}`)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for i := 0; ; i++ {
+			select {
+			case agent.fromAgent <- fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, i):
+			case <-agent.closed:
+				return
+			}
+		}
+	}()
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":1,"method":"_x/pending","params":{}}`+"\n")
+	time.Sleep(200 * time.Millisecond) // let the flood fill every queue
+	start := time.Now()
+	inW.Close()
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after stdin closed: a stalled editor kept the bridge alive")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("shutdown took %v, want under 3 s", d)
+	}
+	<-flooding
+}
