@@ -49,6 +49,11 @@ func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// keepMax is the largest line buffer the reader keeps between lines: a
+// longer line's buffer is handed to the caller instead of being copied, so a
+// 60 MiB message neither costs a second copy nor pins 60 MiB after it.
+const keepMax = 64 << 10
+
 // Next returns the next non-blank line without its "\n" or "\r\n", in a new
 // slice owned by the caller. Blank lines (empty or white space only) are
 // skipped. At the end of input it returns io.EOF; a final line without a
@@ -62,6 +67,10 @@ func (r *Reader) Next() ([]byte, error) {
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
+		}
+		if cap(r.buf) > keepMax {
+			r.buf = nil
+			return line[:len(line):len(line)], nil
 		}
 		out := make([]byte, len(line))
 		copy(out, line)
@@ -84,7 +93,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				if len(head) > 256 {
 					head = head[:256]
 				}
-				r.buf = r.buf[:0]
+				r.buf = nil
 			} else {
 				r.buf = append(r.buf, chunk...)
 			}

@@ -1,0 +1,26 @@
+package ndjson
+
+import (
+	"strings"
+	"testing"
+)
+
+// A large line is handed over without a second copy, and its buffer is not
+// kept afterwards: memory comes back after a big message.
+func TestReader_LargeLineNotRetained(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	r := NewReader(strings.NewReader(big+"\nsmall\n"), 0)
+	line, err := r.Next()
+	if err != nil || len(line) != len(big) {
+		t.Fatalf("Next = %d bytes, %v", len(line), err)
+	}
+	if cap(r.buf) != 0 {
+		t.Errorf("reader kept a %d-byte buffer after a large line", cap(r.buf))
+	}
+	if line, err := r.Next(); err != nil || string(line) != "small" {
+		t.Errorf("next line = %q, %v", line, err)
+	}
+	if cap(r.buf) > keepMax {
+		t.Errorf("reader buffer %d bytes after a small line", cap(r.buf))
+	}
+}
