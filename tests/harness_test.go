@@ -208,7 +208,7 @@ func StartBridge(t *testing.T, args, env []string, feed io.WriteCloser) *Bridge 
 // hermeticEnv is the test's environment without the bridge's ACP_BRIDGE_*
 // flag twins and with a private config directory, so a developer's own
 // configuration cannot change what the tests see, plus extra.
-func hermeticEnv(t *testing.T, extra []string) []string {
+func hermeticEnv(t testing.TB, extra []string) []string {
 	var env []string
 	gorace := "atexit_sleep_ms=0"
 	for _, kv := range os.Environ() {
