@@ -149,7 +149,8 @@ func (e *engine) initFailed(req *request, errObj json.RawMessage) {
 // succeeded.
 func (e *engine) notInitialized(method string) *translate.Error {
 	if e.initErr != "" {
-		return translate.Errorf(translate.CodeInvalidRequest,
+		// The cause is the agent's, not the editor's request: -32603.
+		return translate.Errorf(translate.CodeInternalError,
 			"initialize failed (%s), so %s cannot be served: send initialize again", e.initErr, method)
 	}
 	return translate.Errorf(translate.CodeInvalidRequest, "the first request must be initialize, not %s", method)

@@ -3,9 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
-	"github.com/tidwall/gjson"
 )
 
 // Standard JSON-RPC and ACP error codes (acp-spec.md §14).
@@ -140,79 +138,12 @@ func (e *Envelope) IsResponse() bool     { return e.Method == "" && e.ID != nil 
 // read, so the answer can name it. ParseEnvelope does not require the
 // "jsonrpc" member; callers that must, check Version.
 func ParseEnvelope(frame []byte) (Envelope, *Error) {
-	var env Envelope
-	if !utf8.Valid(frame) {
-		return env, Errorf(CodeParseError, "message is not valid UTF-8")
+	env, err := scanEnvelope(frame)
+	if err != nil && err.Code == CodeParseError {
+		// Nothing read from a text that is not JSON can be trusted.
+		return Envelope{}, err
 	}
-	if !gjson.ValidBytes(frame) {
-		return env, Errorf(CodeParseError, "message is not valid JSON")
-	}
-	root := gjson.ParseBytes(frame)
-	if root.IsArray() {
-		return env, Errorf(CodeInvalidRequest, "JSON-RPC batches are not supported by ACP v1")
-	}
-	if !root.IsObject() {
-		return env, Errorf(CodeInvalidRequest, "a JSON-RPC message must be an object")
-	}
-	var bad string
-	root.ForEach(func(key, value gjson.Result) bool {
-		raw := json.RawMessage(rawOf(frame, value))
-		switch key.Str {
-		case "jsonrpc":
-			if value.Type != gjson.String {
-				bad = `"jsonrpc" must be the string "2.0"`
-			}
-			env.Version = value.Str
-		case "id":
-			switch value.Type {
-			case gjson.String, gjson.Number, gjson.Null:
-				env.ID = raw
-			default:
-				bad = `"id" must be a string, a number or null`
-			}
-		case "method":
-			if value.Type != gjson.String || value.Str == "" {
-				bad = `"method" must be a non-empty string`
-			}
-			env.Method = value.Str
-		case "params":
-			if !value.IsObject() && !value.IsArray() {
-				bad = `"params" must be an object`
-			}
-			env.Params = raw
-		case "result":
-			env.Result = raw
-		case "error":
-			if !value.IsObject() {
-				bad = `"error" must be an object`
-			}
-			env.Error = raw
-		}
-		return true
-	})
-	switch {
-	case bad != "":
-		return env, Errorf(CodeInvalidRequest, "%s", bad)
-	case env.Method != "":
-		if env.Result != nil || env.Error != nil {
-			return env, Errorf(CodeInvalidRequest, "a request must not carry a result or an error")
-		}
-		return env, nil
-	case env.ID == nil:
-		return env, Errorf(CodeInvalidRequest, `the message has neither "method" nor "id"`)
-	case (env.Result == nil) == (env.Error == nil):
-		return env, Errorf(CodeInvalidRequest, `a response must carry exactly one of "result" and "error"`)
-	}
-	return env, nil
-}
-
-// rawOf returns the bytes of v inside frame without copying when gjson can
-// say where they are.
-func rawOf(frame []byte, v gjson.Result) []byte {
-	if v.Index > 0 && v.Index+len(v.Raw) <= len(frame) {
-		return frame[v.Index : v.Index+len(v.Raw)]
-	}
-	return []byte(v.Raw)
+	return env, err
 }
 
 // quote returns s as a JSON string. Method names are plain ASCII, which

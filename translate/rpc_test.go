@@ -1,10 +1,13 @@
 package translate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -141,4 +144,41 @@ func TestFramesQuoteMethods(t *testing.T) {
 			t.Errorf("method %q → %s → %q (%v)", m, f, env.Method, err)
 		}
 	}
+}
+
+// Deep nesting is refused with a parse error, never walked recursively: a
+// 6 MB line of "[" used to overflow the goroutine stack (a fatal error that
+// recover cannot catch).
+func TestParseEnvelope_DeepNesting(t *testing.T) {
+	for _, in := range [][]byte{
+		bytes.Repeat([]byte("["), 6_000_000),
+		[]byte(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat("}", 20001) + `}`),
+	} {
+		_, err := translate.ParseEnvelope(in)
+		if err == nil || err.Code != translate.CodeParseError || !strings.Contains(err.Reason, "nested deeper") {
+			t.Errorf("ParseEnvelope(%.20s…) = %v, want a -32700 naming the nesting", in, err)
+		}
+	}
+	ok := `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat(`[`, translate.MaxDepth-2) + strings.Repeat(`]`, translate.MaxDepth-2) + `}}`
+	if _, err := translate.ParseEnvelope([]byte(ok)); err != nil {
+		t.Errorf("nesting at the limit refused: %v", err)
+	}
+}
+
+// FuzzValid checks the single-pass validator against encoding/json and
+// unicode/utf8 on every input within the depth limit.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{`{}`, `[1,2,{"a":"b\u00e9"}]`, `"\xff"`, `{"a":1,}`, `01`, `-0.5e+3`, "\"\x01\"", `[[[[`, `{"a" 1}`, ` true `, `nul`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) >= translate.MaxDepth {
+			return
+		}
+		got := translate.Valid(b) == nil
+		want := json.Valid(b) && utf8.Valid(b)
+		if got != want {
+			t.Errorf("Valid(%q) = %v, want %v", b, got, want)
+		}
+	})
 }

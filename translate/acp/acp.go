@@ -171,8 +171,8 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		if env.Method == "session/update" {
 			// An update an editor cannot route would be rejected whole by its
 			// parser (acp-spec.md §9); drop it here, where it is counted.
-			sid := gjson.GetBytes(env.Params, "sessionId")
-			if sid.Type != gjson.String || gjson.GetBytes(env.Params, "update.sessionUpdate").Type != gjson.String {
+			sid := translate.Get(env.Params, "sessionId")
+			if sid.Type != gjson.String || translate.Get(env.Params, "update.sessionUpdate").Type != gjson.String {
 				return []translate.Out{{Kind: translate.Note, Method: "unroutable-updates",
 					Body: []byte("session/update without sessionId or update.sessionUpdate dropped")}}, nil
 			}

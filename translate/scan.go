@@ -1,0 +1,441 @@
+package translate
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// MaxDepth is how deeply arrays and objects may nest in a message. Deeper
+// input is refused with a parse error instead of being walked: a line of a
+// few million "[" must not exhaust anything (encoding/json has the same
+// limit).
+const MaxDepth = 10000
+
+// scanner checks one JSON text in a single pass, without recursion: an
+// explicit stack of open containers replaces the call stack, so nesting
+// costs one byte per level and is capped at MaxDepth. It checks UTF-8 as it
+// goes. Nothing is copied or decoded.
+type scanner struct {
+	b     []byte
+	i     int
+	stack []byte // '{' or '[' per open container
+	small [64]byte
+	err   string // why the text is invalid, once it is
+}
+
+func newScanner(b []byte) *scanner {
+	s := &scanner{b: b}
+	s.stack = s.small[:0]
+	return s
+}
+
+func (s *scanner) fail(why string) bool {
+	if s.err == "" {
+		s.err = why
+	}
+	return false
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// plain marks the bytes a string may hold without a closer look.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return
+}()
+
+// str scans a string starting at the opening quote, reporting whether it
+// held escapes.
+func (s *scanner) str() (escaped, ok bool) {
+	s.i++ // opening quote
+	for {
+		for s.i < len(s.b) && plain[s.b[s.i]] {
+			s.i++
+		}
+		if s.i >= len(s.b) {
+			return escaped, s.fail("unterminated string")
+		}
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			return escaped, true
+		case c == '\\':
+			escaped = true
+			if s.i+1 >= len(s.b) {
+				return escaped, s.fail("unterminated string")
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) || !isHex(s.b[s.i+2]) || !isHex(s.b[s.i+3]) || !isHex(s.b[s.i+4]) || !isHex(s.b[s.i+5]) {
+					return escaped, s.fail(`bad \u escape`)
+				}
+				s.i += 6
+			default:
+				return escaped, s.fail("bad escape")
+			}
+		case c < 0x20:
+			return escaped, s.fail("control character in a string")
+		default: // multi-byte UTF-8
+			r, size := utf8.DecodeRune(s.b[s.i:])
+			if r == utf8.RuneError && size <= 1 {
+				return escaped, s.fail("not valid UTF-8")
+			}
+			s.i += size
+		}
+	}
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func (s *scanner) number() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return s.fail("bad number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return s.fail("bad number")
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return s.fail("bad number")
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	s.i = i
+	return true
+}
+
+func (s *scanner) literal(lit string) bool {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return s.fail("unexpected character")
+	}
+	s.i += len(lit)
+	return true
+}
+
+// key scans `"name" :` inside an object.
+func (s *scanner) key() (start, end int, escaped, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return 0, 0, false, s.fail("expected a member name")
+	}
+	start = s.i
+	if escaped, ok = s.str(); !ok {
+		return 0, 0, false, false
+	}
+	end = s.i
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return 0, 0, false, s.fail("expected ':'")
+	}
+	s.i++
+	return start, end, escaped, true
+}
+
+// value scans one value and everything nested in it, iteratively. It
+// returns with s.i just past the value.
+func (s *scanner) value() bool {
+	base := len(s.stack)
+	for {
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end")
+		}
+		switch c := s.b[s.i]; c {
+		case '{', '[':
+			if len(s.stack) >= MaxDepth {
+				return s.fail("too deep")
+			}
+			s.stack = append(s.stack, c)
+			s.i++
+			s.ws()
+			if s.i < len(s.b) && (s.b[s.i] == '}' && c == '{' || s.b[s.i] == ']' && c == '[') {
+				s.stack = s.stack[:len(s.stack)-1]
+				s.i++
+				break
+			}
+			if c == '{' {
+				if _, _, _, ok := s.key(); !ok {
+					return false
+				}
+			}
+			continue
+		case '"':
+			if _, ok := s.str(); !ok {
+				return false
+			}
+		case 't':
+			if !s.literal("true") {
+				return false
+			}
+		case 'f':
+			if !s.literal("false") {
+				return false
+			}
+		case 'n':
+			if !s.literal("null") {
+				return false
+			}
+		default:
+			if c != '-' && !isDigit(c) {
+				return s.fail("unexpected character")
+			}
+			if !s.number() {
+				return false
+			}
+		}
+		// After a value: close containers, or move on to the next member.
+		for {
+			if len(s.stack) == base {
+				return true
+			}
+			s.ws()
+			if s.i >= len(s.b) {
+				return s.fail("unexpected end")
+			}
+			top, c := s.stack[len(s.stack)-1], s.b[s.i]
+			if c == ',' {
+				s.i++
+				if top == '{' {
+					if _, _, _, ok := s.key(); !ok {
+						return false
+					}
+				}
+				break
+			}
+			if c == '}' && top == '{' || c == ']' && top == '[' {
+				s.stack = s.stack[:len(s.stack)-1]
+				s.i++
+				continue
+			}
+			return s.fail("expected ',' or a closing bracket")
+		}
+	}
+}
+
+// parseError turns a scan failure into the -32700 the editor gets.
+func (s *scanner) parseError() *Error {
+	switch {
+	case s.err == "too deep":
+		return Errorf(CodeParseError, "message is nested deeper than %d levels", MaxDepth)
+	case s.err == "not valid UTF-8" || !utf8.Valid(s.b):
+		return Errorf(CodeParseError, "message is not valid UTF-8")
+	}
+	return Errorf(CodeParseError, "message is not valid JSON (%s at byte %d)", s.err, s.i)
+}
+
+// Valid reports whether b is exactly one JSON value in valid UTF-8, nested
+// at most MaxDepth deep; the error says what is wrong. It is iterative and
+// does not allocate for the usual depths.
+func Valid(b []byte) *Error {
+	s := newScanner(b)
+	s.ws()
+	if !s.value() {
+		return s.parseError()
+	}
+	s.ws()
+	if s.i != len(b) {
+		s.fail("data after the value")
+		return s.parseError()
+	}
+	return nil
+}
+
+// knownMethods interns the method names of the hot path, so that reading
+// them from a message does not allocate.
+var knownMethods = map[string]string{
+	"session/update": "session/update", "session/prompt": "session/prompt",
+	"session/request_permission": "session/request_permission", "session/cancel": "session/cancel",
+	"fs/read_text_file": "fs/read_text_file", "fs/write_text_file": "fs/write_text_file",
+	"terminal/output": "terminal/output", "$/cancel_request": "$/cancel_request",
+}
+
+// scanEnvelope is ParseEnvelope's single pass: it checks the whole message
+// and records the top-level members as sub-slices of frame.
+func scanEnvelope(frame []byte) (Envelope, *Error) {
+	var env Envelope
+	s := newScanner(frame)
+	s.ws()
+	if s.i >= len(frame) {
+		return env, Errorf(CodeParseError, "message is empty")
+	}
+	switch frame[s.i] {
+	case '{':
+	case '[':
+		if !s.value() {
+			return env, s.parseError()
+		}
+		if s.ws(); s.i != len(frame) {
+			s.fail("data after the value")
+			return env, s.parseError()
+		}
+		return env, Errorf(CodeInvalidRequest, "JSON-RPC batches are not supported by ACP v1")
+	default:
+		if Valid(frame) != nil {
+			return env, Valid(frame)
+		}
+		return env, Errorf(CodeInvalidRequest, "a JSON-RPC message must be an object")
+	}
+	s.stack = append(s.stack, '{')
+	s.i++
+	var bad string
+	s.ws()
+	if s.i < len(frame) && frame[s.i] == '}' {
+		s.i++
+	} else {
+		for {
+			ks, ke, escaped, ok := s.key()
+			if !ok {
+				return env, s.parseError()
+			}
+			s.ws()
+			vs := s.i
+			if vs >= len(frame) {
+				s.fail("unexpected end")
+				return env, s.parseError()
+			}
+			first := frame[vs]
+			if !s.value() {
+				return env, s.parseError()
+			}
+			raw := json.RawMessage(frame[vs:s.i:s.i])
+			name := frame[ks+1 : ke-1]
+			if escaped {
+				var n string
+				_ = json.Unmarshal(frame[ks:ke], &n)
+				name = []byte(n)
+			}
+			switch string(name) {
+			case "jsonrpc":
+				if first != '"' {
+					bad = `"jsonrpc" must be the string "2.0"`
+				} else {
+					env.Version = stringValue(raw)
+				}
+			case "id":
+				if first == '"' || first == '-' || isDigit(first) || first == 'n' {
+					env.ID = raw
+				} else {
+					bad = `"id" must be a string, a number or null`
+				}
+			case "method":
+				if first != '"' || len(raw) == 2 {
+					bad = `"method" must be a non-empty string`
+				} else if m, ok := knownMethods[string(raw[1:len(raw)-1])]; ok {
+					env.Method = m
+				} else {
+					env.Method = stringValue(raw)
+				}
+			case "params":
+				if first != '{' && first != '[' {
+					bad = `"params" must be an object or an array`
+				}
+				env.Params = raw
+			case "result":
+				env.Result = raw
+			case "error":
+				if first != '{' {
+					bad = `"error" must be an object`
+				}
+				env.Error = raw
+			}
+			s.ws()
+			if s.i >= len(frame) {
+				s.fail("unexpected end")
+				return env, s.parseError()
+			}
+			if frame[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if frame[s.i] == '}' {
+				s.i++
+				break
+			}
+			s.fail("expected ',' or '}'")
+			return env, s.parseError()
+		}
+	}
+	if s.ws(); s.i != len(frame) {
+		s.fail("data after the value")
+		return env, s.parseError()
+	}
+	switch {
+	case bad != "":
+		return env, Errorf(CodeInvalidRequest, "%s", bad)
+	case env.Method != "":
+		if env.Result != nil || env.Error != nil {
+			return env, Errorf(CodeInvalidRequest, "a request must not carry a result or an error")
+		}
+		return env, nil
+	case env.ID == nil:
+		return env, Errorf(CodeInvalidRequest, `the message has neither "method" nor "id"`)
+	case (env.Result == nil) == (env.Error == nil):
+		return env, Errorf(CodeInvalidRequest, `a response must carry exactly one of "result" and "error"`)
+	}
+	return env, nil
+}
+
+// stringValue decodes a JSON string token.
+func stringValue(raw []byte) string {
+	inner := raw[1 : len(raw)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			var s string
+			_ = json.Unmarshal(raw, &s)
+			return s
+		}
+	}
+	return string(inner)
+}
+
+// Get is gjson.GetBytes without its copies: the result's Raw and Str share
+// b's memory, so b must not change while they are in use. Translators get
+// frames they own and never modify, which makes this safe on the hot path,
+// where gjson.GetBytes would allocate a copy of every value it finds.
+func Get(b []byte, path string) gjson.Result {
+	if len(b) == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Get(unsafe.String(&b[0], len(b)), path)
+}
