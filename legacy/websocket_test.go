@@ -25,7 +25,7 @@ import (
 // wsAgent serves a WebSocket agent whose behaviour is handle, on a plain or
 // TLS httptest server, and returns its ws:// or wss:// URL. Cleanup closes
 // the server and every agent-side connection and waits for the handlers.
-func wsAgent(t *testing.T, tls bool, up *websocket.Upgrader, handle func(c *websocket.Conn, r *http.Request)) (string, *httptest.Server) {
+func wsAgent(t testing.TB, tls bool, up *websocket.Upgrader, handle func(c *websocket.Conn, r *http.Request)) (string, *httptest.Server) {
 	t.Helper()
 	if up == nil {
 		up = &websocket.Upgrader{}
