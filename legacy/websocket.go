@@ -1,6 +1,7 @@
 package legacy
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -65,9 +66,9 @@ type WebSocket struct {
 	CAFile string
 	// DialTimeout bounds connecting, TLS and the HTTP upgrade; 0 means 10 s.
 	DialTimeout time.Duration
-	// PongWait is how long the connection may stay silent (no message, no
-	// pong) before Read fails; 0 means 30 s. The read deadline is extended
-	// by every pong and by every byte of every message received.
+	// PongWait is how long a Read may wait for the agent to send anything
+	// (a message, a part of one, a pong) before it fails; 0 means 30 s.
+	// Only waiting counts: time the caller spends between Reads does not.
 	PongWait time.Duration
 	// PingPeriod is the interval between pings; 0 means PongWait*2/3, so
 	// that at least one pong is due within every PongWait; a PingPeriod
@@ -89,28 +90,44 @@ type WebSocket struct {
 // WSConn is a WebSocket connection to an agent, made by WebSocket.Dial. It
 // has the methods of bridge.Link (see the package documentation).
 //
-// A read goroutine reads messages ahead of Read, one at a time, so that a
-// Read can be cancelled by its ctx or by Close without corrupting the
-// connection; a ping goroutine keeps the connection alive. Both stop in
-// Close.
+// Read reads from the connection in the caller's goroutine; a ping goroutine
+// keeps the connection alive and stops in Close.
 type WSConn struct {
 	conn      *websocket.Conn
+	dc        *deadlineConn // the network connection under conn
 	log       hclog.Logger
+	what      string // "agent WebSocket <redacted URL>", for errors
 	writeWait time.Duration
 	readLimit int64
 	pongWait  time.Duration // 0 when keepalive is off
 
-	frames chan []byte   // text messages, handed over by the read goroutine
-	done   chan struct{} // closed when the read goroutine stops; err is set first
-	err    error
+	// Owned by the goroutine in Read (there is one at a time).
+	readErr error              // Read's final error, once there is one
+	small   [smallMessage]byte // a message's first bytes
+	parts   [][]byte           // a large message: small, then pooled chunks
 
+	// state is readIdle or readBusy, flipped by Read, or readStopped once
+	// the ctx of a running Read has ended it. See Read and watch.
+	state     atomic.Int32
+	watchMu   sync.Mutex      // guards stopWatch, and watchDone but for Read's own reads
+	watchDone <-chan struct{} // Done of the ctx that stopWatch watches; written by Read
+	stopWatch func() bool
+
+	dead      chan struct{} // closed when Read has its final error
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the ping goroutine
 
 	skipped atomic.Int64
 }
+
+// Read states; see WSConn.state.
+const (
+	readIdle int32 = iota
+	readBusy
+	readStopped
+)
 
 // Dial connects to the agent. ctx bounds the dial only (together with
 // DialTimeout); the connection lives until Close or until the agent goes
@@ -153,7 +170,21 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 	if timeout <= 0 {
 		timeout = defaultDialTimeout
 	}
+	// The connection under gorilla is a deadlineConn, which implements
+	// the keepalive's read deadline (see there). It is the plain TCP
+	// connection (to the agent, or to a proxy tunnelling to it): TLS, when
+	// used, runs on top of it.
+	var dc *deadlineConn
+	nd := &net.Dialer{}
 	d := websocket.Dialer{
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			dc = &deadlineConn{Conn: c}
+			return dc, nil
+		},
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: timeout,
 		TLSClientConfig:  tlsConf,
@@ -171,14 +202,20 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
+	if dc == nil {
+		// Cannot happen: gorilla dials through NetDialContext.
+		conn.Close()
+		return nil, fmt.Errorf("agent WebSocket %s: internal error: connection not dialed by the bridge", where)
+	}
 
 	c := &WSConn{
 		conn:      conn,
+		dc:        dc,
 		log:       log,
+		what:      "agent WebSocket " + where,
 		writeWait: w.WriteWait,
 		readLimit: w.ReadLimit,
-		frames:    make(chan []byte),
-		done:      make(chan struct{}),
+		dead:      make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
 	if c.writeWait <= 0 {
@@ -197,19 +234,16 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 		pingPeriod = pongWait * 2 / 3
 	}
 	keepalive := pongWait > 0 && pingPeriod > 0
+	dc.state = &c.state
 	if keepalive {
 		c.pongWait = pongWait
-		// The pong handler runs inside the read goroutine's reads, so it may
-		// set the read deadline (gorilla doc.go, Concurrency).
-		conn.SetPongHandler(func(string) error {
-			return conn.SetReadDeadline(time.Now().Add(pongWait))
-		})
+		// From now on, after the handshake, whose deadline was gorilla's.
+		// Reads of dc happen in Read, after Dial has returned c.
+		dc.wait = pongWait
 	}
 	log.Info("agent WebSocket connected", "url", where, "subprotocol", conn.Subprotocol(),
 		"ping_period", durationOrOff(keepalive, pingPeriod), "pong_wait", durationOrOff(keepalive, pongWait))
 
-	c.wg.Add(1)
-	go c.readLoop()
 	if keepalive {
 		c.wg.Add(1)
 		go c.pingLoop(pingPeriod)
@@ -217,24 +251,137 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 	return c, nil
 }
 
-// Read returns the next text message from the agent (see the package
-// documentation for the contract).
+// Read returns the next text message from the agent in a new slice the
+// caller owns, skipping binary messages (see the package documentation for
+// the contract). It reads from the connection in the calling goroutine.
+//
+// Cancelling ctx while Read waits makes it return ctx.Err() and leaves the
+// connection unusable for reading (a WebSocket read cut short corrupts the
+// stream): later Reads return an error, and the caller should Close. A ctx
+// that is already done when Read is called changes nothing.
 func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
 	select {
 	case <-c.closed:
-		return nil, closedError("agent WebSocket")
+		return nil, closedError(c.what)
 	default:
 	}
-	select {
-	case frame := <-c.frames:
-		return frame, nil
-	case <-c.done:
-		return nil, c.err
-	case <-c.closed:
-		return nil, closedError("agent WebSocket")
-	case <-ctx.Done():
+	if c.readErr != nil {
+		return nil, c.readErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := c.watch(ctx); err != nil {
+		return nil, err
+	}
+	c.state.Store(readBusy)
+	if err := ctx.Err(); err != nil {
+		// Cancelled just now: the watch may have seen readIdle and done
+		// nothing, so it is up to this check.
+		if c.state.CompareAndSwap(readBusy, readIdle) {
+			return nil, err // nothing read, no deadline set
+		}
+		c.fail(c.cancelledError(err))
+		return nil, err
+	}
+	frame, err := c.next()
+	if !c.state.CompareAndSwap(readBusy, readIdle) {
+		// ctx ended this Read (see watch). A message read whole all the
+		// same is worth returning; the connection is unusable either way.
+		c.fail(c.cancelledError(ctx.Err()))
+		if err == nil {
+			return frame, nil
+		}
 		return nil, ctx.Err()
 	}
+	if err != nil {
+		return nil, c.fail(c.readError(err))
+	}
+	return frame, nil
+}
+
+// watch makes sure that cancelling ctx interrupts a running Read, by setting
+// a read deadline in the past. The watch outlives the Read and serves every
+// later Read with the same ctx (the bridge reads with one ctx for the whole
+// connection), which spares each Read registering and unregistering with
+// ctx; so the callback acts only while a Read is running (state readBusy),
+// and a callback left from a replaced ctx does nothing. Called from Read.
+func (c *WSConn) watch(ctx context.Context) error {
+	done := ctx.Done()
+	if done == nil || done == c.watchDone {
+		// watchDone is written only here, by Read's goroutine.
+		return nil
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	select {
+	case <-c.closed:
+		// Close has unregistered the last watch; add none after it.
+		return closedError(c.what)
+	default:
+	}
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
+	c.watchDone = done
+	c.stopWatch = context.AfterFunc(ctx, func() {
+		c.watchMu.Lock()
+		defer c.watchMu.Unlock()
+		if c.watchDone != done {
+			return // replaced by a later Read's ctx
+		}
+		if c.state.CompareAndSwap(readBusy, readStopped) {
+			c.dc.Conn.SetReadDeadline(aLongTimeAgo)
+		}
+	})
+	return nil
+}
+
+// aLongTimeAgo is a read deadline that has passed, to interrupt a read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// deadlineConn is the network connection under a WSConn. With keepalive on
+// (wait > 0) it sets the read deadline wait ahead before every read from
+// the network, so that a Read fails when the agent sends nothing at all,
+// not even a pong, for wait; bytes of a large message on a slow link and
+// pongs each end the wait. Time the caller spends between Reads is not
+// counted, since nothing waits then. Setting the deadline per network read
+// (up to 64 KiB, often hundreds of small messages) rather than per message
+// keeps its cost off the hot path.
+//
+// Read is called by gorilla from WSConn.Read, or from Dial during the
+// handshake, when wait is still 0.
+type deadlineConn struct {
+	net.Conn
+	wait  time.Duration // 0: reads pass through
+	state *atomic.Int32 // the WSConn's read state
+}
+
+func (d *deadlineConn) Read(b []byte) (int, error) {
+	if d.wait > 0 {
+		d.Conn.SetReadDeadline(time.Now().Add(d.wait))
+		if d.state.Load() == readStopped {
+			// A cancelled ctx may have set its past deadline just before
+			// ours: put it back, or the Read would wait a whole wait.
+			d.Conn.SetReadDeadline(aLongTimeAgo)
+		}
+	}
+	return d.Conn.Read(b)
+}
+
+// fail records err as Read's final error, stops the pings, and returns the
+// final error. Called from Read.
+func (c *WSConn) fail(err error) error {
+	if c.readErr == nil {
+		c.readErr = err
+		close(c.dead)
+		select {
+		case <-c.closed:
+		default:
+			c.log.Debug("agent WebSocket read ended", "error", err)
+		}
+	}
+	return c.readErr
 }
 
 // Write sends frame as one text message. It must be called from one
@@ -245,7 +392,7 @@ func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
 func (c *WSConn) Write(ctx context.Context, frame []byte) error {
 	select {
 	case <-c.closed:
-		return closedError("agent WebSocket")
+		return closedError(c.what)
 	default:
 	}
 	if err := ctx.Err(); err != nil {
@@ -280,16 +427,23 @@ func (c *WSConn) Write(ctx context.Context, frame []byte) error {
 }
 
 // Close sends the agent a normal-closure close frame (best effort, bounded by
-// a short deadline), closes the connection, and waits for the read and ping
-// goroutines to stop. It unblocks a pending Read and is safe to call more
-// than once and concurrently with Read and Write.
+// a short deadline), closes the connection, which ends a pending Read, and
+// waits for the ping goroutine to stop. It is safe to call more than once
+// and concurrently with Read and Write.
 func (c *WSConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
+		// Unregister from the last Read's ctx, so that the ctx does not
+		// keep c alive; a callback already started is harmless.
+		c.watchMu.Lock()
+		if c.stopWatch != nil {
+			c.stopWatch()
+		}
+		c.watchMu.Unlock()
 		msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
 		_ = c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeWait))
 		if err := c.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			c.closeErr = fmt.Errorf("agent WebSocket: close: %w", err)
+			c.closeErr = fmt.Errorf("%s: close: %w", c.what, err)
 		}
 		c.wg.Wait()
 		c.log.Debug("agent WebSocket closed by the bridge")
@@ -300,50 +454,16 @@ func (c *WSConn) Close() error {
 // Skipped reports how many binary messages the agent sent that were ignored.
 func (c *WSConn) Skipped() int64 { return c.skipped.Load() }
 
-// readLoop reads messages and hands text messages to Read until the
-// connection fails or is closed.
-func (c *WSConn) readLoop() {
-	defer c.wg.Done()
-	defer close(c.done)
-	for {
-		frame, err := c.next()
-		if err != nil {
-			c.err = c.readError(err)
-			select {
-			case <-c.closed:
-			default:
-				c.log.Debug("agent WebSocket read ended", "error", c.err)
-			}
-			return
-		}
-		if frame == nil {
-			continue
-		}
-		select {
-		case c.frames <- frame:
-		case <-c.closed:
-			c.err = closedError("agent WebSocket")
-			return
-		}
-	}
-}
-
-// next reads one message: a text message's bytes, or nil for an ignored
-// binary message.
+// next reads the next text message, skipping binary ones. Called from Read.
 func (c *WSConn) next() ([]byte, error) {
-	if c.pongWait > 0 {
-		// Counted from the moment we start waiting, not from the last
-		// message: the read goroutine may have waited on a slow Read caller.
-		c.conn.SetReadDeadline(time.Now().Add(c.pongWait))
-	}
-	typ, r, err := c.conn.NextReader()
-	if err != nil {
-		return nil, err
-	}
-	if c.pongWait > 0 {
-		r = &progressReader{r: r, conn: c.conn, wait: c.pongWait}
-	}
-	if typ == websocket.BinaryMessage {
+	for {
+		typ, r, err := c.conn.NextReader()
+		if err != nil {
+			return nil, err
+		}
+		if typ == websocket.TextMessage {
+			return c.readMessage(r)
+		}
 		// ACP's WebSocket transport ignores binary frames (acp-spec.md §15.4).
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
@@ -351,32 +471,82 @@ func (c *WSConn) next() ([]byte, error) {
 		}
 		c.skipped.Add(1)
 		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
-		return nil, nil
 	}
-	b, err := io.ReadAll(r)
+}
+
+const (
+	// smallMessage is the size of WSConn.small, which takes the start of
+	// every message: most ACP messages fit, and then the only allocation
+	// is the exact-size copy Read returns.
+	smallMessage = 4 << 10
+	// chunkSize is the size of the pooled chunks that take the rest of a
+	// larger message. Chunks, unlike a buffer grown by doubling, never
+	// copy what they hold, so reading a message of n bytes takes about n
+	// bytes of chunks (reused from message to message) plus the n-byte
+	// slice Read returns, rather than up to 3n.
+	chunkSize = 64 << 10
+)
+
+// chunkPool holds *[chunkSize]byte chunks, shared by all connections; the
+// garbage collector empties it, so a burst of large messages does not keep
+// its memory.
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
+// readMessage reads the rest of the message r into a new slice of its exact
+// length. Called from Read.
+func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
+	n, err := c.readFull(r, c.small[:])
+	if err == io.EOF {
+		msg := make([]byte, n)
+		copy(msg, c.small[:n])
+		return msg, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	if b == nil {
-		b = []byte{}
+	// The message is larger than c.small: gather it in chunks, then copy
+	// it once into a slice of its exact length.
+	c.parts = append(c.parts[:0], c.small[:])
+	defer c.releaseChunks()
+	for {
+		chunk := chunkPool.Get().(*[chunkSize]byte)
+		n, err := c.readFull(r, chunk[:])
+		c.parts = append(c.parts, chunk[:n])
+		if err == io.EOF {
+			// bytes.Join does not zero the memory it then overwrites.
+			return bytes.Join(c.parts, nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return b, nil
 }
 
-// progressReader extends the read deadline whenever message bytes arrive, so
-// that a large message on a slow link is not mistaken for a dead peer.
-type progressReader struct {
-	r    io.Reader
-	conn *websocket.Conn
-	wait time.Duration
+// releaseChunks returns the chunks of c.parts (all but the first, which is
+// c.small) to the pool.
+func (c *WSConn) releaseChunks() {
+	for _, p := range c.parts[1:] {
+		chunkPool.Put((*[chunkSize]byte)(p[:chunkSize]))
+	}
+	clear(c.parts)
+	if cap(c.parts) > 64 {
+		c.parts = nil // the list itself after a very large message
+	}
+	c.parts = c.parts[:0]
 }
 
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if n > 0 {
-		p.conn.SetReadDeadline(time.Now().Add(p.wait))
+// readFull reads from r until b is full or the message ends. It returns
+// io.EOF only at the end of the message, with n possibly > 0.
+func (c *WSConn) readFull(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
 	}
-	return n, err
+	return n, nil
 }
 
 // pingLoop pings the agent every period until the connection is closed or
@@ -390,7 +560,7 @@ func (c *WSConn) pingLoop(period time.Duration) {
 		select {
 		case <-c.closed:
 			return
-		case <-c.done:
+		case <-c.dead:
 			return
 		case <-t.C:
 			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.writeWait)); err != nil {
@@ -405,34 +575,34 @@ func (c *WSConn) pingLoop(period time.Duration) {
 func (c *WSConn) readError(err error) error {
 	select {
 	case <-c.closed:
-		return closedError("agent WebSocket")
+		return closedError(c.what)
 	default:
 	}
 	var ce *websocket.CloseError
 	var ne net.Error
 	switch {
 	case errors.As(err, &ce):
-		msg := fmt.Sprintf("agent WebSocket closed: %d (%s)", ce.Code, closeCodeText(ce.Code))
+		msg := fmt.Sprintf("%s closed: %d (%s)", c.what, ce.Code, closeCodeText(ce.Code))
 		if ce.Text != "" && ce.Code != websocket.CloseAbnormalClosure {
 			msg += ": " + snippet([]byte(ce.Text), 120)
 		}
 		return &linkError{msg: msg, err: err}
 	case errors.Is(err, websocket.ErrReadLimit):
-		return &linkError{msg: fmt.Sprintf("agent WebSocket: message larger than the %d-byte read limit", c.readLimit), err: err}
+		return &linkError{msg: fmt.Sprintf("%s: message larger than the %d-byte read limit", c.what, c.readLimit), err: err}
 	case errors.As(err, &ne) && ne.Timeout():
-		return &linkError{msg: fmt.Sprintf("agent WebSocket: no pong within %s", c.pongWait), err: err}
+		return &linkError{msg: fmt.Sprintf("%s: no pong within %s", c.what, c.pongWait), err: err}
 	default:
-		return &linkError{msg: "agent WebSocket: read: " + err.Error(), err: err}
+		return &linkError{msg: c.what + ": read: " + err.Error(), err: err}
 	}
 }
 
 func (c *WSConn) writeError(err error) error {
 	select {
 	case <-c.closed:
-		return closedError("agent WebSocket")
+		return closedError(c.what)
 	default:
 	}
-	return &linkError{msg: "agent WebSocket: write: " + err.Error(), err: err}
+	return &linkError{msg: c.what + ": write: " + err.Error(), err: err}
 }
 
 // dialError explains a failed dial: a refused handshake with its HTTP status
@@ -456,6 +626,12 @@ func dialError(ctx context.Context, where string, timeout time.Duration, resp *h
 		return &linkError{msg: fmt.Sprintf("%sno WebSocket handshake within %s", prefix, timeout), err: err}
 	}
 	return &linkError{msg: prefix + err.Error(), err: err}
+}
+
+// cancelledError is Read's final error after a cancelled ctx interrupted a
+// read.
+func (c *WSConn) cancelledError(err error) error {
+	return &linkError{msg: c.what + ": a cancelled Read left the connection unreadable", err: err}
 }
 
 func closedError(what string) error {

@@ -1,12 +1,15 @@
 package legacy_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -405,7 +408,7 @@ func TestWebSocketDeadPeer(t *testing.T) {
 			start := time.Now()
 			_, err := readWithin(t, c, 5*time.Second)
 			elapsed := time.Since(start)
-			if err == nil || !strings.Contains(err.Error(), "agent WebSocket: no pong within 300ms") {
+			if want := "agent WebSocket " + url + ": no pong within 300ms"; err == nil || err.Error() != want {
 				t.Fatalf("Read error = %v, want a pong timeout", err)
 			}
 			if elapsed < 250*time.Millisecond || elapsed > 2*time.Second {
@@ -418,17 +421,35 @@ func TestWebSocketDeadPeer(t *testing.T) {
 func TestWebSocketKeepaliveHoldsIdleConnection(t *testing.T) {
 	url, _ := wsAgent(t, false, nil, echo)
 	c := dial(t, legacy.WebSocket{URL: url, PongWait: 300 * time.Millisecond})
-	// Idle for more than three PongWaits: only pongs keep the deadline off.
-	_, err := readWithin(t, c, time.Second)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("idle Read error = %v, want the ctx deadline", err)
+	// A Read waits through more than three PongWaits of silence but for
+	// pongs, which alone must keep the deadline off.
+	type result struct {
+		b   []byte
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		b, err := readWithin(t, c, 10*time.Second)
+		got <- result{b, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("idle Read returned %s, %v", r.b, r.err)
+	case <-time.After(time.Second):
 	}
 	if err := c.Write(t.Context(), []byte(`{"still":"alive"}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readWithin(t, c, 5*time.Second)
-	if err != nil || string(got) != `{"still":"alive"}` {
-		t.Fatalf("Read after idle = %s, %v", got, err)
+	if r := <-got; r.err != nil || string(r.b) != `{"still":"alive"}` {
+		t.Fatalf("Read after idle = %s, %v", r.b, r.err)
+	}
+	// Idle between Reads: the next Read counts silence from its start.
+	time.Sleep(time.Second)
+	if err := c.Write(t.Context(), []byte(`{"again":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readWithin(t, c, 5*time.Second); err != nil || string(b) != `{"again":true}` {
+		t.Fatalf("Read after an idle caller = %s, %v", b, err)
 	}
 }
 
@@ -436,17 +457,17 @@ func TestWebSocketAgentCloses(t *testing.T) {
 	cases := []struct {
 		name  string
 		agent func(*websocket.Conn, *http.Request)
-		want  string
+		want  string // after the agent's URL
 	}{
 		{"close frame", func(c *websocket.Conn, _ *http.Request) {
 			c.WriteMessage(websocket.TextMessage, []byte(`{"last":true}`))
 			c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "restarting"), time.Now().Add(time.Second))
 			c.ReadMessage()
-		}, "agent WebSocket closed: 1001 (going away): restarting"},
+		}, " closed: 1001 (going away): restarting"},
 		{"dropped", func(c *websocket.Conn, _ *http.Request) {
 			c.WriteMessage(websocket.TextMessage, []byte(`{"last":true}`))
 			c.NetConn().Close()
-		}, "agent WebSocket closed: 1006 (abnormal closure)"},
+		}, " closed: 1006 (abnormal closure)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,8 +478,8 @@ func TestWebSocketAgentCloses(t *testing.T) {
 			}
 			for range 2 { // the error sticks
 				_, err := readWithin(t, c, 5*time.Second)
-				if err == nil || err.Error() != tc.want {
-					t.Fatalf("Read error = %v, want %q", err, tc.want)
+				if want := "agent WebSocket " + url + tc.want; err == nil || err.Error() != want {
+					t.Fatalf("Read error = %v, want %q", err, want)
 				}
 			}
 		})
@@ -507,8 +528,18 @@ func TestWebSocketCloseUnblocksRead(t *testing.T) {
 	}
 }
 
-func TestWebSocketReadCancelKeepsConnection(t *testing.T) {
-	url, _ := wsAgent(t, false, nil, echo)
+// A Read's ctx ends a pending Read promptly, and the connection with it:
+// later Reads fail at once, and Close still says goodbye properly.
+func TestWebSocketReadCancel(t *testing.T) {
+	closeCode := make(chan int, 1)
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		_, _, err := c.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			closeCode <- ce.Code
+		}
+		close(closeCode)
+	})
 	c := dial(t, legacy.WebSocket{URL: url})
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -518,14 +549,68 @@ func TestWebSocketReadCancelKeepsConnection(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled Read = %v, want context.Canceled", err)
+	select {
+	case err := <-errc:
+		if err != context.Canceled {
+			t.Fatalf("cancelled Read = %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("cancelling ctx did not end Read")
 	}
-	if err := c.Write(t.Context(), []byte(`{"after":"cancel"}`)); err != nil {
+	for range 2 {
+		_, err := readWithin(t, c, 2*time.Second)
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "cancelled Read") {
+			t.Fatalf("Read after a cancelled Read = %v, want an error saying so", err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if code := <-closeCode; code != websocket.CloseNormalClosure {
+		t.Errorf("agent saw close code %d, want %d", code, websocket.CloseNormalClosure)
+	}
+}
+
+// A ctx that ends between Reads (each Read with its own ctx, cancelled once
+// it returns) leaves the connection as it was.
+func TestWebSocketReadCtxEndsBetweenReads(t *testing.T) {
+	url, _ := wsAgent(t, false, nil, echo)
+	c := dial(t, legacy.WebSocket{URL: url})
+	done, cancelDone := context.WithCancel(t.Context())
+	cancelDone()
+	if _, err := c.Read(done); err != context.Canceled {
+		t.Fatalf("Read with a done ctx = %v, want context.Canceled", err)
+	}
+	for i := range 50 {
+		want := fmt.Sprintf(`{"i":%d}`, i)
+		if err := c.Write(t.Context(), []byte(want)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		got, err := c.Read(ctx)
+		cancel()
+		if err != nil || string(got) != want {
+			t.Fatalf("Read %d = %s, %v; want %s", i, got, err, want)
+		}
+	}
+	// The same ctx again after it was cancelled, then a fresh one.
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := c.Write(t.Context(), []byte(`{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readWithin(t, c, 5*time.Second); err != nil || string(got) != `{"after":"cancel"}` {
-		t.Fatalf("Read after cancel = %s, %v", got, err)
+	if got, err := c.Read(ctx); err != nil || string(got) != `{"x":1}` {
+		t.Fatalf("Read = %s, %v", got, err)
+	}
+	cancel()
+	time.Sleep(10 * time.Millisecond) // let the ctx's callback run
+	if _, err := c.Read(ctx); err != context.Canceled {
+		t.Fatalf("Read with the cancelled ctx = %v, want context.Canceled", err)
+	}
+	if err := c.Write(t.Context(), []byte(`{"x":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readWithin(t, c, 5*time.Second); err != nil || string(got) != `{"x":2}` {
+		t.Fatalf("Read after a cancelled ctx = %s, %v", got, err)
 	}
 }
 
@@ -562,5 +647,164 @@ func TestWebSocketSlowMessageIsNotADeadPeer(t *testing.T) {
 	}
 	if !bytes.Equal(got, payload) {
 		t.Errorf("Read = %d bytes, want the %d-byte slow message", len(got), len(payload))
+	}
+}
+
+// writeRawFrame writes one unmasked frame, as an agent (a server) sends it
+// (RFC 6455 §5.2): op is 1 for text, 2 for binary, 0 for a continuation.
+func writeRawFrame(w io.Writer, op byte, fin bool, payload []byte) error {
+	if fin {
+		op |= 0x80
+	}
+	var h []byte
+	switch n := len(payload); {
+	case n < 126:
+		h = []byte{op, byte(n)}
+	case n < 1<<16:
+		h = []byte{op, 126, byte(n >> 8), byte(n)}
+	default:
+		h = binary.BigEndian.AppendUint64([]byte{op, 127}, uint64(n))
+	}
+	if _, err := w.Write(h); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// pattern returns n bytes of JSON-safe text that differs from offset to
+// offset, so that a misplaced chunk shows.
+func pattern(off, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte((off+i)%23)
+	}
+	return b
+}
+
+// Messages of every size around the reader's internal boundaries arrive
+// whole, in exact-size slices, whether sent in one frame or in fragments,
+// with binary messages of the same sizes skipped between them.
+func TestWebSocketMessageSizes(t *testing.T) {
+	sizes := []int{0, 1, 200, 4095, 4096, 4097, 8192, 64 << 10, 64<<10 + 4095, 64<<10 + 4096, 64<<10 + 4097, 200 << 10, 1 << 20}
+	fragments := []int{0, 1, 1000, 4096, 70000} // 0: one frame
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		w := bufio.NewWriter(c.NetConn())
+		for _, frag := range fragments {
+			for _, n := range sizes {
+				writeRawFrame(w, 2, true, pattern(1, n))
+				msg := pattern(n, n)
+				if frag == 0 || n == 0 {
+					writeRawFrame(w, 1, true, msg)
+					continue
+				}
+				op := byte(1)
+				for len(msg) > 0 {
+					k := min(frag, len(msg))
+					writeRawFrame(w, op, k == len(msg), msg[:k])
+					msg, op = msg[k:], 0
+				}
+			}
+		}
+		w.Flush()
+		c.ReadMessage()
+	})
+	c := dial(t, legacy.WebSocket{URL: url})
+	for _, frag := range fragments {
+		for _, n := range sizes {
+			got, err := readWithin(t, c, 5*time.Second)
+			if err != nil {
+				t.Fatalf("Read of %d bytes in fragments of %d: %v", n, frag, err)
+			}
+			if !bytes.Equal(got, pattern(n, n)) {
+				t.Fatalf("Read of %d bytes in fragments of %d: got %d bytes, not the message", n, frag, len(got))
+			}
+			if got == nil || cap(got) != n {
+				t.Errorf("Read of %d bytes: cap %d (nil %v), want an exact-size slice", n, cap(got), got == nil)
+			}
+		}
+	}
+	if want := int64(len(sizes) * len(fragments)); c.Skipped() != want {
+		t.Errorf("Skipped() = %d, want %d", c.Skipped(), want)
+	}
+}
+
+// A 60 MiB message, just under a 64 MiB ReadLimit and sent in 1 MiB
+// fragments, arrives whole.
+func TestWebSocket60MiBMessage(t *testing.T) {
+	const size, frag = 60 << 20, 1 << 20
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		nc := c.NetConn()
+		for off := 0; off < size; off += frag {
+			op := byte(0)
+			if off == 0 {
+				op = 1
+			}
+			if err := writeRawFrame(nc, op, off+frag >= size, pattern(off, frag)); err != nil {
+				return
+			}
+		}
+		c.ReadMessage()
+	})
+	c := dial(t, legacy.WebSocket{URL: url, ReadLimit: 64 << 20})
+	got, err := readWithin(t, c, 60*time.Second)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if len(got) != size {
+		t.Fatalf("Read = %d bytes, want %d", len(got), size)
+	}
+	for off := 0; off < size; off += frag {
+		if !bytes.Equal(got[off:off+frag], pattern(off, frag)) {
+			t.Fatalf("bytes at %d differ from what the agent sent", off)
+		}
+	}
+}
+
+// Close may be called twice at once, while a Read waits and a Write is
+// under way; both end with ErrClosed, and no goroutine is left (TestMain
+// checks).
+func TestWebSocketConcurrentClose(t *testing.T) {
+	stop := make(chan struct{})
+	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
+		c.ReadMessage()
+		<-stop // read no more: the bridge's Write blocks
+	})
+	t.Cleanup(func() { close(stop) }) // before wsAgent's cleanup
+	c := dial(t, legacy.WebSocket{URL: url})
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c.Read(t.Context())
+		readErr <- err
+	}()
+	writeErr := make(chan error, 1)
+	go func() {
+		big := []byte(`"` + strings.Repeat("w", 32<<20) + `"`)
+		for {
+			if err := c.Write(t.Context(), big); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for name, ch := range map[string]chan error{"Read": readErr, "Write": writeErr} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, legacy.ErrClosed) {
+				t.Errorf("%s during Close = %v, want ErrClosed", name, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("Close did not end %s", name)
+		}
 	}
 }
