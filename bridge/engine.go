@@ -538,6 +538,15 @@ func (e *engine) feedLink(l *link, m translate.Msg) {
 // guarantee: a turn's updates are written before its prompt response because
 // the translator returned them first and nothing here reorders.
 func (e *engine) apply(l *link, outs []translate.Out) {
+	// Carrying out an output can feed the same translator again (a late
+	// permission answered at once, a link retired), and a translator may
+	// reuse the slice it returned: work on a copy, on the stack when small.
+	var local [4]translate.Out
+	if len(outs) <= len(local) {
+		outs = local[:copy(local[:], outs)]
+	} else {
+		outs = slices.Clone(outs)
+	}
 	for _, o := range outs {
 		switch o.Kind {
 		case translate.Reply, translate.Fail:

@@ -19,17 +19,37 @@ const MaxDepth = 10000
 // costs one byte per level and is capped at MaxDepth. It checks UTF-8 as it
 // goes. Nothing is copied or decoded.
 type scanner struct {
-	b     []byte
-	i     int
-	stack []byte // '{' or '[' per open container
+	b []byte
+	i int
+	// The open containers, '{' or '[' each: the first 64 levels in small,
+	// deeper ones in deep, so that the usual message allocates nothing.
+	depth int
 	small [64]byte
+	deep  []byte
 	err   string // why the text is invalid, once it is
 }
 
-func newScanner(b []byte) *scanner {
-	s := &scanner{b: b}
-	s.stack = s.small[:0]
-	return s
+func (s *scanner) push(c byte) {
+	if s.depth < len(s.small) {
+		s.small[s.depth] = c
+	} else {
+		s.deep = append(s.deep, c)
+	}
+	s.depth++
+}
+
+func (s *scanner) top() byte {
+	if d := s.depth - 1; d < len(s.small) {
+		return s.small[d]
+	}
+	return s.deep[s.depth-1-len(s.small)]
+}
+
+func (s *scanner) pop() {
+	s.depth--
+	if s.depth >= len(s.small) {
+		s.deep = s.deep[:s.depth-len(s.small)]
+	}
 }
 
 func (s *scanner) fail(why string) bool {
@@ -175,7 +195,7 @@ func (s *scanner) key() (start, end int, escaped, ok bool) {
 // value scans one value and everything nested in it, iteratively. It
 // returns with s.i just past the value.
 func (s *scanner) value() bool {
-	base := len(s.stack)
+	base := s.depth
 	for {
 		s.ws()
 		if s.i >= len(s.b) {
@@ -183,14 +203,14 @@ func (s *scanner) value() bool {
 		}
 		switch c := s.b[s.i]; c {
 		case '{', '[':
-			if len(s.stack) >= MaxDepth {
+			if s.depth >= MaxDepth {
 				return s.fail("too deep")
 			}
-			s.stack = append(s.stack, c)
+			s.push(c)
 			s.i++
 			s.ws()
 			if s.i < len(s.b) && (s.b[s.i] == '}' && c == '{' || s.b[s.i] == ']' && c == '[') {
-				s.stack = s.stack[:len(s.stack)-1]
+				s.pop()
 				s.i++
 				break
 			}
@@ -226,14 +246,14 @@ func (s *scanner) value() bool {
 		}
 		// After a value: close containers, or move on to the next member.
 		for {
-			if len(s.stack) == base {
+			if s.depth == base {
 				return true
 			}
 			s.ws()
 			if s.i >= len(s.b) {
 				return s.fail("unexpected end")
 			}
-			top, c := s.stack[len(s.stack)-1], s.b[s.i]
+			top, c := s.top(), s.b[s.i]
 			if c == ',' {
 				s.i++
 				if top == '{' {
@@ -244,7 +264,7 @@ func (s *scanner) value() bool {
 				break
 			}
 			if c == '}' && top == '{' || c == ']' && top == '[' {
-				s.stack = s.stack[:len(s.stack)-1]
+				s.pop()
 				s.i++
 				continue
 			}
@@ -268,7 +288,7 @@ func (s *scanner) parseError() *Error {
 // at most MaxDepth deep; the error says what is wrong. It is iterative and
 // does not allocate for the usual depths.
 func Valid(b []byte) *Error {
-	s := newScanner(b)
+	s := scanner{b: b}
 	s.ws()
 	if !s.value() {
 		return s.parseError()
@@ -294,7 +314,7 @@ var knownMethods = map[string]string{
 // and records the top-level members as sub-slices of frame.
 func scanEnvelope(frame []byte) (Envelope, *Error) {
 	var env Envelope
-	s := newScanner(frame)
+	s := scanner{b: frame}
 	s.ws()
 	if s.i >= len(frame) {
 		return env, Errorf(CodeParseError, "message is empty")
@@ -316,7 +336,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 		}
 		return env, Errorf(CodeInvalidRequest, "a JSON-RPC message must be an object")
 	}
-	s.stack = append(s.stack, '{')
+	s.push('{')
 	s.i++
 	var bad string
 	s.ws()
@@ -347,9 +367,12 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 			}
 			switch string(name) {
 			case "jsonrpc":
-				if first != '"' {
+				switch {
+				case first != '"':
 					bad = `"jsonrpc" must be the string "2.0"`
-				} else {
+				case string(raw) == `"2.0"`:
+					env.Version = "2.0" // no allocation for the usual value
+				default:
 					env.Version = stringValue(raw)
 				}
 			case "id":

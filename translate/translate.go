@@ -141,6 +141,10 @@ type Out struct {
 // A Translator translates one agent link. It is not safe for concurrent use:
 // the engine's loop is its only caller.
 //
+// The slice a call returns is the engine's only until the translator's next
+// call: a translator may reuse its backing array (the Body of each Out stays
+// the engine's for good).
+//
 // A translator answers every editor Request it is fed exactly once (Reply or
 // Fail), immediately or later; a method it does not implement is answered
 // -32601 by the translator itself. The engine forwards every method, known or

@@ -48,6 +48,8 @@ type Relay struct {
 	callIDs map[translate.Ref]json.RawMessage
 	// callRefs maps the agent's request id key back, for $/cancel_request.
 	callRefs map[string]translate.Ref
+	// outs is reused for every FromAgent result (see translate.Translator).
+	outs []translate.Out
 	// initializing is the agent-hop id of an initialize not answered yet
 	// (0: none), so that a first frame that is not JSON-RPC at all can fail
 	// it with a hint instead of leaving it to time out.
@@ -149,9 +151,9 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			r.initializing = 0
 		}
 		if env.Error != nil {
-			return []translate.Out{{Kind: translate.Fail, Ref: ref, Body: env.Error}}, nil
+			return r.one(translate.Out{Kind: translate.Fail, Ref: ref, Body: env.Error}), nil
 		}
-		return []translate.Out{{Kind: translate.Reply, Ref: ref, Body: env.Result}}, nil
+		return r.one(translate.Out{Kind: translate.Reply, Ref: ref, Body: env.Result}), nil
 	case env.IsRequest():
 		r.nextCall++
 		ref := r.nextCall
@@ -180,10 +182,16 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		}
 		if env.Version == "2.0" {
 			// Already an ACP notification: pass the agent's bytes through.
-			return []translate.Out{{Kind: translate.Forward, Method: env.Method, Body: f, Session: session}}, nil
+			return r.one(translate.Out{Kind: translate.Forward, Method: env.Method, Body: f, Session: session}), nil
 		}
 		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: env.Params, Session: session}}, nil
 	}
+}
+
+// one returns o as the only output, in the reused slice.
+func (r *Relay) one(o translate.Out) []translate.Out {
+	r.outs = append(r.outs[:0], o)
+	return r.outs
 }
 
 // clone copies a borrowed slice; nil stays nil so absent params stay absent.
