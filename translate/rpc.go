@@ -3,7 +3,6 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-
 )
 
 // Standard JSON-RPC and ACP error codes (acp-spec.md §14).
@@ -123,6 +122,10 @@ type Envelope struct {
 	Params json.RawMessage
 	Result json.RawMessage
 	Error  json.RawMessage
+	// SessionID is params.sessionId when it is a string without escapes,
+	// and UpdateKind params.update.sessionUpdate likewise ("" otherwise):
+	// read in the same pass, since the engine and the relay route on them.
+	SessionID, UpdateKind string
 }
 
 // IsRequest, IsNotification and IsResponse classify a parsed envelope. An id

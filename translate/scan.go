@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 	"unsafe"
@@ -60,14 +61,11 @@ func (s *scanner) fail(why string) bool {
 }
 
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	b, i := s.b, s.i
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
+	s.i = i
 }
 
 // plain marks the bytes a string may hold without a closer look.
@@ -81,44 +79,66 @@ var plain = func() (t [256]bool) {
 // str scans a string starting at the opening quote, reporting whether it
 // held escapes.
 func (s *scanner) str() (escaped, ok bool) {
-	s.i++ // opening quote
+	b := s.b
+	i := s.i + 1 // opening quote
 	for {
-		for s.i < len(s.b) && plain[s.b[s.i]] {
-			s.i++
+		// Eight bytes at a time while none needs a closer look.
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		if s.i >= len(s.b) {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			s.i = i
 			return escaped, s.fail("unterminated string")
 		}
-		switch c := s.b[s.i]; {
+		switch c := b[i]; {
 		case c == '"':
-			s.i++
+			s.i = i + 1
 			return escaped, true
 		case c == '\\':
 			escaped = true
-			if s.i+1 >= len(s.b) {
+			if i+1 >= len(b) {
+				s.i = i
 				return escaped, s.fail("unterminated string")
 			}
-			switch s.b[s.i+1] {
+			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
+				i += 2
 			case 'u':
-				if s.i+6 > len(s.b) || !isHex(s.b[s.i+2]) || !isHex(s.b[s.i+3]) || !isHex(s.b[s.i+4]) || !isHex(s.b[s.i+5]) {
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					s.i = i
 					return escaped, s.fail(`bad \u escape`)
 				}
-				s.i += 6
+				i += 6
 			default:
+				s.i = i
 				return escaped, s.fail("bad escape")
 			}
 		case c < 0x20:
+			s.i = i
 			return escaped, s.fail("control character in a string")
 		default: // multi-byte UTF-8
-			r, size := utf8.DecodeRune(s.b[s.i:])
+			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
+				s.i = i
 				return escaped, s.fail("not valid UTF-8")
 			}
-			s.i += size
+			i += size
 		}
 	}
+}
+
+// plain8 reports whether none of the eight bytes in w is a quote, a
+// backslash, a control character or non-ASCII (the classic SWAR tests for
+// "has a byte equal to" and "has a byte less than").
+func plain8(w uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (lo * '"')
+	slash := w ^ (lo * '\\')
+	has := (quote - lo) &^ quote | (slash - lo) &^ slash | (w - lo*0x20) | w
+	return has&hi == 0
 }
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
@@ -355,11 +375,24 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 				return env, s.parseError()
 			}
 			first := frame[vs]
-			if !s.value() {
+			name := frame[ks+1 : ke-1]
+			if first == '{' && !escaped && string(name) == "params" {
+				ok = s.members(func(k []byte, v []byte) {
+					if string(k) == "sessionId" {
+						env.SessionID = plainString(v)
+					}
+				}, func(k []byte) bool { return string(k) == "update" }, func(k, v []byte) {
+					if string(k) == "sessionUpdate" {
+						env.UpdateKind = plainString(v)
+					}
+				})
+			} else {
+				ok = s.value()
+			}
+			if !ok {
 				return env, s.parseError()
 			}
 			raw := json.RawMessage(frame[vs:s.i:s.i])
-			name := frame[ks+1 : ke-1]
 			if escaped {
 				var n string
 				_ = json.Unmarshal(frame[ks:ke], &n)
@@ -438,6 +471,86 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 	}
 	return env, nil
 }
+
+// members scans the object at s.i member by member, handing each member's
+// name and value to member (values are raw JSON). For a member whose value
+// is an object and for which descend says so, inner gets that object's
+// members the same way, one level down. Names with escapes are passed as
+// written; the callers look only for plain ASCII names.
+func (s *scanner) members(member func(k, v []byte), descend func(k []byte) bool, inner func(k, v []byte)) bool {
+	s.push('{')
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.pop()
+		s.i++
+		return true
+	}
+	for {
+		ks, ke, _, ok := s.key()
+		if !ok {
+			return false
+		}
+		s.ws()
+		vs := s.i
+		k := s.b[ks+1 : ke-1]
+		if vs < len(s.b) && s.b[vs] == '{' && descend != nil && descend(k) {
+			ok = s.members(inner, nil, nil)
+		} else {
+			ok = s.value()
+		}
+		if !ok {
+			return false
+		}
+		if member != nil {
+			member(k, s.b[vs:s.i])
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.fail("unexpected end")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.pop()
+			s.i++
+			return true
+		default:
+			return s.fail("expected ',' or '}'")
+		}
+	}
+}
+
+// plainString returns the text of a JSON string token without escapes, ""
+// for anything else. Its bytes are copied only when they are not one of the
+// interned update kinds.
+func plainString(v []byte) string {
+	if len(v) < 2 || v[0] != '"' {
+		return ""
+	}
+	inner := v[1 : len(v)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return ""
+		}
+	}
+	if k, ok := updateKinds[string(inner)]; ok {
+		return k
+	}
+	return string(inner)
+}
+
+// updateKinds interns the sessionUpdate variants (acp-spec.md §9).
+var updateKinds = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call",
+		"tool_call_update", "plan", "available_commands_update", "current_mode_update", "config_option_update",
+		"session_info_update", "usage_update"} {
+		m[k] = k
+	}
+	return m
+}()
 
 // stringValue decodes a JSON string token.
 func stringValue(raw []byte) string {

@@ -173,12 +173,16 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		if env.Method == "session/update" {
 			// An update an editor cannot route would be rejected whole by its
 			// parser (acp-spec.md §9); drop it here, where it is counted.
-			sid := translate.Get(env.Params, "sessionId")
-			if sid.Type != gjson.String || translate.Get(env.Params, "update.sessionUpdate").Type != gjson.String {
-				return []translate.Out{{Kind: translate.Note, Method: "unroutable-updates",
-					Body: []byte("session/update without sessionId or update.sessionUpdate dropped")}}, nil
+			session = env.SessionID
+			if session == "" || env.UpdateKind == "" {
+				// Not read by the scanner (an escape, another type): ask gjson.
+				sid := translate.Get(env.Params, "sessionId")
+				if sid.Type != gjson.String || translate.Get(env.Params, "update.sessionUpdate").Type != gjson.String {
+					return []translate.Out{{Kind: translate.Note, Method: "unroutable-updates",
+						Body: []byte("session/update without sessionId or update.sessionUpdate dropped")}}, nil
+				}
+				session = sid.Str
 			}
-			session = sid.Str
 		}
 		if env.Version == "2.0" {
 			// Already an ACP notification: pass the agent's bytes through.
