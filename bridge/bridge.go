@@ -139,7 +139,8 @@ type TapEvent struct {
 	// editor hop.
 	Link int
 	// Session is the ACP session the message belongs to, when the engine
-	// knows it without parsing (often empty on the agent hop).
+	// knows it without parsing (often empty on the agent hop). Like
+	// Message it may share a frame's memory: clone it to keep it.
 	Session string
 	// Message is the whole message as it crossed the hop (borrowed: valid
 	// only during the call). Empty for notes.

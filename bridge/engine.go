@@ -600,12 +600,12 @@ func (e *engine) notify(o translate.Out) {
 				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 			return
 		}
-		if e.b.OnSession != nil && sid != "" {
+		if e.b.OnSession != nil && s != nil {
 			params := o.Body
 			if o.Kind == translate.Forward {
 				params = []byte(gjson.GetBytes(o.Body, "params").Raw)
 			}
-			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: sid, Body: params})
+			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
 		}
 		if o.Kind == translate.Forward {
 			e.writeEditorSession(editorMsg{body: o.Body}, sid)

@@ -125,6 +125,8 @@ type Envelope struct {
 	// SessionID is params.sessionId when it is a string without escapes,
 	// and UpdateKind params.update.sessionUpdate likewise ("" otherwise):
 	// read in the same pass, since the engine and the relay route on them.
+	// Like the other fields they share the frame's memory: clone them to
+	// keep them past the frame.
 	SessionID, UpdateKind string
 }
 

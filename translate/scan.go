@@ -137,7 +137,7 @@ func plain8(w uint64) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	quote := w ^ (lo * '"')
 	slash := w ^ (lo * '\\')
-	has := (quote - lo) &^ quote | (slash - lo) &^ slash | (w - lo*0x20) | w
+	has := (quote-lo)&^quote | (slash-lo)&^slash | (w - lo*0x20) | w
 	return has&hi == 0
 }
 
@@ -523,8 +523,8 @@ func (s *scanner) members(member func(k, v []byte), descend func(k []byte) bool,
 }
 
 // plainString returns the text of a JSON string token without escapes, ""
-// for anything else. Its bytes are copied only when they are not one of the
-// interned update kinds.
+// for anything else. The string shares v's memory (see Envelope): the
+// frames it is read from are never modified.
 func plainString(v []byte) string {
 	if len(v) < 2 || v[0] != '"' {
 		return ""
@@ -538,7 +538,10 @@ func plainString(v []byte) string {
 	if k, ok := updateKinds[string(inner)]; ok {
 		return k
 	}
-	return string(inner)
+	if len(inner) == 0 {
+		return ""
+	}
+	return unsafe.String(&inner[0], len(inner))
 }
 
 // updateKinds interns the sessionUpdate variants (acp-spec.md §9).
