@@ -60,8 +60,10 @@ func TestInitialize_BridgeIdentityAndPassthrough(t *testing.T) {
 		if res.ProtocolVersion != 1 {
 			t.Errorf("protocolVersion = %d, want 1", res.ProtocolVersion)
 		}
-		if res.AgentInfo == nil || res.AgentInfo.Name != "acp-bridge" {
-			t.Errorf("agentInfo = %+v, want name acp-bridge", res.AgentInfo)
+		// The relay is transparent: agentInfo is the agent's own, and the
+		// bridge names itself only under _meta["acp-bridge"].
+		if res.AgentInfo == nil || res.AgentInfo.Name != fakeagent.Name {
+			t.Errorf("agentInfo = %+v, want the agent's own (name %s)", res.AgentInfo, fakeagent.Name)
 		}
 		if !res.AgentCapabilities.PromptCapabilities.Image || !res.AgentCapabilities.PromptCapabilities.EmbeddedContext {
 			t.Errorf("agent's promptCapabilities lost: %+v", res.AgentCapabilities.PromptCapabilities)
@@ -69,8 +71,8 @@ func TestInitialize_BridgeIdentityAndPassthrough(t *testing.T) {
 
 		// The SDK drops unknown fields; look at the bytes.
 		l := e.Out.Response(t, e.In.LastID("initialize"))
-		if b := l.Get(`result._meta.acp-bridge`); !b.IsObject() || !strings.Contains(b.Raw, fakeagent.Name) {
-			t.Errorf(`result._meta["acp-bridge"] = %s, want an object naming the backend agent %q`, b.Raw, fakeagent.Name)
+		if b := l.Get(`result._meta.acp-bridge`); !b.IsObject() || b.Get("dialect").Str != "acp" {
+			t.Errorf(`result._meta["acp-bridge"] = %s, want an object with "dialect":"acp"`, b.Raw)
 		}
 		if got := l.Get(`result._meta.fake-agent.transport`).Str; got != map[string]string{"ws": "ws", "child": "stdio"}[tr.Name] {
 			t.Errorf(`agent's own result._meta["fake-agent"] lost: %s`, l.Get("result._meta").Raw)
