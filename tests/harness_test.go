@@ -55,17 +55,36 @@ type Transport struct {
 // WSTransport serves an agent (fakeagent.Serve when serve is nil) over a
 // WebSocket and points the bridge at it with --url.
 func WSTransport(serve fakeagent.ServeFunc) Transport {
+	return WSTransportWith(fakeagent.WSOptions{Serve: serve})
+}
+
+// WSTransportWith is WSTransport for a server shaped by o (o.Log is the
+// harness's).
+func WSTransportWith(o fakeagent.WSOptions) Transport {
 	return Transport{Name: "ws", Start: func(t *testing.T) Agent {
-		log := &lockedBuffer{}
-		s := fakeagent.NewWSServer(serve, log)
-		t.Cleanup(func() {
-			s.Close()
-			if t.Failed() {
-				t.Logf("fake agent (ws) log:\n%s", tail(log.String(), 32<<10))
-			}
-		})
+		s := StartWSAgent(t, o)
 		return Agent{Args: []string{"--url", s.URL}, WS: s}
 	}}
+}
+
+// StartWSAgent starts a fake WebSocket agent shaped by o, closed when the
+// test ends (Close may also be called earlier, to kill it); its log is shown
+// if the test fails. With o.Addr it listens where an earlier agent did.
+func StartWSAgent(t *testing.T, o fakeagent.WSOptions) *fakeagent.WSServer {
+	t.Helper()
+	log := &lockedBuffer{}
+	o.Log = log
+	s, err := fakeagent.StartWSServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if t.Failed() {
+			t.Logf("fake agent (ws %s) log:\n%s", s.Addr, tail(log.String(), 32<<10))
+		}
+	})
+	return s
 }
 
 // ChildTransport runs the ChildAgents entry name as the bridge's child
@@ -113,6 +132,7 @@ type Bridge struct {
 	Out *Stdout
 
 	stderr     lockedBuffer
+	outR       *os.File // the read end of stdout, for StdoutBlocked
 	exited     chan struct{}
 	exitState  *os.ProcessState
 	readerDone chan struct{}
@@ -160,6 +180,7 @@ func StartBridge(t *testing.T, args, env []string, feed io.WriteCloser) *Bridge 
 	b := &Bridge{
 		t:          t,
 		cmd:        cmd,
+		outR:       outR,
 		In:         &EditorInput{w: inW, sent: make(map[string][]string)},
 		exited:     make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -297,6 +318,9 @@ func (b *Bridge) WaitExit(timeout time.Duration) (code int, ok bool) {
 	}
 }
 
+// Pid is the bridge's process id.
+func (b *Bridge) Pid() int { return b.cmd.Process.Pid }
+
 // Signal sends sig to the bridge process (not its group).
 func (b *Bridge) Signal(sig os.Signal) {
 	b.t.Helper()
@@ -351,6 +375,18 @@ type Stdout struct {
 	eof      bool
 	problems []string
 	v        *validator
+	// cutTailOK: see AllowCutLastLine.
+	cutTailOK bool
+}
+
+// AllowCutLastLine excuses a last line cut short by the bridge's exit: a
+// bridge whose editor stopped reading may die in the middle of a write, and
+// the editor, which closed the bridge's stdin, never reads it. Every
+// complete line is still checked.
+func (s *Stdout) AllowCutLastLine() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutTailOK = true
 }
 
 func newStdout(in *EditorInput) *Stdout {
@@ -363,6 +399,9 @@ func (s *Stdout) add(raw []byte) {
 	defer s.mu.Unlock()
 	l := Line{N: len(s.lines), Raw: bytes.TrimSuffix(raw, []byte("\n")), At: time.Now()}
 	s.lines = append(s.lines, l)
+	if s.cutTailOK && !bytes.HasSuffix(raw, []byte("\n")) {
+		probs = nil // only the last read can lack its "\n"
+	}
 	for _, p := range probs {
 		s.problems = append(s.problems, fmt.Sprintf("line %d: %s\n\tline: %s", l.N, p, l))
 	}

@@ -11,6 +11,8 @@
 // typed SDK would destroy (acp-spec.md §20.10): initialize (unknown fields and
 // _meta), _test/echo, session/prompt "_meta" (unknown fields both ways) and
 // prompts carrying an image block (payloads beyond the SDK's 10 MiB line cap).
+// It also answers _test/journal, _test/info (pid, transport) and
+// _test/release {"key":K} (lets a "hold K" prompt finish).
 //
 // Everything else is scripted by the prompt's first text block; see
 // (*agent).Prompt for the commands.
@@ -53,7 +55,17 @@ type Options struct {
 	Close func()
 	// Logger receives the SDK's diagnostics; nil discards them.
 	Logger *slog.Logger
+	// OnInitialize, when set, runs when initialize arrives, before the
+	// agent answers it; RunStdio uses it for EnvInitExit.
+	OnInitialize func()
 }
+
+// EnvInitExit, in a child fake agent's environment, makes it fail at
+// initialize the way an agent without credentials does: set to
+// "STATUS:TEXT", the agent prints TEXT on stderr when initialize arrives
+// and exits with STATUS without answering (e.g. "3:error: FAKE_API_KEY not
+// set").
+const EnvInitExit = "FAKE_AGENT_INIT_EXIT"
 
 // sdkLineCap is kept below acp-go-sdk's 10 MiB bufio.Scanner limit: a longer
 // frame handed to the SDK would kill its connection (peers.md §0.3).
@@ -222,6 +234,34 @@ type agent struct {
 
 	mu       sync.Mutex
 	sessions int
+	gates    map[string]chan struct{} // "hold K" waits on gates[K]; _test/release closes it
+}
+
+// gate returns the channel of key, made on first use by either side.
+func (a *agent) gate(key string) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gates == nil {
+		a.gates = make(map[string]chan struct{})
+	}
+	g, ok := a.gates[key]
+	if !ok {
+		g = make(chan struct{})
+		a.gates[key] = g
+	}
+	return g
+}
+
+// release opens key's gate; releasing twice is harmless.
+func (a *agent) release(key string) {
+	g := a.gate(key)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-g:
+	default:
+		close(g)
+	}
 }
 
 // route answers the frames the router handles with its own bytes and
@@ -241,6 +281,9 @@ func (a *agent) route(frame []byte) bool {
 	}
 	switch method.Str {
 	case "initialize":
+		if a.opt.OnInitialize != nil {
+			a.opt.OnInitialize()
+		}
 		version := []byte("1")
 		if v := params.Get("protocolVersion"); v.Type == gjson.Number {
 			version = []byte(v.Raw)
@@ -261,6 +304,11 @@ func (a *agent) route(frame []byte) bool {
 	case "_test/info":
 		b, _ := json.Marshal(Info{PID: os.Getpid(), Transport: a.opt.Transport})
 		reply(b)
+		return true
+	case "_test/release":
+		a.release(params.Get("key").Str)
+		a.journal.event("release:%s", params.Get("key").Str)
+		reply([]byte("{}"))
 		return true
 	case "session/prompt":
 		first := params.Get("prompt.0")
@@ -366,6 +414,10 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 //	               chunks "tick-N" until cancelled, then waits (up to 2 s)
 //	               for a $/cancel_request frame to arrive, reports
 //	               "cancel-request-seen" and answers cancelled
+//	hold K         the chunk "holding:K", then waits until _test/release
+//	               {"key":"K"} arrives (before or after), then the chunk
+//	               "released:K" and end_turn; a session/cancel ends it with
+//	               stopReason cancelled
 //	die            two chunks, then Options.Die
 //	close          two chunks, then Options.Close
 //	anything else  the chunk "echo:<text>" and end_turn
@@ -530,6 +582,23 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		a.journal.event("late-sent:%s", sid)
 		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 
+	case "hold":
+		key := ""
+		if len(words) > 1 {
+			key = words[1]
+		}
+		_ = a.say(sid, "holding:"+key)
+		a.journal.event("hold:%s:%s", sid, key)
+		select {
+		case <-a.gate(key):
+		case <-ctx.Done():
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		case <-a.conn.Done():
+			return acp.PromptResponse{}, errors.New("connection closed")
+		}
+		_ = a.say(sid, "released:"+key)
+		return end()
+
 	case "die", "close":
 		_ = a.say(sid, "about-to-"+cmd)
 		_ = a.say(sid, "last-words")
@@ -561,12 +630,25 @@ func errCode(err error) string {
 // Close with status 0, both without answering the turn.
 func RunStdio() int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	err := Serve(os.Stdin, os.Stdout, Options{
+	opt := Options{
 		Transport: "stdio",
 		Die:       func() { os.Exit(3) },
 		Close:     func() { os.Stdout.Close(); os.Exit(0) },
 		Logger:    logger,
-	})
+	}
+	if v, ok := os.LookupEnv(EnvInitExit); ok {
+		status, text, _ := strings.Cut(v, ":")
+		code, err := strconv.Atoi(status)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fake agent: %s=%q: want STATUS:TEXT\n", EnvInitExit, v)
+			return 2
+		}
+		opt.OnInitialize = func() {
+			fmt.Fprintln(os.Stderr, text)
+			os.Exit(code)
+		}
+	}
+	err := Serve(os.Stdin, os.Stdout, opt)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake agent:", err)
 		return 1

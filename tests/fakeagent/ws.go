@@ -2,6 +2,7 @@ package fakeagent
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,41 +28,87 @@ type ServeFunc func(in io.Reader, out io.Writer, opt Options) error
 type WSServer struct {
 	// URL is the agent's ws:// address, for the bridge's --url.
 	URL string
+	// Addr is the "host:port" the server listens on.
+	Addr string
 
-	srv   *httptest.Server
-	serve ServeFunc
-	log   *slog.Logger
+	srv    *httptest.Server
+	serve  ServeFunc
+	indent bool
+	log    *slog.Logger
 
 	mu      sync.Mutex
+	closed  bool
 	conns   map[*websocket.Conn]bool
 	headers []http.Header
 	dials   int
 }
 
+// WSOptions shape a WSServer.
+type WSOptions struct {
+	// Serve runs each connection (Serve when nil).
+	Serve ServeFunc
+	// Log receives the server's logs; it must be safe for concurrent use.
+	// nil discards them.
+	Log io.Writer
+	// Addr is the "host:port" to listen on; "" picks a free loopback port.
+	// A test that restarts an agent on the port the bridge knows passes the
+	// previous server's Addr.
+	Addr string
+	// Indent pretty-prints every message the agent sends (json.Indent, two
+	// spaces): one message per text frame, spread over several lines. The
+	// transport RFD only asks for one message per frame, so a bridge must
+	// not assume a frame is a single line.
+	Indent bool
+}
+
 // NewWSServer starts a server whose connections run serve (Serve when nil).
 // Logs go to logw, which must be safe for concurrent use; nil discards them.
 func NewWSServer(serve ServeFunc, logw io.Writer) *WSServer {
-	if serve == nil {
-		serve = Serve
+	s, err := StartWSServer(WSOptions{Serve: serve, Log: logw})
+	if err != nil {
+		panic(err) // a free loopback port is always available, as for httptest
 	}
-	if logw == nil {
-		logw = io.Discard
-	}
-	s := &WSServer{
-		serve: serve,
-		log:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		conns: make(map[*websocket.Conn]bool),
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/acp", s.handle)
-	s.srv = httptest.NewServer(mux)
-	s.URL = "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/acp"
 	return s
 }
 
-// Close stops the server and drops every open connection.
+// StartWSServer starts a server shaped by o.
+func StartWSServer(o WSOptions) (*WSServer, error) {
+	if o.Serve == nil {
+		o.Serve = Serve
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	s := &WSServer{
+		serve:  o.Serve,
+		indent: o.Indent,
+		log:    slog.New(slog.NewTextHandler(o.Log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		conns:  make(map[*websocket.Conn]bool),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/acp", s.handle)
+	s.srv = httptest.NewUnstartedServer(mux)
+	if o.Addr != "" {
+		l, err := net.Listen("tcp", o.Addr)
+		if err != nil {
+			s.srv.Close()
+			return nil, fmt.Errorf("fake agent: listening on %s: %w", o.Addr, err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = l
+	}
+	s.srv.Start()
+	s.Addr = s.srv.Listener.Addr().String()
+	s.URL = "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/acp"
+	return s, nil
+}
+
+// Close stops the server and drops every open connection (no close frame:
+// the TCP connections just end), as a killed agent server would. The port
+// is free again when Close returns.
 func (s *WSServer) Close() {
 	s.mu.Lock()
+	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
@@ -92,6 +139,11 @@ func (s *WSServer) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	if s.closed { // upgraded while Close ran: it would not see this one
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
 	s.conns[conn] = true
 	s.headers = append(s.headers, r.Header.Clone())
 	s.dials++
@@ -103,7 +155,7 @@ func (s *WSServer) handle(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 	}()
 
-	out := &wsWriter{conn: conn}
+	out := &wsWriter{conn: conn, indent: s.indent}
 	agentIn, toAgent := io.Pipe()
 	go s.readPump(conn, toAgent)
 	opt := Options{
@@ -154,10 +206,12 @@ func (s *WSServer) readPump(conn *websocket.Conn, toAgent *io.PipeWriter) {
 
 // wsWriter sends each line written to it as one text frame, synchronously,
 // so that a frame written before Die is on the wire before the connection
-// drops. After stop it discards everything.
+// drops. After stop it discards everything. With indent, each message is
+// pretty-printed over several lines inside its one frame.
 type wsWriter struct {
 	mu      sync.Mutex
 	conn    *websocket.Conn
+	indent  bool
 	stopped bool
 }
 
@@ -170,6 +224,13 @@ func (w *wsWriter) Write(p []byte) (int, error) {
 	frame := bytes.TrimRight(p, "\n")
 	if bytes.IndexByte(frame, '\n') >= 0 {
 		return 0, fmt.Errorf("fake agent: %d-byte write is more than one line", len(p))
+	}
+	if w.indent {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, frame, "", "  "); err != nil {
+			return 0, fmt.Errorf("fake agent: indenting a %d-byte message: %w", len(frame), err)
+		}
+		frame = buf.Bytes()
 	}
 	if err := w.conn.WriteMessage(websocket.TextMessage, frame); err != nil {
 		return 0, err
