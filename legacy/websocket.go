@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -605,27 +606,84 @@ func (c *WSConn) writeError(err error) error {
 	return &linkError{msg: c.what + ": write: " + err.Error(), err: err}
 }
 
-// dialError explains a failed dial: a refused handshake with its HTTP status
-// and the start of the body, a timeout with the limit, anything else as is.
+// dialError explains a failed dial in one line that names the agent's URL
+// once, rather than the address again in every layer's wrapping ("dial tcp
+// 127.0.0.1:8765: connect: connection refused"):
+//
+//	agent unreachable at ws://host/acp: connection refused
+//	agent unreachable at ws://host/acp: no answer within 10s
+//	agent at ws://host/acp: handshake refused: HTTP 401 Unauthorized: <body>
+//	agent at ws://host/acp: no WebSocket handshake within 10s
+//	agent at ws://host/acp: WebSocket handshake failed: <cause>
+//
+// "Unreachable" is for failures to connect at all (refused, no such host,
+// no route, no answer), where the fix is the address or the agent's
+// process; "agent at" for an agent that answered but did not complete the
+// WebSocket handshake. The error wraps err.
 func dialError(ctx context.Context, where string, timeout time.Duration, resp *http.Response, err error) error {
-	prefix := "agent WebSocket " + where + ": "
+	at := "agent at " + where + ": "
 	if resp != nil {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		msg := prefix + "handshake refused: HTTP " + resp.Status
+		msg := at + "handshake refused: HTTP " + resp.Status
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			msg = prefix + "invalid WebSocket upgrade response"
+			msg = at + "invalid WebSocket upgrade response"
 		}
 		if s := snippet(body, 200); s != "" {
 			msg += ": " + s
 		}
 		return &linkError{msg: msg, err: err}
 	}
-	var ne net.Error
-	if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
-		return &linkError{msg: fmt.Sprintf("%sno WebSocket handshake within %s", prefix, timeout), err: err}
+	if cerr := ctx.Err(); cerr != nil {
+		// The caller gave up, which is no fault of the agent's.
+		return &linkError{msg: at + "connecting stopped: " + cerr.Error(), err: err}
 	}
-	return &linkError{msg: prefix + err.Error(), err: err}
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		reason := fmt.Sprintf("no answer within %s", timeout)
+		if !timedOut {
+			reason = dialCause(oe.Err)
+		}
+		return &linkError{msg: "agent unreachable at " + where + ": " + reason, err: err}
+	}
+	if timedOut {
+		return &linkError{msg: fmt.Sprintf("%sno WebSocket handshake within %s", at, timeout), err: err}
+	}
+	cause := dialCause(err)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		cause = "the agent closed the connection"
+	}
+	return &linkError{msg: at + "WebSocket handshake failed: " + cause, err: err}
+}
+
+// dialCause returns the system's own words for a network error, without the
+// operation and addresses that net wraps around them: "connection refused"
+// rather than "dial tcp 127.0.0.1:8765: connect: connection refused".
+func dialCause(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		if dns.IsNotFound {
+			return "no such host"
+		}
+		return "DNS lookup of " + dns.Name + ": " + dns.Err
+	}
+	// Only the wrappers themselves are peeled: a cause that explains more
+	// around a wrapped network error keeps its words.
+	for {
+		switch e := err.(type) {
+		case *net.OpError:
+			if e.Err == nil {
+				return err.Error()
+			}
+			err = e.Err
+		case *os.SyscallError:
+			err = e.Err
+		default:
+			return err.Error()
+		}
+	}
 }
 
 // cancelledError is Read's final error after a cancelled ctx interrupted a

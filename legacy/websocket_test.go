@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,10 +278,11 @@ func TestWebSocketDialErrors(t *testing.T) {
 		if err == nil {
 			t.Fatal("Dial succeeded")
 		}
-		for _, want := range []string{"ws://" + addr + "/acp", "connection refused"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("Dial error %q does not mention %q", err, want)
-			}
+		if want := "agent unreachable at ws://" + addr + "/acp: connection refused"; err.Error() != want {
+			t.Errorf("Dial error = %q, want %q", err, want)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Dial error does not wrap ECONNREFUSED")
 		}
 	})
 	t.Run("401", func(t *testing.T) {
@@ -294,10 +296,10 @@ func TestWebSocketDialErrors(t *testing.T) {
 			t.Fatal("Dial succeeded")
 		}
 		msg := err.Error()
-		for _, want := range []string{"401 Unauthorized", "invalid token for agent", "token=REDACTED"} {
-			if !strings.Contains(msg, want) {
-				t.Errorf("Dial error %q does not mention %q", msg, want)
-			}
+		want := "agent at " + strings.Replace(srv.URL, "http://", "ws://", 1) +
+			"/acp?agent=REDACTED&token=REDACTED: handshake refused: HTTP 401 Unauthorized: invalid token for agent"
+		if msg != want {
+			t.Errorf("Dial error = %q, want %q", msg, want)
 		}
 		if strings.Contains(msg, "hunter2") || strings.Contains(msg, "bob") {
 			t.Errorf("Dial error %q shows a secret from the URL", msg)
@@ -322,8 +324,8 @@ func TestWebSocketDialErrors(t *testing.T) {
 		}()
 		start := time.Now()
 		_, err = legacy.WebSocket{URL: "ws://" + ln.Addr().String(), DialTimeout: 200 * time.Millisecond}.Dial(t.Context())
-		if err == nil || !strings.Contains(err.Error(), "no WebSocket handshake within 200ms") {
-			t.Errorf("Dial error = %v, want a handshake timeout", err)
+		if want := "agent at ws://" + ln.Addr().String() + ": no WebSocket handshake within 200ms"; err == nil || err.Error() != want {
+			t.Errorf("Dial error = %v, want %q", err, want)
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("Dial took %v with a 200ms DialTimeout", d)
@@ -331,6 +333,30 @@ func TestWebSocketDialErrors(t *testing.T) {
 		ln.Close()
 		if c, ok := <-accepted; ok {
 			c.Close()
+		}
+	})
+	t.Run("closed during handshake", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+			}
+		}()
+		_, err = legacy.WebSocket{URL: "ws://" + ln.Addr().String() + "/acp"}.Dial(t.Context())
+		if want := "agent at ws://" + ln.Addr().String() + "/acp: WebSocket handshake failed: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Dial error = %v, want one starting %q", err, want)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := legacy.WebSocket{URL: "ws://127.0.0.1:1/acp"}.Dial(ctx)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "connecting stopped") {
+			t.Errorf("Dial error = %v, want one saying the caller stopped it", err)
 		}
 	})
 	t.Run("scheme", func(t *testing.T) {
