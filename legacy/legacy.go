@@ -18,15 +18,15 @@
 // Read returns frames in the order the agent sent them, each in a new slice
 // the caller owns. Once the agent is gone Read returns an error naming which
 // agent transport failed and why ("agent WebSocket ws://host/acp closed:
-// 1006 (abnormal closure)", "agent process exited: exit status 3"), and
-// keeps returning it. Cancelling the ctx of a pending Read makes it return
-// ctx.Err(). A Process stays usable after that; a WSConn does not, because
-// a WebSocket read cut short leaves the stream corrupt: its later Reads
-// fail, and the caller should Close it (the bridge cancels a Read's ctx only
-// to close the link anyway). A ctx already done when Read is called changes
-// nothing. Read may run concurrently with Write and Close, but not with
-// another Read. After Close, Read and Write return an error wrapping
-// ErrClosed.
+// 1006 (abnormal closure)", "agent process exited with status 3: error:
+// GEMINI_API_KEY not set"), and keeps returning it. Cancelling the ctx of a
+// pending Read makes it return ctx.Err(). A Process stays usable after
+// that; a WSConn does not, because a WebSocket read cut short leaves the
+// stream corrupt: its later Reads fail, and the caller should Close it (the
+// bridge cancels a Read's ctx only to close the link anyway). A ctx already
+// done when Read is called changes nothing. Read may run concurrently with
+// Write and Close, but not with another Read. After Close, Read and Write
+// return an error wrapping ErrClosed.
 //
 // Configuration is by plain structs (WebSocket, Command) whose zero-valued
 // fields mean documented defaults, in the manner of net/http.Server. Header

@@ -98,6 +98,27 @@ func runChild(mode string) {
 	case "exit3":
 		say(map[string]bool{"bye": true})
 		os.Exit(3)
+	case "stderr-exit":
+		// Says why it gives up, at length, then exits: the last lines,
+		// trimmed and bounded, explain the exit.
+		for i := range 8 {
+			fmt.Fprintf(os.Stderr, "  starting step %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, "")
+		fmt.Fprintln(os.Stderr, "warning: "+strings.Repeat("w", 2000))
+		fmt.Fprintln(os.Stderr, "\terror: GEMINI_API_KEY not set  ")
+		os.Exit(3)
+	case "stderr-grandchild":
+		// Leaves a grandchild holding stderr (not stdout) open, and exits.
+		fmt.Fprintln(os.Stderr, "fatal: config broken")
+		cmd := exec.Command("sleep", "60")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		say(map[string]int{"grandchild": cmd.Process.Pid})
+		os.Exit(4)
 	case "selfkill":
 		say(map[string]bool{"bye": true})
 		p, _ := os.FindProcess(os.Getpid())

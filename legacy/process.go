@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
@@ -31,6 +33,18 @@ const (
 	// pipeDrainWait is how long Close lets the pipe readers reach EOF (so the
 	// agent's last stderr lines are logged) before closing the pipes.
 	pipeDrainWait = 100 * time.Millisecond
+	// stderrTailWait is how long Read's final error waits, after the exit,
+	// for stderr to reach EOF, so that it carries the agent's last words
+	// (they may still be in the pipe); a grandchild holding stderr open
+	// must not delay the error for longer.
+	stderrTailWait = 100 * time.Millisecond
+	// maxTailLines, maxTailLine and maxTailBytes bound the stderr lines
+	// kept for Read's final error: enough for "error: GEMINI_API_KEY not
+	// set" and some context, not a stack trace, and not one long line in
+	// place of the rest.
+	maxTailLines = 5
+	maxTailLine  = 256
+	maxTailBytes = 1 << 10
 	// reapWait bounds Close's wait for the kernel to report a SIGKILLed child.
 	reapWait = time.Second
 	// waitDelay is exec.Cmd.WaitDelay; see Start.
@@ -88,8 +102,10 @@ type Process struct {
 	stdoutDone chan struct{} // closed when the stdout reader stops; stdoutErr set first
 	stdoutErr  error         // nil at EOF
 	stderrDone chan struct{} // closed when the stderr logger stops
-	exited     chan struct{} // closed once the child is reaped; exitErr set first
-	exitErr    error
+	stderrTail stderrTail    // the child's last stderr lines
+	exited     chan struct{} // closed once the child is reaped; the two below set first
+	exitState  *os.ProcessState
+	waitErr    error // from exec.Cmd.Wait
 
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -109,9 +125,25 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		return nil, errors.New("agent process: no program to run")
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("agent process %s: not started: %w", c.Path, err)
+		return nil, fmt.Errorf("agent command %q not started: %w", c.Path, err)
 	}
 	log := orNull(c.Logger)
+	if c.Dir != "" {
+		// With SysProcAttr set (setProcessGroup), os.StartProcess skips its
+		// own check, and a missing Dir would read as a missing program
+		// ("fork/exec /bin/agent: no such file or directory").
+		fi, err := os.Stat(c.Dir)
+		if err == nil && !fi.IsDir() {
+			err = syscall.ENOTDIR
+		}
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, startError(c.Path, &fs.PathError{Op: "chdir", Path: c.Dir, Err: err})
+		}
+	}
 
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = append(os.Environ(), c.Env...)
@@ -135,7 +167,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, fmt.Errorf("agent process %s: %w", c.Path, err)
+		return nil, startError(c.Path, err)
 	}
 	inR, inW, err := pipe()
 	if err != nil {
@@ -192,10 +224,16 @@ func (p *Process) Skipped() int64 { return p.skipped.Load() }
 
 // Read returns the next JSON line from the child's stdout, without its line
 // terminator (see the package documentation for the contract). Once the
-// child is gone it returns an error carrying its exit status ("agent process
-// exited: exit status 3", "agent process killed by signal: killed"), or
-// "agent closed its stdout" when stdout ended but the child did not exit
-// within 500 ms.
+// child is gone it returns an error saying how it ended, followed by its
+// last stderr lines, if any, which usually say why:
+//
+//	agent process exited with status 3: error: GEMINI_API_KEY not set
+//	agent process was killed by signal 9 (killed)
+//	agent process closed its stdout
+//
+// The last is for a stdout that ended while the child did not exit within
+// 500 ms. Stderr lines are trimmed and joined with " | "; at most the last
+// five, 1 KiB in all, are kept.
 func (p *Process) Read(ctx context.Context) ([]byte, error) {
 	if err := p.finalErr(); err != nil {
 		return nil, err
@@ -221,13 +259,15 @@ func (p *Process) afterStdout(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-p.exited:
-		return p.setFinal(p.exitErr)
+		return p.setFinal(p.exitError())
 	case <-t.C:
-		msg := "agent closed its stdout"
+		msg := "agent process closed its stdout"
 		if p.stdoutErr != nil {
 			msg = "agent process stdout: " + p.stdoutErr.Error()
 		}
-		return p.setFinal(&linkError{msg: msg, err: p.stdoutErr})
+		// The child runs on, so stderr is not waited for: what it has
+		// said so far is all there is.
+		return p.setFinal(&linkError{msg: p.stderrTail.appendTo(msg), err: p.stdoutErr})
 	case <-p.closed:
 		return closedError("agent process")
 	case <-ctx.Done():
@@ -245,9 +285,9 @@ func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
 	case frame := <-p.frames:
 		return frame, nil
 	case <-p.stdoutDone:
-		return nil, p.setFinal(p.exitErr)
+		return nil, p.setFinal(p.exitError())
 	case <-t.C:
-		return nil, p.setFinal(p.exitErr)
+		return nil, p.setFinal(p.exitError())
 	case <-p.closed:
 		return nil, closedError("agent process")
 	case <-ctx.Done():
@@ -385,15 +425,35 @@ func (p *Process) waitPipes(d time.Duration) {
 // wait reaps the child, so that it never lingers as a zombie, and records
 // how it ended.
 func (p *Process) wait() {
-	err := p.cmd.Wait()
-	ps := p.cmd.ProcessState
-	if ps != nil {
-		p.exitErr = &linkError{msg: exitText(ps), err: err}
-	} else {
-		p.exitErr = &linkError{msg: "agent process: wait: " + err.Error(), err: err}
-	}
-	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitErr.Error())
+	p.waitErr = p.cmd.Wait()
+	p.exitState = p.cmd.ProcessState
+	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitText())
 	close(p.exited)
+}
+
+// exitText says how the child ended. Called after exited is closed.
+func (p *Process) exitText() string {
+	if p.exitState == nil {
+		return "agent process: wait: " + p.waitErr.Error()
+	}
+	return exitText(p.exitState)
+}
+
+// exitError is Read's final error once the child has exited: how it ended
+// and its last stderr lines. Called from Read after exited is closed.
+func (p *Process) exitError() error {
+	select {
+	case <-p.stderrDone:
+	default:
+		t := time.NewTimer(stderrTailWait)
+		select {
+		case <-p.stderrDone:
+		case <-t.C:
+		case <-p.closed:
+		}
+		t.Stop()
+	}
+	return &linkError{msg: p.stderrTail.appendTo(p.exitText()), err: p.waitErr}
 }
 
 // readStdout hands the JSON lines of the child's stdout to Read. Anything
@@ -453,13 +513,76 @@ func (p *Process) logStderr() {
 		var tooLong *ndjson.TooLongError
 		switch {
 		case errors.As(err, &tooLong):
-			p.log.Info(snippet(tooLong.Head, maxQuoted) + " (line truncated)")
+			head := snippet(tooLong.Head, maxQuoted)
+			p.log.Info(head + " (line truncated)")
+			p.stderrTail.add(head)
 		case err != nil:
 			return
 		default:
 			p.log.Info(string(bytes.TrimRight(line, " \t")))
+			p.stderrTail.add(snippet(line, maxTailLine))
 		}
 	}
+}
+
+// stderrTail keeps the child's last few stderr lines (at most maxTailLines,
+// each cut at maxTailLine bytes, maxTailBytes in all) for Read's final error. logStderr adds lines; Read
+// reads them.
+type stderrTail struct {
+	mu    sync.Mutex
+	lines []string // oldest first; each a single printable line, not empty
+	size  int      // total length of lines
+}
+
+// add keeps line, trimmed, dropping the oldest lines beyond the bounds.
+func (t *stderrTail) add(line string) {
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return
+	}
+	if len(line) > maxTailLine {
+		line = strings.ToValidUTF8(line[:maxTailLine], "") + "…"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	t.size += len(line)
+	for len(t.lines) > maxTailLines || t.size > maxTailBytes && len(t.lines) > 1 {
+		t.size -= len(t.lines[0])
+		n := copy(t.lines, t.lines[1:])
+		t.lines[n] = ""
+		t.lines = t.lines[:n]
+	}
+}
+
+// appendTo returns msg followed by ": " and the lines joined with " | ",
+// or msg alone when there are none.
+func (t *stderrTail) appendTo(msg string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return msg
+	}
+	return msg + ": " + strings.Join(t.lines, " | ")
+}
+
+// startError explains why the agent command could not start, naming it
+// once: exec's own errors repeat the path ("fork/exec /x: no such file or
+// directory"), so for those only the cause is kept; others (a Dir that
+// does not exist: "chdir /y: no such file or directory") keep their words.
+func startError(path string, err error) error {
+	cause := err
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &ee):
+		cause = ee.Err
+	case errors.As(err, &pe) && pe.Op == "fork/exec":
+		cause = pe.Err
+	case errors.As(err, &pe) && pe.Op == "chdir":
+		cause = fmt.Errorf("working directory %s: %w", pe.Path, pe.Err)
+	}
+	return &linkError{msg: fmt.Sprintf("agent command %q could not start: %s", path, cause), err: err}
 }
 
 // envNames lists the keys of "KEY=value" entries, for logging without values.

@@ -3,6 +3,7 @@
 package legacy
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 )
@@ -24,6 +25,8 @@ func killGroup(p *os.Process) error {
 	return err
 }
 
+// exitText describes how the child ended, for Read's error: "agent process
+// exited with status 3".
 func exitText(ps *os.ProcessState) string {
-	return "agent process exited: " + ps.String()
+	return fmt.Sprintf("agent process exited with status %d", ps.ExitCode())
 }

@@ -177,8 +177,8 @@ func TestProcessLogsStderr(t *testing.T) {
 
 func TestProcessExitStatus(t *testing.T) {
 	cases := []struct{ mode, want string }{
-		{"exit3", "agent process exited: exit status 3"},
-		{"selfkill", "agent process killed by signal: killed"},
+		{"exit3", "agent process exited with status 3"},
+		{"selfkill", "agent process was killed by signal 9 (killed)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -198,13 +198,55 @@ func TestProcessExitStatus(t *testing.T) {
 	}
 }
 
+// The error for a child that died carries its last stderr lines, which
+// usually say why: trimmed, blank ones dropped, at most five and 1 KiB.
+func TestProcessExitErrorQuotesStderr(t *testing.T) {
+	p, _ := startChild(t, "stderr-exit", nil)
+	_, err := readWithin(t, p, 5*time.Second)
+	if err == nil {
+		t.Fatal("Read succeeded")
+	}
+	msg := err.Error()
+	const head = "agent process exited with status 3: starting step "
+	const tail = " | error: GEMINI_API_KEY not set"
+	if !strings.HasPrefix(msg, head) || !strings.HasSuffix(msg, tail) {
+		t.Fatalf("Read error = %q, want %q…%q", msg, head, tail)
+	}
+	if !strings.HasPrefix(msg, head+"5 | starting step 6 | starting step 7 | warning: www") {
+		t.Errorf("Read error does not keep the last five lines: %q", msg)
+	}
+	if len(msg) > 600 {
+		t.Errorf("Read error is %d bytes long; the over-long line should have been cut: %q", len(msg), msg)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Errorf("Read error does not wrap *exec.ExitError")
+	}
+}
+
+// A grandchild holding stderr open delays the error only briefly.
+func TestProcessExitWhileGrandchildHoldsStderr(t *testing.T) {
+	p, _ := startChild(t, "stderr-grandchild", nil)
+	var msg struct{ Grandchild int }
+	readJSON(t, p, &msg)
+	t.Cleanup(func() { killStray(msg.Grandchild) })
+	start := time.Now()
+	_, err := readWithin(t, p, 5*time.Second)
+	if want := "agent process exited with status 4: fatal: config broken"; err == nil || err.Error() != want {
+		t.Fatalf("Read error = %v, want %q", err, want)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Read took %v after the child exited", d)
+	}
+}
+
 func TestProcessClosedStdout(t *testing.T) {
 	p, _ := startChild(t, "closeout", nil)
 	expectFrame(t, p, `{"ready":true}`)
 	start := time.Now()
 	_, err := readWithin(t, p, 5*time.Second)
-	if err == nil || err.Error() != "agent closed its stdout" {
-		t.Fatalf("Read error = %v, want %q", err, "agent closed its stdout")
+	if want := "agent process closed its stdout"; err == nil || err.Error() != want {
+		t.Fatalf("Read error = %v, want %q", err, want)
 	}
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("Read took %v after stdout closed", d)
@@ -221,8 +263,8 @@ func TestProcessExitWhileGrandchildHoldsStdout(t *testing.T) {
 	t.Cleanup(func() { killStray(msg.Grandchild) })
 	start := time.Now()
 	_, err := readWithin(t, p, 5*time.Second)
-	if err == nil || err.Error() != "agent process exited: exit status 0" {
-		t.Fatalf("Read error = %v, want the exit status", err)
+	if want := "agent process exited with status 0"; err == nil || err.Error() != want {
+		t.Fatalf("Read error = %v, want %q", err, want)
 	}
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("Read took %v after the child exited", d)
@@ -358,9 +400,18 @@ func TestProcessDirAndEnv(t *testing.T) {
 }
 
 func TestProcessStartErrors(t *testing.T) {
-	_, err := legacy.Command{Path: "/nonexistent/agent-binary"}.Start(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "/nonexistent/agent-binary") {
-		t.Errorf("Start error = %v, want one naming the program", err)
+	for path, want := range map[string]string{
+		"/nonexistent/agent-binary": `agent command "/nonexistent/agent-binary" could not start: no such file or directory`,
+		"no-such-agent-command":     `agent command "no-such-agent-command" could not start: executable file not found in $PATH`,
+	} {
+		_, err := legacy.Command{Path: path}.Start(t.Context())
+		if err == nil || err.Error() != want {
+			t.Errorf("Start error = %v, want %q", err, want)
+		}
+	}
+	_, err := legacy.Command{Path: "/bin/sh", Dir: "/nonexistent/dir"}.Start(t.Context())
+	if want := `agent command "/bin/sh" could not start: working directory /nonexistent/dir: no such file or directory`; err == nil || err.Error() != want {
+		t.Errorf("Start error = %v, want %q", err, want)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -4,6 +4,7 @@ package legacy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -43,10 +44,16 @@ func signalGroup(p *os.Process, sig syscall.Signal) error {
 	return nil
 }
 
-// exitText describes how the child ended, for Read's error.
+// exitText describes how the child ended, for Read's error: "agent process
+// exited with status 3", "agent process was killed by signal 9 (killed)".
 func exitText(ps *os.ProcessState) string {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "agent process killed by signal: " + ws.Signal().String()
+		sig := ws.Signal()
+		msg := fmt.Sprintf("agent process was killed by signal %d (%s)", int(sig), sig)
+		if ws.CoreDump() {
+			msg += ", core dumped"
+		}
+		return msg
 	}
-	return "agent process exited: " + ps.String()
+	return fmt.Sprintf("agent process exited with status %d", ps.ExitCode())
 }

@@ -699,7 +699,7 @@ func testV0Crash(t *testing.T, script string) {
 		t.Errorf("error came %v after the prompt; want promptly", d)
 	}
 	l := e.Out.Response(t, e.In.LastID("session/prompt"))
-	if code, _ := l.ErrorCode(); code != -32603 || !strings.Contains(l.Get("error").Raw, "exit status 3") {
+	if code, _ := l.ErrorCode(); code != -32603 || !strings.Contains(l.Get("error").Raw, "agent process exited with status 3") {
 		t.Errorf("prompt answer = %s, want error -32603 naming exit status 3", l)
 	}
 	if !slices.Contains(e.Fake.Chunks(sid), "about to crash") {
