@@ -119,6 +119,15 @@ func runChild(mode string) {
 		}
 		say(map[string]int{"grandchild": cmd.Process.Pid})
 		os.Exit(4)
+	case "flood":
+		// Writes 200-byte lines as fast as the pipe takes them.
+		line := `{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", 200-61-5) + `"}}` + "\n"
+		block := []byte(strings.Repeat(line, 512))
+		for {
+			if _, err := out.Write(block); err != nil {
+				return
+			}
+		}
 	case "selfkill":
 		say(map[string]bool{"bye": true})
 		p, _ := os.FindProcess(os.Getpid())
@@ -178,7 +187,7 @@ func (s *syncBuffer) String() string {
 
 // testLogger returns a logger that writes to a buffer the test can inspect
 // and, with -v, to the test log.
-func testLogger(t *testing.T) (hclog.Logger, *syncBuffer) {
+func testLogger(t testing.TB) (hclog.Logger, *syncBuffer) {
 	buf := &syncBuffer{}
 	l := hclog.New(&hclog.LoggerOptions{
 		Name:   t.Name(),

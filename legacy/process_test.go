@@ -21,7 +21,7 @@ import (
 
 // startChild starts the test binary as a fake agent in the given mode (see
 // runChild), with edit applied to the Command first.
-func startChild(t *testing.T, mode string, edit func(*legacy.Command)) (*legacy.Process, *syncBuffer) {
+func startChild(t testing.TB, mode string, edit func(*legacy.Command)) (*legacy.Process, *syncBuffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
