@@ -54,6 +54,13 @@ const (
 	maxStderrLine = 16 << 10
 	// maxQuoted is how much of a skipped stdout line a log entry quotes.
 	maxQuoted = 200
+	// maxQueued and maxQueuedBytes bound how far the stdout reader reads
+	// ahead of Read (one frame is always allowed, however long): far
+	// enough that Read usually finds a frame waiting and the reader is
+	// woken once per many frames, near enough that a child cannot run far
+	// ahead of a slow bridge.
+	maxQueued      = 1024
+	maxQueuedBytes = 1 << 20
 )
 
 // Command configures an agent run as a child process that speaks
@@ -98,7 +105,7 @@ type Process struct {
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
 
-	frames     chan []byte   // JSON lines from stdout, handed to Read
+	frames     frameQueue    // JSON lines from stdout, read ahead of Read
 	stdoutDone chan struct{} // closed when the stdout reader stops; stdoutErr set first
 	stdoutErr  error         // nil at EOF
 	stderrDone chan struct{} // closed when the stderr logger stops
@@ -198,7 +205,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		stdin:      inW,
 		stdout:     outR,
 		stderr:     errR,
-		frames:     make(chan []byte),
+		frames:     newFrameQueue(),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
@@ -238,17 +245,27 @@ func (p *Process) Read(ctx context.Context) ([]byte, error) {
 	if err := p.finalErr(); err != nil {
 		return nil, err
 	}
-	select {
-	case frame := <-p.frames:
-		return frame, nil
-	case <-p.stdoutDone:
-		return nil, p.afterStdout(ctx)
-	case <-p.exited:
-		return p.afterExit(ctx)
-	case <-p.closed:
-		return nil, closedError("agent process")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		if frame, ok := p.frames.pop(); ok {
+			return frame, nil
+		}
+		select {
+		case <-p.frames.ready:
+			// Perhaps a frame; perhaps a wake-up left from an earlier
+			// Read that stopped waiting. pop tells.
+		case <-p.stdoutDone:
+			// The reader queued its last frames before it stopped.
+			if frame, ok := p.frames.pop(); ok {
+				return frame, nil
+			}
+			return nil, p.afterStdout(ctx)
+		case <-p.exited:
+			return p.afterExit(ctx)
+		case <-p.closed:
+			return nil, closedError("agent process")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -281,17 +298,24 @@ func (p *Process) afterStdout(ctx context.Context) error {
 func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
 	t := time.NewTimer(exitNoticeWait)
 	defer t.Stop()
-	select {
-	case frame := <-p.frames:
-		return frame, nil
-	case <-p.stdoutDone:
-		return nil, p.setFinal(p.exitError())
-	case <-t.C:
-		return nil, p.setFinal(p.exitError())
-	case <-p.closed:
-		return nil, closedError("agent process")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		if frame, ok := p.frames.pop(); ok {
+			return frame, nil
+		}
+		select {
+		case <-p.frames.ready:
+		case <-p.stdoutDone:
+			if frame, ok := p.frames.pop(); ok {
+				return frame, nil
+			}
+			return nil, p.setFinal(p.exitError())
+		case <-t.C:
+			return nil, p.setFinal(p.exitError())
+		case <-p.closed:
+			return nil, closedError("agent process")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -396,6 +420,7 @@ func (p *Process) stop() {
 	p.stderr.Close()
 	<-p.stdoutDone
 	<-p.stderrDone
+	p.frames.clear() // Read returns ErrClosed from now on; free the frames
 }
 
 // waitExit reports whether the child is reaped within d.
@@ -485,11 +510,110 @@ func (p *Process) readStdout(maxLine int) {
 			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
 			continue
 		}
-		select {
-		case p.frames <- line:
-		case <-p.closed:
+		if !p.frames.push(line, p.closed) {
 			return
 		}
+	}
+}
+
+// frameQueue hands frames from the stdout reader to Read. The reader pushes
+// without waiting for Read, up to maxQueued frames or maxQueuedBytes, so
+// that a busy bridge finds frames waiting, each for the cost of a mutex,
+// rather than meeting the reader at a channel for every frame. Each side
+// signals the other only when the other is waiting: Read when the queue has
+// emptied, the reader when it is full; and the reader is woken only once
+// the queue has drained to half, so that it then reads many frames in one go.
+type frameQueue struct {
+	mu       sync.Mutex
+	frames   [][]byte // frames[head:] are queued, oldest first
+	head     int
+	bytes    int  // total length of the queued frames
+	popWait  bool // Read found the queue empty and may wait on ready
+	pushWait bool // the reader found the queue full and waits on room
+
+	ready chan struct{} // capacity 1: a frame may have been queued
+	room  chan struct{} // capacity 1: the queue may have room
+}
+
+func newFrameQueue() frameQueue {
+	return frameQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// push queues frame, waiting while the queue is full; it reports false if
+// stop was closed first. Called by the stdout reader.
+func (q *frameQueue) push(frame []byte, stop <-chan struct{}) bool {
+	for {
+		q.mu.Lock()
+		n := len(q.frames) - q.head
+		if n == 0 || n < maxQueued && q.bytes+len(frame) <= maxQueuedBytes {
+			if len(q.frames) == cap(q.frames) && q.head > 0 {
+				// Reuse the popped slots rather than grow: a queue that
+				// Read keeps from emptying would otherwise grow forever.
+				copy(q.frames, q.frames[q.head:])
+				clear(q.frames[n:])
+				q.frames, q.head = q.frames[:n], 0
+			}
+			q.frames = append(q.frames, frame)
+			q.bytes += len(frame)
+			wake := q.popWait
+			q.popWait = false
+			q.mu.Unlock()
+			if wake {
+				signal(q.ready)
+			}
+			return true
+		}
+		q.pushWait = true
+		q.mu.Unlock()
+		select {
+		case <-q.room:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// pop returns the oldest frame, or false when the queue is empty, in which
+// case the next push signals ready. Called by Read.
+func (q *frameQueue) pop() ([]byte, bool) {
+	q.mu.Lock()
+	n := len(q.frames) - q.head
+	if n == 0 {
+		q.popWait = true
+		q.mu.Unlock()
+		return nil, false
+	}
+	frame := q.frames[q.head]
+	q.frames[q.head] = nil
+	q.head++
+	q.bytes -= len(frame)
+	if q.head == len(q.frames) {
+		q.frames, q.head = q.frames[:0], 0
+	}
+	wake := q.pushWait && (n-1 <= maxQueued/2 && q.bytes <= maxQueuedBytes/2)
+	if wake {
+		q.pushWait = false
+	}
+	q.mu.Unlock()
+	if wake {
+		signal(q.room)
+	}
+	return frame, true
+}
+
+// clear drops the queued frames. Called by Close once the reader has
+// stopped.
+func (q *frameQueue) clear() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.frames, q.head, q.bytes = nil, 0, 0
+}
+
+// signal leaves a wake-up in c (capacity 1) unless one is there already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
