@@ -542,11 +542,15 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 	// permission answered at once, a link retired), and a translator may
 	// reuse the slice it returned: work on a copy, on the stack when small.
 	var local [4]translate.Out
+	returned := outs
 	if len(outs) <= len(local) {
 		outs = local[:copy(local[:], outs)]
 	} else {
 		outs = slices.Clone(outs)
 	}
+	// The slice is the engine's until the translator's next call: clear
+	// it, so that a reused one does not keep the last message's bytes.
+	clear(returned)
 	for _, o := range outs {
 		switch o.Kind {
 		case translate.Reply, translate.Fail:

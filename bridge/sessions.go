@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -194,7 +195,7 @@ func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
 // afterSuccess updates the engine's view of sessions from a successful answer
 // and rewrites the answers the engine owns.
 func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
-	if t := strings.TrimSpace(string(result)); t == "null" || t == "" {
+	if t := bytes.TrimSpace(result); string(t) == "null" || len(t) == 0 {
 		// ACP results are objects; older peers send null (acp-spec.md §2.1).
 		// Only methods ACP defines: an unknown method's result is the
 		// agent's business.

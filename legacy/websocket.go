@@ -488,10 +488,37 @@ const (
 	chunkSize = 64 << 10
 )
 
-// chunkPool holds *[chunkSize]byte chunks, shared by all connections; the
-// garbage collector empties it, so a burst of large messages does not keep
-// its memory.
-var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+// chunkPool keeps a few *[chunkSize]byte chunks for the next large message,
+// shared by all connections. It is capped rather than a sync.Pool, which
+// keeps what it holds through a garbage collection: after a 60 MiB message
+// the bridge must not hold 60 MiB of chunks until the next two.
+var chunkPool = freeList{max: 16} // 1 MiB
+
+type freeList struct {
+	mu     sync.Mutex
+	max    int
+	chunks []*[chunkSize]byte
+}
+
+func (f *freeList) Get() *[chunkSize]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.chunks); n > 0 {
+		c := f.chunks[n-1]
+		f.chunks[n-1] = nil
+		f.chunks = f.chunks[:n-1]
+		return c
+	}
+	return new([chunkSize]byte)
+}
+
+func (f *freeList) Put(c *[chunkSize]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.chunks) < f.max {
+		f.chunks = append(f.chunks, c)
+	}
+}
 
 // readMessage reads the rest of the message r into a new slice of its exact
 // length. Called from Read.
@@ -510,7 +537,7 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	c.parts = append(c.parts[:0], c.small[:])
 	defer c.releaseChunks()
 	for {
-		chunk := chunkPool.Get().(*[chunkSize]byte)
+		chunk := chunkPool.Get()
 		n, err := c.readFull(r, chunk[:])
 		c.parts = append(c.parts, chunk[:n])
 		if err == io.EOF {

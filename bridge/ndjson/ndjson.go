@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.
@@ -37,7 +38,6 @@ func (e *TooLongError) Error() string {
 type Reader struct {
 	br  *bufio.Reader
 	max int
-	buf []byte
 }
 
 // NewReader returns a Reader whose frames are at most max bytes, not counting
@@ -48,11 +48,6 @@ func NewReader(r io.Reader, max int) *Reader {
 	}
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
-
-// keepMax is the largest line buffer the reader keeps between lines: a
-// longer line's buffer is handed to the caller instead of being copied, so a
-// 60 MiB message neither costs a second copy nor pins 60 MiB after it.
-const keepMax = 64 << 10
 
 // Next returns the next non-blank line without its "\n" or "\r\n", in a new
 // slice owned by the caller. Blank lines (empty or white space only) are
@@ -68,42 +63,47 @@ func (r *Reader) Next() ([]byte, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if cap(r.buf) > keepMax {
-			r.buf = nil
-			return line[:len(line):len(line)], nil
-		}
-		out := make([]byte, len(line))
-		copy(out, line)
-		return out, nil
+		return line, nil
 	}
 }
 
-// readLine returns one line in r.buf (reused across calls) without its
-// terminator. The per-frame budget restarts at every line.
+// readLine returns one line, without its terminator, in a slice of exactly
+// its size. A line that fits the read buffer (the usual case) is copied
+// once; a longer one is gathered in pieces and joined once, so that reading
+// a 60 MiB line allocates about twice its size, not the five times that
+// growing one slice would, and nothing of it is kept afterwards. The
+// per-frame budget restarts at every line.
 func (r *Reader) readLine() ([]byte, error) {
-	r.buf = r.buf[:0]
+	var pieces [][]byte
+	n := 0
 	var head []byte
 	tooLong := false
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		if !tooLong {
-			if len(r.buf)+len(chunk) > r.max+2 { // +2: the terminator is not part of the frame
+			switch {
+			case n+len(chunk) > r.max+2: // +2: the terminator is not part of the frame
 				tooLong = true
-				head = append(append([]byte(nil), r.buf...), chunk...)
-				if len(head) > 256 {
-					head = head[:256]
+				head = headOf(slices.Concat(append(pieces, chunk)...))
+				pieces = nil
+			case err == nil && pieces == nil:
+				// The whole line in one slice of the read buffer.
+				line := trimEOL(chunk)
+				if len(line) > r.max {
+					return nil, &TooLongError{Max: r.max, Head: headOf(line)}
 				}
-				r.buf = nil
-			} else {
-				r.buf = append(r.buf, chunk...)
+				return append(make([]byte, 0, len(line)), line...), nil
+			default:
+				pieces = append(pieces, bytes.Clone(chunk))
+				n += len(chunk)
 			}
 		}
 		switch {
-		case err == nil:
+		case err == nil || errors.Is(err, io.EOF) && (tooLong || n > 0):
 			if tooLong {
 				return nil, &TooLongError{Max: r.max, Head: head}
 			}
-			line := trimEOL(r.buf)
+			line := trimEOL(join(pieces, n))
 			if len(line) > r.max {
 				return nil, &TooLongError{Max: r.max, Head: headOf(line)}
 			}
@@ -111,21 +111,22 @@ func (r *Reader) readLine() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			if tooLong {
-				return nil, &TooLongError{Max: r.max, Head: head}
-			}
-			if len(r.buf) > 0 {
-				line := trimEOL(r.buf)
-				if len(line) > r.max {
-					return nil, &TooLongError{Max: r.max, Head: headOf(line)}
-				}
-				return line, nil
-			}
 			return nil, io.EOF
 		default:
 			return nil, err
 		}
 	}
+}
+
+// join concatenates pieces of n bytes in all into one exact-size slice,
+// letting each piece go as soon as it is copied.
+func join(pieces [][]byte, n int) []byte {
+	out := make([]byte, 0, n)
+	for i, p := range pieces {
+		out = append(out, p...)
+		pieces[i] = nil
+	}
+	return out
 }
 
 func trimEOL(b []byte) []byte {
