@@ -401,7 +401,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 		return
 	}
 	req.link = l
-	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: env.Method, Body: env.Params})
+	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: env.Method, Body: env.Params, Frame: env.Frame, IDAt: env.IDAt})
 }
 
 func (e *engine) editorNotification(env *translate.Envelope) {
@@ -432,7 +432,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 		e.log.Debug("notification for an unroutable session ignored", "method", env.Method, "error", err)
 		return
 	}
-	e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params})
+	e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Frame: env.Frame})
 }
 
 func (e *engine) editorResponse(env *translate.Envelope) {

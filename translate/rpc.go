@@ -116,6 +116,9 @@ func (e *Error) JSON() json.RawMessage {
 type Envelope struct {
 	// Version is the raw "jsonrpc" value, "" when absent.
 	Version string
+	// Frame is the whole message, and IDAt the offset of ID within it.
+	Frame []byte
+	IDAt  int
 	// ID is the raw id ("0", "\"abc\"", "null"…); nil when the key is absent.
 	ID     json.RawMessage
 	Method string

@@ -333,7 +333,7 @@ var knownMethods = map[string]string{
 // scanEnvelope is ParseEnvelope's single pass: it checks the whole message
 // and records the top-level members as sub-slices of frame.
 func scanEnvelope(frame []byte) (Envelope, *Error) {
-	var env Envelope
+	env := Envelope{Frame: frame}
 	s := scanner{b: frame}
 	s.ws()
 	if s.i >= len(frame) {
@@ -411,6 +411,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 			case "id":
 				if first == '"' || first == '-' || isDigit(first) || first == 'n' {
 					env.ID = raw
+					env.IDAt = vs
 				} else {
 					bad = `"id" must be a string, a number or null`
 				}

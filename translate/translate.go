@@ -119,6 +119,13 @@ type Msg struct {
 	// At is when the engine took the input. It is the translator's only
 	// clock: translators never read the time themselves.
 	At time.Time
+	// Frame is the editor's whole message for Request and Notification
+	// inputs (nil when the engine made the input itself), and IDAt the
+	// offset of the request's id in it. Like Body it is the translator's to
+	// keep, and to reuse: a relay may rewrite the id in place and send the
+	// frame on rather than copying a large message.
+	Frame []byte
+	IDAt  int
 }
 
 // Out is one output of a translator. The engine writes outputs in the order

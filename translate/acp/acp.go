@@ -79,8 +79,14 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		if m.Method == "initialize" {
 			r.initializing = id
 		}
+		if f := spliceID(m, id); f != nil {
+			return frame(f), nil
+		}
 		return frame(translate.RequestFrame(translate.IntID(id), m.Method, m.Body)), nil
 	case translate.Notification:
+		if len(m.Frame) >= passLarge {
+			return frame(m.Frame), nil // already a JSON-RPC 2.0 notification
+		}
 		return frame(translate.NotificationFrame(m.Method, m.Body)), nil
 	case translate.Response:
 		id, ok := r.callIDs[m.Ref]
@@ -190,6 +196,57 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 		}
 		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: env.Params, Session: session}}, nil
 	}
+}
+
+// passLarge is the size from which the relay sends the editor's own frame on
+// instead of building a new one: a copy of a 60 MiB prompt would double the
+// bridge's memory for it. Smaller messages are rebuilt, so the agent sees
+// the usual compact form.
+const passLarge = 64 << 10
+
+// spliceID rewrites the id of the editor's request in place to the
+// agent-hop id when the frame is large and the new id fits in the old one's
+// bytes (padded with spaces, which JSON allows), and returns the frame; nil
+// when it cannot. The params must be the editor's own: the engine rewrites
+// none but initialize's, which is small.
+func spliceID(m translate.Msg, id uint64) []byte {
+	if len(m.Frame) < passLarge || m.IDAt <= 0 {
+		return nil
+	}
+	n := tokenLen(m.Frame[m.IDAt:])
+	newID := strconv.AppendUint(nil, id, 10)
+	if n == 0 || len(newID) > n || m.IDAt+n > len(m.Frame) {
+		return nil
+	}
+	copy(m.Frame[m.IDAt:], newID)
+	for i := m.IDAt + len(newID); i < m.IDAt+n; i++ {
+		m.Frame[i] = ' '
+	}
+	return m.Frame
+}
+
+// tokenLen is the length of the id token at the start of b: a string
+// (escapes skipped) or a number; 0 for anything else.
+func tokenLen(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	if b[0] == '"' {
+		for i := 1; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+		return 0
+	}
+	i := 0
+	for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '-' || b[i] == '+' || b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+		i++
+	}
+	return i
 }
 
 // one returns o as the only output, in the reused slice.
