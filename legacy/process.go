@@ -17,7 +17,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/hashicorp/go-hclog"
-	"github.com/tidwall/gjson"
 )
 
 const (
@@ -617,11 +616,19 @@ func signal(c chan struct{}) {
 	}
 }
 
-// isJSONFrame reports whether line can be a JSON-RPC message or batch: valid
-// JSON whose top level is an object or an array. A bare number or string on
-// stdout is stray output, not a frame.
+// isJSONFrame reports whether line is shaped like a JSON-RPC message or
+// batch: an object or an array. That tells frames from the banners and log
+// lines agents print on stdout ("Data collection is disabled.", "[INFO] …")
+// at the cost of two byte reads. Whether it is valid JSON is the
+// translator's to judge, in the one pass it makes anyway: validating here
+// too cost half of reading a frame, and gjson's recursive validator
+// overflowed the stack on a line of a few million "[".
 func isJSONFrame(line []byte) bool {
-	return len(line) > 0 && (line[0] == '{' || line[0] == '[') && gjson.ValidBytes(line)
+	if len(line) < 2 {
+		return false
+	}
+	first, last := line[0], line[len(line)-1]
+	return first == '{' && last == '}' || first == '[' && last == ']'
 }
 
 // logStderr logs the child's stderr line by line at Info: stderr is the

@@ -350,3 +350,32 @@ func TestRaw_ShutdownLeavesNoAgent(t *testing.T) {
 		}
 	})
 }
+
+// A line of 6,000,000 "[" (6 MB, far under the size limit), from the editor
+// or as a frame from the agent, used to overflow the goroutine stack in a
+// recursive validator: a fatal error, pending requests never answered. Now
+// the editor's is answered -32700 naming the nesting, the agent's is logged
+// and dropped, and the bridge keeps serving both.
+func TestRaw_DeepNesting(t *testing.T) {
+	t.Parallel()
+	RunTransports(t, []Transport{ChildTransport("acp"), WSTransport(nil)}, func(t *testing.T, tr Transport) {
+		agent := tr.Start(t)
+		b := StartBridge(t, agent.Args, agent.Env, nil)
+		b.WriteLine(strings.Repeat("[", 6_000_000))
+		l := wantError(t, b, "null", -32700)
+		if !strings.Contains(l.Get("error.message").Str, "nested deeper") {
+			t.Errorf("deep line answered %s", l)
+		}
+		rawInit(t, b)
+		sid := rawNewSession(t, b, "1")
+		b.WriteLine(fmt.Sprintf(`{"jsonrpc":"2.0","id":"deep","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"deep"}]}}`, sid))
+		chunk := b.Next(WaitTimeout)
+		if chunk.Get("params.update.content.text").Str != "after-deep" {
+			t.Fatalf("after the agent's deep frame the editor got %s, want the chunk after it", chunk)
+		}
+		if l := b.Next(WaitTimeout); l.ID() != `"deep"` || l.Get("result.stopReason").Str != "end_turn" {
+			t.Errorf("prompt answered %s", l)
+		}
+		probe(t, b, 1)
+	})
+}

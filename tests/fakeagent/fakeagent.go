@@ -396,6 +396,8 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 // block:
 //
 //	stream N       N chunks "chunk-0000"… then end_turn
+//	deep N         a frame of N "[" and one "]" (default 6,000,000), then
+//	               the chunk "after-deep" and end_turn
 //	permission     tool_call, session/request_permission, reports
 //	               "permission:selected:<id>" / "permission:cancelled" /
 //	               "permission:error:<code>"
@@ -445,6 +447,21 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 
 	switch cmd {
+	case "deep":
+		// A hostile frame: N "[" and one "]", shaped like a frame (it
+		// passes the transport's framing check) but nested far deeper
+		// than any parser should follow. Then a normal chunk and end_turn.
+		n := 6_000_000
+		if len(words) > 1 {
+			if v, err := strconv.Atoi(words[1]); err == nil {
+				n = v
+			}
+		}
+		a.out.send(append(bytes.Repeat([]byte("["), n), ']'))
+		if err := a.say(sid, "after-deep"); err != nil {
+			return acp.PromptResponse{}, err
+		}
+		return end()
 	case "stream":
 		n := 10
 		if len(words) > 1 {
