@@ -121,23 +121,21 @@ func (ew *editorWriter) writeLoop() {
 	bw := bufio.NewWriterSize(ew.w, 64<<10)
 	for {
 		ew.mu.Lock()
-		batch := ew.queue
-		closing := ew.closing
-		ew.queue, ew.spare = ew.spare[:0], nil
-		ew.queued = 0
-		ew.mu.Unlock()
-		if len(batch) == 0 {
-			if closing {
-				ew.err = bw.Flush()
-				return
-			}
-			if err := bw.Flush(); err != nil {
+		if len(ew.queue) == 0 {
+			closing := ew.closing
+			ew.mu.Unlock()
+			if err := bw.Flush(); err != nil || closing {
 				ew.err = err
 				return
 			}
 			<-ew.wake
 			continue
 		}
+		// Take the whole queue and give the loop the other buffer.
+		batch := ew.queue
+		ew.queue, ew.spare = ew.spare[:0], nil
+		ew.queued = 0
+		ew.mu.Unlock()
 		signal(ew.room)
 		for i := range batch {
 			if err := writeMsg(bw, batch[i]); err != nil {
@@ -147,9 +145,7 @@ func (ew *editorWriter) writeLoop() {
 			batch[i] = editorMsg{} // let a large message go as soon as it is written
 		}
 		ew.mu.Lock()
-		if ew.spare == nil {
-			ew.spare = batch[:0]
-		}
+		ew.spare = batch[:0]
 		ew.mu.Unlock()
 	}
 }
