@@ -84,7 +84,7 @@ type Bridge struct {
 	// QueueBytes bounds each queue of messages waiting for a slow peer:
 	// frames for one agent link, agent frames for the loop, messages for
 	// the editor. When one is full the engine stops reading from the side
-	// that fills it (backpressure) instead of growing; 0 means 64 MiB. A
+	// that fills it (backpressure) instead of growing; 0 means 1 MiB. A
 	// single message larger than the bound still passes, alone.
 	QueueBytes int
 	// ReconnectBackoff is the wait before dialling an agent again after a

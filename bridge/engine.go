@@ -20,9 +20,13 @@ import (
 const (
 	defaultRequestTimeout = 60 * time.Second
 	defaultCancelGrace    = 5 * time.Second
-	defaultQueueBytes     = 64 << 20
-	defaultBackoff        = 100 * time.Millisecond
-	defaultBackoffMax     = 5 * time.Second
+	// defaultQueueBytes bounds each queue toward a slow peer: a few
+	// thousand updates, enough to keep both pipes busy, while a flood to an
+	// editor that reads slowly leaves memory flat (a message larger than
+	// the bound still passes, alone).
+	defaultQueueBytes = 1 << 20
+	defaultBackoff    = 100 * time.Millisecond
+	defaultBackoffMax = 5 * time.Second
 	// maxHeld bounds the editor messages held behind a pending initialize;
 	// beyond it the engine stops reading the editor until initialize ends.
 	maxHeld = 1024
