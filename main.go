@@ -633,7 +633,7 @@ func serveAction(c *cli.Context) error {
 		CancelGrace:    s.CancelGrace,
 	}
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
-	err = b.Serve(c.Context, os.Stdin, editorOut)
+	err = b.Serve(c.Context, editorInput(), editorOut)
 	if err != nil && c.Context.Err() == nil {
 		logger.Error("bridge stopped", "error", err)
 		return reportedError{err}

@@ -8,3 +8,6 @@ import "os"
 // stream is os.Stdout itself, and only the discipline of writing nothing else
 // there protects it.
 func reserveStdout() (*os.File, error) { return os.Stdout, nil }
+
+// editorInput returns stdin as it is where deadlines cannot be arranged.
+func editorInput() *os.File { return os.Stdin }

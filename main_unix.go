@@ -35,5 +35,31 @@ func reserveStdout() (*os.File, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("point stdout at stderr: %w", err)
 	}
-	return os.NewFile(uintptr(fd), "/dev/stdout (ACP)"), nil
+	return pollable(fd, "/dev/stdout (ACP)"), nil
+}
+
+// pollable returns fd as an *os.File in non-blocking mode when it is a pipe
+// or a socket, so that Go's poller serves it and read and write deadlines
+// work: the bridge can then stop a read of stdin or a write to an editor
+// that no longer reads, instead of leaving a goroutine blocked for good. A
+// terminal or a regular file is left as it is (non-blocking mode on a shared
+// terminal would leak into the shell after the bridge exits).
+func pollable(fd int, name string) *os.File {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil {
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFIFO, syscall.S_IFSOCK:
+			if syscall.SetNonblock(fd, true) == nil {
+				return os.NewFile(uintptr(fd), name)
+			}
+		}
+	}
+	return os.NewFile(uintptr(fd), name)
+}
+
+// editorInput returns stdin for serving, pollable when it is a pipe or a
+// socket (see pollable). fd 0 is ours alone once serving: children get pipes
+// of their own.
+func editorInput() *os.File {
+	return pollable(0, "/dev/stdin")
 }

@@ -44,11 +44,12 @@ type engine struct {
 	log hclog.Logger
 	ctx context.Context
 
-	out    *editorWriter
-	reader *editorReader
-	lines  chan editorLine
-	inbox  *inbox
-	tasks  chan func() // work handed back to the loop by timers and helpers
+	out       *editorWriter
+	editorOut io.Writer
+	reader    *editorReader
+	lines     chan editorLine
+	inbox     *inbox
+	tasks     chan func() // work handed back to the loop by timers and helpers
 	// stopWrites is closed once the bridge stops or the editor's input
 	// ends; from then on writes to a full editor queue are dropped.
 	stopWrites chan struct{}
@@ -101,6 +102,8 @@ type engine struct {
 // If editorIn has a SetReadDeadline method (an *os.File in non-blocking
 // mode, a net.Conn), Serve uses it to stop its reader on return; otherwise a
 // read blocked in editorIn when ctx ends returns when editorIn next yields.
+// Likewise a SetWriteDeadline method on editorOut stops a write the editor
+// never takes.
 func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writer) error {
 	if b.NewTranslator == nil || b.Dial == nil {
 		return errors.New("bridge: NewTranslator and Dial are required")
@@ -138,6 +141,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer cancel()
 	e.ctx = ctx
 
+	e.editorOut = editorOut
 	go e.out.writeLoop()
 	e.reader = &editorReader{
 		r:     ndjson.NewReader(editorIn, b.MaxMessage),
@@ -182,8 +186,23 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	for _, l := range e.links {
 		e.stopWake(l)
 	}
-	if werr := e.out.close(deadline); werr != nil && err == nil {
-		err = fmt.Errorf("writing to the editor: %w", werr)
+	if werr := e.out.close(deadline); werr != nil {
+		if errors.Is(werr, errEditorStalled) {
+			// The writer is blocked in a write the editor will never take:
+			// unblock it if the stream can take a deadline, so that no
+			// goroutine of Serve outlives it.
+			if d, ok := e.editorOut.(interface{ SetWriteDeadline(time.Time) error }); ok && d.SetWriteDeadline(time.Now()) == nil {
+				t := time.NewTimer(100 * time.Millisecond)
+				select {
+				case <-e.out.done:
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
+		if err == nil {
+			err = fmt.Errorf("writing to the editor: %w", werr)
+		}
 	}
 	<-linksClosed
 	cancel()

@@ -75,15 +75,21 @@ type harness struct {
 	cancel  context.CancelFunc
 	current *memLink
 	drain   io.Reader // the editor's output, drained when the test ends
+	closed  bool
 }
 
 func newLineReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
 func countGoroutines() int { return runtime.NumGoroutine() }
 
-// close ends the editor's input and waits for Serve to return nil.
+// close ends the editor's input and waits for Serve to return nil. Only the
+// first call does anything.
 func (h *harness) close() {
 	h.t.Helper()
+	if h.closed {
+		return
+	}
+	h.closed = true
 	h.in.Close()
 	go io.Copy(io.Discard, h.drain)
 	select {
@@ -554,6 +560,8 @@ func TestCancelGrace_SessionTheEngineDidNotSeeCreated(t *testing.T) {
 }
 
 func TestShutdown_EditorNotReadingDoesNotHang(t *testing.T) {
+	before := countGoroutines()
+	t.Cleanup(func() { checkGoroutines(t, before) })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe() // nobody reads outR after the handshake
 	defer outR.Close()

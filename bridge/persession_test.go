@@ -178,7 +178,10 @@ func TestPerSession_OneLinkPerSession(t *testing.T) {
 }
 
 // serve runs b over pipes without the relay harness's dialing.
+// serve runs b over pipes; the test's cleanup ends the editor's input and
+// checks that no goroutine outlives Serve.
 func serve(t *testing.T, b *bridge.Bridge) *harness {
+	before := countGoroutines()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	h := &harness{t: t, in: inW, out: newLineReader(outR), served: make(chan error, 1)}
@@ -187,6 +190,10 @@ func serve(t *testing.T, b *bridge.Bridge) *harness {
 		outW.Close()
 	}()
 	h.drain = outR
+	t.Cleanup(func() {
+		h.close()
+		checkGoroutines(t, before)
+	})
 	return h
 }
 

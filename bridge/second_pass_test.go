@@ -368,6 +368,8 @@ func (s *stuckLink) Write(ctx context.Context, frame []byte) error {
 // An agent that stops reading makes the engine stop reading the editor
 // once the agent's queue is over its bound, instead of growing without end.
 func TestBoundedQueue_AgentNotReading(t *testing.T) {
+	before := countGoroutines()
+	t.Cleanup(func() { checkGoroutines(t, before) })
 	const bound = 64 << 10
 	agent := &stuckLink{memLink: newMemLink(), unstick: make(chan struct{})}
 	inR, inW := io.Pipe()
@@ -443,6 +445,8 @@ func TestBoundedQueue_AgentNotReading(t *testing.T) {
 // End of input ends the bridge within 3 s even while the editor has
 // stopped reading stdout and the agent floods it.
 func TestShutdown_StdinEOFWithStalledEditor(t *testing.T) {
+	before := countGoroutines()
+	t.Cleanup(func() { checkGoroutines(t, before) })
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe() // nobody reads outR after the handshake
 	defer outR.Close()

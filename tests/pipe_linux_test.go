@@ -7,17 +7,48 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+	"unsafe"
 )
 
-// StdoutBlocked reports whether a thread of the bridge is blocked in a
-// write(2) to its stdout pipe: the editor stopped reading and the pipe is
-// full. ok is false when /proc cannot tell (not readable, or the bridge
-// writes stdout without blocking a thread).
+// StdoutBlocked reports whether the bridge can write no more to its stdout:
+// the editor stopped reading and the pipe is full (the bytes waiting in it
+// reach its capacity), or a thread of the bridge is blocked in a write(2) to
+// it. The bridge writes stdout in non-blocking mode through Go's poller, so
+// the first is what usually shows. ok is false when neither can be told.
 func (b *Bridge) StdoutBlocked() (blocked, ok bool) {
 	var st syscall.Stat_t
 	rc, err := b.outR.SyscallConn()
 	if err != nil {
 		return false, false
+	}
+	var queued, size int
+	var qerr error
+	measure := func(fd uintptr) {
+		var n int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+			qerr = e
+			return
+		}
+		queued = int(n)
+		const fGetPipeSz = 1032 // F_GETPIPE_SZ, fcntl(2)
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, fGetPipeSz, 0)
+		if e != 0 {
+			qerr = e
+			return
+		}
+		size = int(r)
+	}
+	_ = rc.Control(measure)
+	// A writer can stop short of the capacity (pages partly used by earlier
+	// writes), so "full" is: at least half full, and not draining or
+	// filling any more.
+	if first := queued; qerr == nil && size > 0 && first >= size/2 {
+		time.Sleep(50 * time.Millisecond)
+		_ = rc.Control(measure)
+		if qerr == nil && queued == first {
+			return true, true
+		}
 	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil || serr != nil {
