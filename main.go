@@ -22,41 +22,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/demo"
-	"github.com/acp-bridge/acp-bridge/legacy"
-	"github.com/acp-bridge/acp-bridge/translate"
-	"github.com/acp-bridge/acp-bridge/translate/acp"
-	"github.com/acp-bridge/acp-bridge/translate/acpv0"
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
 	"github.com/urfave/cli/v2"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = "dev"
-
-// dialects are the agent protocols this binary speaks, by name. Nothing
-// registers itself: adding a dialect means adding it here.
-var dialects = map[string]translate.Dialect{
-	acp.Dialect.Name:   acp.Dialect,
-	acpv0.Dialect.Name: acpv0.Dialect,
-}
 
 func main() {
 	os.Exit(run(os.Args))
@@ -74,13 +56,13 @@ func run(args []string) int {
 		stop()
 	}()
 	err := newApp().RunContext(ctx, args)
-	var ue usageError
-	var re reportedError
+	var ue launch.UsageError
+	var re launch.ReportedError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "acp-bridge: %v\nRun 'acp-bridge --help' for usage.\n", ue.err)
+		fmt.Fprintf(os.Stderr, "acp-bridge: %v\nRun 'acp-bridge --help' for usage.\n", ue.Err)
 		return 2
 	case errors.As(err, &re):
 		return 1
@@ -90,40 +72,7 @@ func run(args []string) int {
 	}
 }
 
-// usageError is a bad command line: exit status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-// reportedError is a failure already reported on stderr (configuration
-// diagnostics, or the engine's error in the log): exit status 1.
-type reportedError struct{ err error }
-
-func (e reportedError) Error() string { return e.err.Error() }
-
-func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
-
-// flag names shared by the root command and subcommands.
-const (
-	flagConfig         = "config"
-	flagAgent          = "agent"
-	flagURL            = "url"
-	flagDialect        = "dialect"
-	flagHeader         = "header"
-	flagSubprotocol    = "subprotocol"
-	flagCAFile         = "ca-file"
-	flagConnectTimeout = "connect-timeout"
-	flagPingPeriod     = "ping-period"
-	flagPongWait       = "pong-wait"
-	flagLogLevel       = "log-level"
-	flagLogFile        = "log-file"
-	flagMaxMessage     = "max-message"
-	flagRequestTimeout = "request-timeout"
-	flagCancelGrace    = "cancel-grace"
-)
+func onUsageError(_ *cli.Context, err error, _ bool) error { return launch.UsageError{Err: err} }
 
 func envTwin(name string) []string {
 	return []string{"ACP_BRIDGE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
@@ -160,7 +109,7 @@ func newApp() *cli.App {
 					Usage:        "check the configuration file; print diagnostics to stderr",
 					OnUsageError: onUsageError,
 					Flags: []cli.Flag{&cli.StringFlag{
-						Name:  flagConfig,
+						Name:  launch.FlagConfig,
 						Usage: "configuration `FILE` (default: the global --config)",
 					}},
 					Action: validateAction,
@@ -194,60 +143,40 @@ func serveFlags() []cli.Flag {
 		return &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)}
 	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(flagConfig)},
-		str(flagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
-		str(flagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
-		str(flagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
-		list(flagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
-		list(flagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
-		str(flagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// (websocket agents)", ""),
-		str(flagConnectTimeout, "bound the WebSocket dial and handshake (default 10s)", ""),
-		str(flagPingPeriod, "WebSocket ping interval; 0s derives it from --pong-wait, off disables keepalive", ""),
-		str(flagPongWait, "how long a WebSocket agent may stay silent (default 30s)", ""),
-		str(flagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
-		str(flagLogFile, "append logs to `FILE` instead of stderr", ""),
-		str(flagMaxMessage, "largest editor message, such as 64MiB (default 64MiB)", ""),
-		str(flagRequestTimeout, "timeout of editor requests other than prompts; 0s or off disables (default 60s)", ""),
-		str(flagCancelGrace, "how long a cancelled prompt may take to end (default 5s)", ""),
+		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
+		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
+		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
+		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
+		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
+		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
+		str(launch.FlagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// (websocket agents)", ""),
+		str(launch.FlagConnectTimeout, "bound the WebSocket dial and handshake (default 10s)", ""),
+		str(launch.FlagPingPeriod, "WebSocket ping interval; 0s derives it from --pong-wait, off disables keepalive", ""),
+		str(launch.FlagPongWait, "how long a WebSocket agent may stay silent (default 30s)", ""),
+		str(launch.FlagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
+		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
+		str(launch.FlagMaxMessage, "largest editor message, such as 64MiB (default 64MiB)", ""),
+		str(launch.FlagRequestTimeout, "timeout of editor requests other than prompts; 0s or off disables (default 60s)", ""),
+		str(launch.FlagCancelGrace, "how long a cancelled prompt may take to end (default 5s)", ""),
 	}
 }
 
-// cliFlags are the serving flags in plain form, for the pure resolution
-// functions. Set records which were given (on the command line or through
-// their environment twin), since flags override the file only when given.
-type cliFlags struct {
-	Agent, URL, Dialect string
-	Headers             []string // NAME=ENVVAR
-	Subprotocols        []string
-	CAFile              string
-	ConnectTimeout      string
-	PingPeriod          string
-	PongWait            string
-	LogLevel, LogFile   string
-	MaxMessage          string
-	RequestTimeout      string
-	CancelGrace         string
-	// Argv is the agent command after "--".
-	Argv []string
-	Set  map[string]bool
-}
-
-func flagsFrom(c *cli.Context) cliFlags {
-	f := cliFlags{
-		Agent:          c.String(flagAgent),
-		URL:            c.String(flagURL),
-		Dialect:        c.String(flagDialect),
-		Headers:        c.StringSlice(flagHeader),
-		Subprotocols:   c.StringSlice(flagSubprotocol),
-		CAFile:         c.String(flagCAFile),
-		ConnectTimeout: c.String(flagConnectTimeout),
-		PingPeriod:     c.String(flagPingPeriod),
-		PongWait:       c.String(flagPongWait),
-		LogLevel:       c.String(flagLogLevel),
-		LogFile:        c.String(flagLogFile),
-		MaxMessage:     c.String(flagMaxMessage),
-		RequestTimeout: c.String(flagRequestTimeout),
-		CancelGrace:    c.String(flagCancelGrace),
+func flagsFrom(c *cli.Context) launch.Flags {
+	f := launch.Flags{
+		Agent:          c.String(launch.FlagAgent),
+		URL:            c.String(launch.FlagURL),
+		Dialect:        c.String(launch.FlagDialect),
+		Headers:        c.StringSlice(launch.FlagHeader),
+		Subprotocols:   c.StringSlice(launch.FlagSubprotocol),
+		CAFile:         c.String(launch.FlagCAFile),
+		ConnectTimeout: c.String(launch.FlagConnectTimeout),
+		PingPeriod:     c.String(launch.FlagPingPeriod),
+		PongWait:       c.String(launch.FlagPongWait),
+		LogLevel:       c.String(launch.FlagLogLevel),
+		LogFile:        c.String(launch.FlagLogFile),
+		MaxMessage:     c.String(launch.FlagMaxMessage),
+		RequestTimeout: c.String(launch.FlagRequestTimeout),
+		CancelGrace:    c.String(launch.FlagCancelGrace),
 		Argv:           c.Args().Slice(),
 		Set:            map[string]bool{},
 	}
@@ -278,287 +207,26 @@ func loadConfig(path string, explicit bool) (*config.Config, error) {
 		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
 	}
 	if diags.HasErrors() {
-		return nil, reportedError{diags}
+		return nil, launch.ReportedError{Err: diags}
 	}
 	return cfg, nil
 }
 
-// settings are the bridge-wide settings after precedence is applied.
-type settings struct {
-	LogLevel       hclog.Level
-	LogFile        string
-	MaxMessage     int
-	RequestTimeout time.Duration
-	CancelGrace    time.Duration
-}
-
-// resolveSettings applies flags over the file over the defaults. Defaults
-// that the engine applies to zero values are left zero.
-func resolveSettings(cfg *config.Config, f cliFlags) (settings, error) {
-	s := settings{
-		LogLevel:       hclog.Info,
-		LogFile:        cfg.LogFile,
-		MaxMessage:     cfg.MaxMessage,
-		RequestTimeout: cfg.RequestTimeout,
-		CancelGrace:    cfg.CancelGrace,
-	}
-	level := cfg.LogLevel
-	if f.Set[flagLogLevel] {
-		level = f.LogLevel
-	}
-	if level != "" {
-		l, err := parseLevel(level)
-		if err != nil {
-			return s, usagef("--%s: %v", flagLogLevel, err)
-		}
-		s.LogLevel = l
-	}
-	if f.Set[flagLogFile] {
-		s.LogFile = f.LogFile
-	}
-	if f.Set[flagMaxMessage] {
-		n, err := config.ParseSize(f.MaxMessage)
-		if err == nil && (n < config.MessageSizeMin || n > config.MessageSizeMax) {
-			err = fmt.Errorf("%s is outside the accepted range %s to %s", f.MaxMessage,
-				config.FormatSize(config.MessageSizeMin), config.FormatSize(config.MessageSizeMax))
-		}
-		if err != nil {
-			return s, usagef("--%s: %v", flagMaxMessage, err)
-		}
-		s.MaxMessage = int(n)
-	}
-	var err error
-	if s.RequestTimeout, err = durationFlag(f, flagRequestTimeout, f.RequestTimeout, config.ZeroDisables, s.RequestTimeout); err != nil {
-		return s, err
-	}
-	if s.CancelGrace, err = durationFlag(f, flagCancelGrace, f.CancelGrace, config.Positive, s.CancelGrace); err != nil {
-		return s, err
-	}
-	return s, nil
-}
-
-func parseLevel(s string) (hclog.Level, error) {
-	if strings.EqualFold(s, "off") {
-		return hclog.Off, nil
-	}
-	l := hclog.LevelFromString(s)
-	if l == hclog.NoLevel {
-		return l, fmt.Errorf("%q is not one of trace, debug, info, warn, error, off", s)
-	}
-	return l, nil
-}
-
-// durationFlag returns the flag's duration when it was given, else fallback.
-func durationFlag(f cliFlags, name, value string, rule config.DurationRule, fallback time.Duration) (time.Duration, error) {
-	if !f.Set[name] {
-		return fallback, nil
-	}
-	d, err := config.ParseDuration(value, rule)
-	if err != nil {
-		return 0, usagef("--%s: %v", name, err)
-	}
-	return d, nil
-}
-
-// agentSpec is the agent to serve after precedence is applied: exactly one
-// of Command and WebSocket is set. Their Logger and, for per-session
-// links, Dir are filled in by the Dial closure.
-type agentSpec struct {
-	Name    string
-	Dialect string
-	// Options is the dialect's options block; nil for ad-hoc agents.
-	Options   hcl.Body
-	Command   *legacy.Command
-	WebSocket *legacy.WebSocket
-	// Desc describes the agent for logs, without secrets.
-	Desc string
-	// Ignored lists WebSocket flags that were given for a command agent.
-	Ignored []string
-}
-
-// webSocketFlags apply to WebSocket agents only.
-var webSocketFlags = []string{flagHeader, flagSubprotocol, flagCAFile, flagConnectTimeout, flagPingPeriod, flagPongWait}
-
-// resolveAgent picks the agent to serve: an ad-hoc one from --url or a
-// command after "--", else the configured one --agent names (or the default
-// agent). Flags override the configured agent's settings. lookupEnv reads the
-// values of --header variables. It does no I/O.
-func resolveAgent(cfg *config.Config, f cliFlags, lookupEnv func(string) (string, bool)) (agentSpec, error) {
-	var spec agentSpec
-	adHoc := f.URL != "" || len(f.Argv) > 0
-	switch {
-	case f.URL != "" && len(f.Argv) > 0:
-		return spec, usagef("give either --%s or a command after --, not both", flagURL)
-	case adHoc && f.Agent != "":
-		return spec, usagef("--%s selects a configured agent; it cannot be combined with --%s or a command after --", flagAgent, flagURL)
-	}
-
-	var agent *config.Agent
-	if adHoc {
-		spec.Dialect = config.DefaultDialect
-	} else {
-		a, err := cfg.Agent(f.Agent)
-		if err != nil {
-			if len(cfg.Agents) == 0 {
-				return spec, usagef("no agent to serve: give --%s URL, a command after --, or an agent block in the configuration file (--%s)", flagURL, flagConfig)
-			}
-			return spec, usageError{err}
-		}
-		agent = a
-		spec.Name, spec.Dialect, spec.Options = a.Name, a.Dialect, a.Options
-	}
-	if f.Set[flagDialect] {
-		spec.Dialect = f.Dialect
-	}
-
-	isWebSocket := f.URL != "" || agent != nil && agent.WebSocket != nil
-	if !isWebSocket {
-		cmd := &legacy.Command{}
-		if adHoc {
-			if f.Argv[0] == "" {
-				return spec, usagef("the agent command after -- is empty")
-			}
-			cmd.Path, cmd.Args = f.Argv[0], f.Argv[1:]
-			spec.Name = filepath.Base(f.Argv[0])
-			spec.Desc = fmt.Sprintf("agent %q (dialect %s, command %s)", spec.Name, spec.Dialect, strings.Join(f.Argv, " "))
-		} else {
-			cmd.Path, cmd.Args = agent.Command[0], agent.Command[1:]
-			cmd.Dir, cmd.StopGrace = agent.Dir, agent.StopGrace
-			for k, v := range agent.Env {
-				cmd.Env = append(cmd.Env, k+"="+string(v))
-			}
-			sort.Strings(cmd.Env)
-			spec.Desc = agent.String()
-		}
-		spec.Command = cmd
-		for _, name := range webSocketFlags {
-			if f.Set[name] {
-				spec.Ignored = append(spec.Ignored, "--"+name)
-			}
-		}
-		return spec, nil
-	}
-
-	ws := &legacy.WebSocket{Header: http.Header{}}
-	if adHoc {
-		u, err := url.Parse(f.URL)
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return spec, usagef("--%s must be a ws:// or wss:// URL", flagURL)
-		}
-		ws.URL = f.URL
-		spec.Name = u.Host
-	} else {
-		c := agent.WebSocket
-		ws.URL, ws.Subprotocols, ws.CAFile = c.URL, c.Subprotocols, c.CAFile
-		ws.DialTimeout, ws.PingPeriod, ws.PongWait = c.ConnectTimeout, c.PingPeriod, c.PongWait
-		for k, v := range c.Headers {
-			ws.Header.Set(k, string(v))
-		}
-	}
-	for _, h := range f.Headers {
-		name, envVar, ok := strings.Cut(h, "=")
-		name, envVar = strings.TrimSpace(name), strings.TrimSpace(envVar)
-		if !ok || name == "" || envVar == "" {
-			return spec, usagef("--%s %q: want NAME=ENVVAR, the header's value being read from the environment variable ENVVAR", flagHeader, h)
-		}
-		value, set := lookupEnv(envVar)
-		if !set {
-			return spec, usagef("--%s %s: environment variable %s is not set", flagHeader, name, envVar)
-		}
-		ws.Header.Set(name, value)
-	}
-	if f.Set[flagSubprotocol] {
-		ws.Subprotocols = f.Subprotocols
-	}
-	if f.Set[flagCAFile] {
-		ws.CAFile = f.CAFile
-	}
-	var err error
-	if ws.DialTimeout, err = durationFlag(f, flagConnectTimeout, f.ConnectTimeout, config.Positive, ws.DialTimeout); err != nil {
-		return spec, err
-	}
-	if ws.PingPeriod, err = durationFlag(f, flagPingPeriod, f.PingPeriod, config.ZeroDerives, ws.PingPeriod); err != nil {
-		return spec, err
-	}
-	if ws.PongWait, err = durationFlag(f, flagPongWait, f.PongWait, config.Positive, ws.PongWait); err != nil {
-		return spec, err
-	}
-	spec.WebSocket = ws
-	if adHoc {
-		spec.Desc = fmt.Sprintf("agent %q (dialect %s, websocket %s)", spec.Name, spec.Dialect, config.WebSocket{URL: f.URL}.RedactedURL())
-	} else {
-		spec.Desc = agent.String()
-	}
-	if len(f.Headers) > 0 {
-		names := make([]string, 0, len(ws.Header))
-		for k := range ws.Header {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		spec.Desc += ", headers " + strings.Join(names, ",")
-	}
-	return spec, nil
-}
-
-// newLogger builds the root logger: text with timestamps, to stderr or the
-// log file (opened for appending; the caller closes it).
-func newLogger(s settings) (hclog.Logger, io.Closer, error) {
-	var out io.Writer = os.Stderr
-	var closer io.Closer = nopCloser{}
-	if s.LogFile != "" {
-		f, err := os.OpenFile(s.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, nil, fmt.Errorf("log file: %w", err)
-		}
-		out, closer = f, f
-	}
-	return hclog.New(&hclog.LoggerOptions{
-		Name:   "acp-bridge",
-		Level:  s.LogLevel,
-		Output: out,
-		Color:  hclog.ColorOff,
-	}), closer, nil
-}
-
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }
-
-// configure finds the dialect and decodes the agent's options with it,
-// writing its diagnostics to stderr.
-func configure(spec agentSpec, files map[string]*hcl.File) (translate.Dialect, func() translate.Translator, error) {
-	d, ok := dialects[spec.Dialect]
-	if !ok {
-		return d, nil, usagef("unknown dialect %q; the known dialects are: %s", spec.Dialect, strings.Join(dialectNames(), ", "))
-	}
-	newTranslator, diags := d.Configure(spec.Options)
-	if len(diags) > 0 {
-		_ = config.WriteDiagnostics(os.Stderr, files, diags)
-	}
-	if diags.HasErrors() {
-		return d, nil, reportedError{diags}
-	}
-	if newTranslator == nil {
-		return d, nil, fmt.Errorf("dialect %s returned no translator", d.Name)
-	}
-	return d, newTranslator, nil
-}
-
 func serveAction(c *cli.Context) error {
 	f := flagsFrom(c)
-	cfg, err := loadConfig(c.String(flagConfig), c.IsSet(flagConfig))
+	cfg, err := loadConfig(c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig))
 	if err != nil {
 		return err
 	}
-	s, err := resolveSettings(cfg, f)
+	s, err := launch.ResolveSettings(cfg, f)
 	if err != nil {
 		return err
 	}
-	spec, err := resolveAgent(cfg, f, os.LookupEnv)
+	spec, err := launch.ResolveAgent(cfg, f, os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	dialect, newTranslator, err := configure(spec, cfg.Files)
+	dialect, newTranslator, err := launch.Configure(spec, cfg.Files, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -570,7 +238,7 @@ func serveAction(c *cli.Context) error {
 		}
 	}
 
-	logger, closeLog, err := newLogger(s)
+	logger, closeLog, err := launch.NewLogger(s)
 	if err != nil {
 		return err
 	}
@@ -586,57 +254,12 @@ func serveAction(c *cli.Context) error {
 		editorOut = os.Stdout
 	}
 
-	maxMessage := s.MaxMessage
-	if maxMessage == 0 {
-		maxMessage = config.DefaultMaxMessage
-	}
-	dial := func(ctx context.Context, sp bridge.Spawn) (bridge.Link, error) {
-		if spec.WebSocket != nil {
-			w := *spec.WebSocket
-			w.ReadLimit = int64(maxMessage)
-			w.Logger = logger.Named("ws")
-			if sp.Session != "" {
-				w.Logger = w.Logger.With("session", sp.Session)
-			}
-			conn, err := w.Dial(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return conn, nil
-		}
-		cmd := *spec.Command
-		if sp.Cwd != "" {
-			cmd.Dir = sp.Cwd
-		}
-		cmd.MaxLine = maxMessage
-		// The child's stderr is logged line by line under the agent's name.
-		cmd.Logger = logger.Named(spec.Name)
-		if sp.Session != "" {
-			cmd.Logger = cmd.Logger.With("session", sp.Session)
-		}
-		p, err := cmd.Start(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-
-	b := &bridge.Bridge{
-		Dialect:        dialect,
-		NewTranslator:  newTranslator,
-		Dial:           dial,
-		AgentName:      spec.Name,
-		Version:        versionString(),
-		Logger:         logger,
-		MaxMessage:     s.MaxMessage,
-		RequestTimeout: s.RequestTimeout,
-		CancelGrace:    s.CancelGrace,
-	}
+	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	if err != nil && c.Context.Err() == nil {
 		logger.Error("bridge stopped", "error", err)
-		return reportedError{err}
+		return launch.ReportedError{Err: err}
 	}
 	logger.Debug("bridge stopped", "reason", stopReason(c.Context, err))
 	return nil
@@ -660,28 +283,28 @@ func versionAction(c *cli.Context) error {
 }
 
 func validateAction(c *cli.Context) error {
-	path, explicit := c.String(flagConfig), c.IsSet(flagConfig)
+	path, explicit := c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig)
 	if path == "" {
 		// The local flag shadows the global one; ask the parent context,
 		// whose lookup reaches the root's flags (and their env twins).
 		parent := c.Lineage()[1]
-		path, explicit = parent.String(flagConfig), parent.IsSet(flagConfig)
+		path, explicit = parent.String(launch.FlagConfig), parent.IsSet(launch.FlagConfig)
 	}
 	if path == "" {
-		return usagef("no configuration file: give --%s FILE", flagConfig)
+		return launch.Usagef("no configuration file: give --%s FILE", launch.FlagConfig)
 	}
 	if !explicit {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("no configuration file at %s (give --%s FILE)", path, flagConfig)
+			return fmt.Errorf("no configuration file at %s (give --%s FILE)", path, launch.FlagConfig)
 		}
 	}
 	cfg, diags := config.Load(path)
 	if !diags.HasErrors() {
-		diags = append(diags, cfg.Validate(dialectNames())...)
+		diags = append(diags, cfg.Validate(launch.DialectNames())...)
 	}
 	if !diags.HasErrors() {
 		for _, a := range cfg.Agents {
-			_, moreDiags := dialects[a.Dialect].Configure(a.Options)
+			_, moreDiags := launch.Dialects[a.Dialect].Configure(a.Options)
 			diags = append(diags, moreDiags...)
 		}
 	}
@@ -689,7 +312,7 @@ func validateAction(c *cli.Context) error {
 		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
 	}
 	if diags.HasErrors() {
-		return reportedError{diags}
+		return launch.ReportedError{Err: diags}
 	}
 	noun := "agents"
 	if len(cfg.Agents) == 1 {
@@ -702,8 +325,8 @@ func validateAction(c *cli.Context) error {
 func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tLINKS\tSUMMARY")
-	for _, name := range dialectNames() {
-		d := dialects[name]
+	for _, name := range launch.DialectNames() {
+		d := launch.Dialects[name]
 		links := "shared"
 		if d.PerSession {
 			links = "per-session"
@@ -715,18 +338,18 @@ func dialectsAction(c *cli.Context) error {
 
 func demoAction(c *cli.Context) error {
 	// The demo prints to stdout; its logs stay quiet on stderr unless asked.
-	s := settings{LogLevel: hclog.Warn}
-	if c.IsSet(flagLogLevel) {
-		l, err := parseLevel(c.String(flagLogLevel))
+	s := launch.Settings{LogLevel: hclog.Warn}
+	if c.IsSet(launch.FlagLogLevel) {
+		l, err := launch.ParseLevel(c.String(launch.FlagLogLevel))
 		if err != nil {
-			return usagef("--%s: %v", flagLogLevel, err)
+			return launch.Usagef("--%s: %v", launch.FlagLogLevel, err)
 		}
 		s.LogLevel = l
 	}
-	if c.IsSet(flagLogFile) {
-		s.LogFile = c.String(flagLogFile)
+	if c.IsSet(launch.FlagLogFile) {
+		s.LogFile = c.String(launch.FlagLogFile)
 	}
-	logger, closeLog, err := newLogger(s)
+	logger, closeLog, err := launch.NewLogger(s)
 	if err != nil {
 		return err
 	}
@@ -737,15 +360,6 @@ func demoAction(c *cli.Context) error {
 		Logger:  logger,
 		Version: versionString(),
 	})
-}
-
-func dialectNames() []string {
-	names := make([]string, 0, len(dialects))
-	for name := range dialects {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // versionString is the -ldflags version, else the module version recorded

@@ -1,0 +1,433 @@
+// Package launch turns the configuration file and the command line into a
+// bridge ready to serve: it applies flag-over-file-over-default precedence,
+// picks the agent and its dialect, and builds the dialer that opens agent
+// links (a WebSocket, or a child process per link). It is the one place
+// that composes an engine, so that serving, the demo and the protocol tools
+// build theirs the same way; main only parses the command line and prints.
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/legacy"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acp"
+	"github.com/acp-bridge/acp-bridge/translate/acpv0"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Dialects are the agent protocols this binary speaks, by name. Nothing
+// registers itself: adding a dialect means adding it here.
+var Dialects = map[string]translate.Dialect{
+	acp.Dialect.Name:   acp.Dialect,
+	acpv0.Dialect.Name: acpv0.Dialect,
+}
+
+// UsageError is a bad command line (the caller exits with status 2).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError with a formatted message.
+func Usagef(format string, args ...any) error { return UsageError{fmt.Errorf(format, args...)} }
+
+// ReportedError is a failure already reported on stderr (configuration
+// diagnostics, or the engine's error in the log): exit status 1.
+type ReportedError struct{ Err error }
+
+func (e ReportedError) Error() string { return e.Err.Error() }
+func (e ReportedError) Unwrap() error { return e.Err }
+
+// Flag names, shared by the command line and the messages that name flags.
+const (
+	FlagConfig         = "config"
+	FlagAgent          = "agent"
+	FlagURL            = "url"
+	FlagDialect        = "dialect"
+	FlagHeader         = "header"
+	FlagSubprotocol    = "subprotocol"
+	FlagCAFile         = "ca-file"
+	FlagConnectTimeout = "connect-timeout"
+	FlagPingPeriod     = "ping-period"
+	FlagPongWait       = "pong-wait"
+	FlagLogLevel       = "log-level"
+	FlagLogFile        = "log-file"
+	FlagMaxMessage     = "max-message"
+	FlagRequestTimeout = "request-timeout"
+	FlagCancelGrace    = "cancel-grace"
+)
+
+// Flags are the serving flags in plain form, for the pure resolution
+// functions. Set records which were given (on the command line or through
+// their environment twin), since flags override the file only when given.
+type Flags struct {
+	Agent, URL, Dialect string
+	Headers             []string // NAME=ENVVAR
+	Subprotocols        []string
+	CAFile              string
+	ConnectTimeout      string
+	PingPeriod          string
+	PongWait            string
+	LogLevel, LogFile   string
+	MaxMessage          string
+	RequestTimeout      string
+	CancelGrace         string
+	// Argv is the agent command after "--".
+	Argv []string
+	Set  map[string]bool
+}
+
+// Settings are the bridge-wide Settings after precedence is applied.
+type Settings struct {
+	LogLevel       hclog.Level
+	LogFile        string
+	MaxMessage     int
+	RequestTimeout time.Duration
+	CancelGrace    time.Duration
+}
+
+// ResolveSettings applies flags over the file over the defaults. Defaults
+// that the engine applies to zero values are left zero.
+func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
+	s := Settings{
+		LogLevel:       hclog.Info,
+		LogFile:        cfg.LogFile,
+		MaxMessage:     cfg.MaxMessage,
+		RequestTimeout: cfg.RequestTimeout,
+		CancelGrace:    cfg.CancelGrace,
+	}
+	level := cfg.LogLevel
+	if f.Set[FlagLogLevel] {
+		level = f.LogLevel
+	}
+	if level != "" {
+		l, err := ParseLevel(level)
+		if err != nil {
+			return s, Usagef("--%s: %v", FlagLogLevel, err)
+		}
+		s.LogLevel = l
+	}
+	if f.Set[FlagLogFile] {
+		s.LogFile = f.LogFile
+	}
+	if f.Set[FlagMaxMessage] {
+		n, err := config.ParseSize(f.MaxMessage)
+		if err == nil && (n < config.MessageSizeMin || n > config.MessageSizeMax) {
+			err = fmt.Errorf("%s is outside the accepted range %s to %s", f.MaxMessage,
+				config.FormatSize(config.MessageSizeMin), config.FormatSize(config.MessageSizeMax))
+		}
+		if err != nil {
+			return s, Usagef("--%s: %v", FlagMaxMessage, err)
+		}
+		s.MaxMessage = int(n)
+	}
+	var err error
+	if s.RequestTimeout, err = durationFlag(f, FlagRequestTimeout, f.RequestTimeout, config.ZeroDisables, s.RequestTimeout); err != nil {
+		return s, err
+	}
+	if s.CancelGrace, err = durationFlag(f, FlagCancelGrace, f.CancelGrace, config.Positive, s.CancelGrace); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func ParseLevel(s string) (hclog.Level, error) {
+	if strings.EqualFold(s, "off") {
+		return hclog.Off, nil
+	}
+	l := hclog.LevelFromString(s)
+	if l == hclog.NoLevel {
+		return l, fmt.Errorf("%q is not one of trace, debug, info, warn, error, off", s)
+	}
+	return l, nil
+}
+
+// durationFlag returns the flag's duration when it was given, else fallback.
+func durationFlag(f Flags, name, value string, rule config.DurationRule, fallback time.Duration) (time.Duration, error) {
+	if !f.Set[name] {
+		return fallback, nil
+	}
+	d, err := config.ParseDuration(value, rule)
+	if err != nil {
+		return 0, Usagef("--%s: %v", name, err)
+	}
+	return d, nil
+}
+
+// Agent is the agent to serve after precedence is applied: exactly one
+// of Command and WebSocket is set. Their Logger and, for per-session
+// links, Dir are filled in by the Dial closure.
+type Agent struct {
+	Name    string
+	Dialect string
+	// Options is the dialect's options block; nil for ad-hoc agents.
+	Options   hcl.Body
+	Command   *legacy.Command
+	WebSocket *legacy.WebSocket
+	// Desc describes the agent for logs, without secrets.
+	Desc string
+	// Ignored lists WebSocket flags that were given for a command agent.
+	Ignored []string
+}
+
+// WebSocketFlags apply to WebSocket agents only.
+var WebSocketFlags = []string{FlagHeader, FlagSubprotocol, FlagCAFile, FlagConnectTimeout, FlagPingPeriod, FlagPongWait}
+
+// ResolveAgent picks the agent to serve: an ad-hoc one from --url or a
+// command after "--", else the configured one --agent names (or the default
+// agent). Flags override the configured agent's Settings. lookupEnv reads the
+// values of --header variables. It does no I/O.
+func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, bool)) (Agent, error) {
+	var spec Agent
+	adHoc := f.URL != "" || len(f.Argv) > 0
+	switch {
+	case f.URL != "" && len(f.Argv) > 0:
+		return spec, Usagef("give either --%s or a command after --, not both", FlagURL)
+	case adHoc && f.Agent != "":
+		return spec, Usagef("--%s selects a configured agent; it cannot be combined with --%s or a command after --", FlagAgent, FlagURL)
+	}
+
+	var agent *config.Agent
+	if adHoc {
+		spec.Dialect = config.DefaultDialect
+	} else {
+		a, err := cfg.Agent(f.Agent)
+		if err != nil {
+			if len(cfg.Agents) == 0 {
+				return spec, Usagef("no agent to serve: give --%s URL, a command after --, or an agent block in the configuration file (--%s)", FlagURL, FlagConfig)
+			}
+			return spec, UsageError{Err: err}
+		}
+		agent = a
+		spec.Name, spec.Dialect, spec.Options = a.Name, a.Dialect, a.Options
+	}
+	if f.Set[FlagDialect] {
+		spec.Dialect = f.Dialect
+	}
+
+	isWebSocket := f.URL != "" || agent != nil && agent.WebSocket != nil
+	if !isWebSocket {
+		cmd := &legacy.Command{}
+		if adHoc {
+			if f.Argv[0] == "" {
+				return spec, Usagef("the agent command after -- is empty")
+			}
+			cmd.Path, cmd.Args = f.Argv[0], f.Argv[1:]
+			spec.Name = filepath.Base(f.Argv[0])
+			spec.Desc = fmt.Sprintf("agent %q (dialect %s, command %s)", spec.Name, spec.Dialect, strings.Join(f.Argv, " "))
+		} else {
+			cmd.Path, cmd.Args = agent.Command[0], agent.Command[1:]
+			cmd.Dir, cmd.StopGrace = agent.Dir, agent.StopGrace
+			for k, v := range agent.Env {
+				cmd.Env = append(cmd.Env, k+"="+string(v))
+			}
+			sort.Strings(cmd.Env)
+			spec.Desc = agent.String()
+		}
+		spec.Command = cmd
+		for _, name := range WebSocketFlags {
+			if f.Set[name] {
+				spec.Ignored = append(spec.Ignored, "--"+name)
+			}
+		}
+		return spec, nil
+	}
+
+	ws := &legacy.WebSocket{Header: http.Header{}}
+	if adHoc {
+		u, err := url.Parse(f.URL)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+			return spec, Usagef("--%s must be a ws:// or wss:// URL", FlagURL)
+		}
+		ws.URL = f.URL
+		spec.Name = u.Host
+	} else {
+		c := agent.WebSocket
+		ws.URL, ws.Subprotocols, ws.CAFile = c.URL, c.Subprotocols, c.CAFile
+		ws.DialTimeout, ws.PingPeriod, ws.PongWait = c.ConnectTimeout, c.PingPeriod, c.PongWait
+		for k, v := range c.Headers {
+			ws.Header.Set(k, string(v))
+		}
+	}
+	for _, h := range f.Headers {
+		name, envVar, ok := strings.Cut(h, "=")
+		name, envVar = strings.TrimSpace(name), strings.TrimSpace(envVar)
+		if !ok || name == "" || envVar == "" {
+			return spec, Usagef("--%s %q: want NAME=ENVVAR, the header's value being read from the environment variable ENVVAR", FlagHeader, h)
+		}
+		value, set := lookupEnv(envVar)
+		if !set {
+			return spec, Usagef("--%s %s: environment variable %s is not set", FlagHeader, name, envVar)
+		}
+		ws.Header.Set(name, value)
+	}
+	if f.Set[FlagSubprotocol] {
+		ws.Subprotocols = f.Subprotocols
+	}
+	if f.Set[FlagCAFile] {
+		ws.CAFile = f.CAFile
+	}
+	var err error
+	if ws.DialTimeout, err = durationFlag(f, FlagConnectTimeout, f.ConnectTimeout, config.Positive, ws.DialTimeout); err != nil {
+		return spec, err
+	}
+	if ws.PingPeriod, err = durationFlag(f, FlagPingPeriod, f.PingPeriod, config.ZeroDerives, ws.PingPeriod); err != nil {
+		return spec, err
+	}
+	if ws.PongWait, err = durationFlag(f, FlagPongWait, f.PongWait, config.Positive, ws.PongWait); err != nil {
+		return spec, err
+	}
+	spec.WebSocket = ws
+	if adHoc {
+		spec.Desc = fmt.Sprintf("agent %q (dialect %s, websocket %s)", spec.Name, spec.Dialect, config.WebSocket{URL: f.URL}.RedactedURL())
+	} else {
+		spec.Desc = agent.String()
+	}
+	if len(f.Headers) > 0 {
+		names := make([]string, 0, len(ws.Header))
+		for k := range ws.Header {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		spec.Desc += ", headers " + strings.Join(names, ",")
+	}
+	return spec, nil
+}
+
+// NewLogger builds the root logger: text with timestamps, to stderr or the
+// log file (opened for appending; the caller closes it).
+func NewLogger(s Settings) (hclog.Logger, io.Closer, error) {
+	var out io.Writer = os.Stderr
+	var closer io.Closer = nopCloser{}
+	if s.LogFile != "" {
+		f, err := os.OpenFile(s.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log file: %w", err)
+		}
+		out, closer = f, f
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "acp-bridge",
+		Level:  s.LogLevel,
+		Output: out,
+		Color:  hclog.ColorOff,
+	}), closer, nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// Configure finds the agent's dialect and decodes the agent's options with
+// it, writing its diagnostics to diagOut (stderr for the command line).
+func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (translate.Dialect, func() translate.Translator, error) {
+	d, ok := Dialects[spec.Dialect]
+	if !ok {
+		return d, nil, Usagef("unknown dialect %q; the known dialects are: %s", spec.Dialect, strings.Join(DialectNames(), ", "))
+	}
+	newTranslator, diags := d.Configure(spec.Options)
+	if len(diags) > 0 {
+		_ = config.WriteDiagnostics(diagOut, files, diags)
+	}
+	if diags.HasErrors() {
+		return d, nil, ReportedError{Err: diags}
+	}
+	if newTranslator == nil {
+		return d, nil, fmt.Errorf("dialect %s returned no translator", d.Name)
+	}
+	return d, newTranslator, nil
+}
+
+// DialectNames lists the known dialects, sorted.
+func DialectNames() []string {
+	names := make([]string, 0, len(Dialects))
+	for name := range Dialects {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Dialer returns the function the engine opens agent links with: a
+// WebSocket dial, or a child process started in the session's directory.
+// maxMessage bounds the frames read from the agent. A dialect that builds
+// its own command line (translate.SpawnBuilder) has its arguments appended
+// to, or put in place of, the configured ones.
+func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Context, bridge.Spawn) (bridge.Link, error) {
+	if maxMessage <= 0 {
+		maxMessage = config.DefaultMaxMessage
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return func(ctx context.Context, sp bridge.Spawn) (bridge.Link, error) {
+		if spec.WebSocket != nil {
+			w := *spec.WebSocket
+			w.ReadLimit = int64(maxMessage)
+			w.Logger = logger.Named("ws")
+			if sp.Session != "" {
+				w.Logger = w.Logger.With("session", sp.Session)
+			}
+			conn, err := w.Dial(ctx)
+			if err != nil {
+				return nil, err // not a nil *WSConn in a non-nil Link
+			}
+			return conn, nil
+		}
+		cmd := *spec.Command
+		if sp.Cwd != "" {
+			cmd.Dir = sp.Cwd
+		}
+		if c := sp.Command; c.Argv != nil || c.Env != nil || c.Cwd != "" {
+			if c.Append {
+				cmd.Args = append(append([]string(nil), cmd.Args...), c.Argv...)
+			} else if c.Argv != nil {
+				cmd.Args = c.Argv
+			}
+			cmd.Env = append(append([]string(nil), cmd.Env...), c.Env...)
+			if c.Cwd != "" {
+				cmd.Dir = c.Cwd
+			}
+		}
+		cmd.MaxLine = maxMessage
+		// The child's stderr is logged line by line under the agent's name.
+		cmd.Logger = logger.Named(spec.Name)
+		if sp.Session != "" {
+			cmd.Logger = cmd.Logger.With("session", sp.Session)
+		}
+		p, err := cmd.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// NewBridge composes the engine for spec: its dialect, the dialer, and the
+// settings. Every caller that serves an editor builds its engine here.
+func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() translate.Translator, s Settings, logger hclog.Logger, version string) *bridge.Bridge {
+	return &bridge.Bridge{
+		Dialect:        dialect,
+		NewTranslator:  newTranslator,
+		Dial:           spec.Dialer(logger, s.MaxMessage),
+		AgentName:      spec.Name,
+		Version:        version,
+		Logger:         logger,
+		MaxMessage:     s.MaxMessage,
+		RequestTimeout: s.RequestTimeout,
+		CancelGrace:    s.CancelGrace,
+	}
+}

@@ -1,0 +1,289 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/legacy"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/go-hclog"
+)
+
+func TestResolveSettings(t *testing.T) {
+	cfg := &config.Config{LogLevel: "debug", LogFile: "/cfg.log", MaxMessage: 1 << 20,
+		RequestTimeout: 30 * time.Second, CancelGrace: 2 * time.Second}
+	tests := []struct {
+		name    string
+		cfg     *config.Config
+		f       Flags
+		want    Settings
+		wantErr string
+	}{
+		{name: "defaults", cfg: &config.Config{}, want: Settings{LogLevel: hclog.Info}},
+		{name: "file", cfg: cfg, want: Settings{LogLevel: hclog.Debug, LogFile: "/cfg.log", MaxMessage: 1 << 20,
+			RequestTimeout: 30 * time.Second, CancelGrace: 2 * time.Second}},
+		{name: "flags win", cfg: cfg, f: Flags{LogLevel: "off", LogFile: "", MaxMessage: "2MiB",
+			RequestTimeout: "off", CancelGrace: "1s", Set: set(FlagLogLevel, FlagLogFile, FlagMaxMessage, FlagRequestTimeout, FlagCancelGrace)},
+			want: Settings{LogLevel: hclog.Off, MaxMessage: 2 << 20, RequestTimeout: -1, CancelGrace: time.Second}},
+		{name: "unset flags do not win", cfg: cfg, f: Flags{LogLevel: "trace", RequestTimeout: "1s"},
+			want: Settings{LogLevel: hclog.Debug, LogFile: "/cfg.log", MaxMessage: 1 << 20,
+				RequestTimeout: 30 * time.Second, CancelGrace: 2 * time.Second}},
+		{name: "request timeout 0s disables", cfg: &config.Config{}, f: Flags{RequestTimeout: "0s", Set: set(FlagRequestTimeout)},
+			want: Settings{LogLevel: hclog.Info, RequestTimeout: -1}},
+		{name: "bad level", cfg: &config.Config{}, f: Flags{LogLevel: "loud", Set: set(FlagLogLevel)}, wantErr: "--log-level"},
+		{name: "bad size", cfg: &config.Config{}, f: Flags{MaxMessage: "12 parsecs", Set: set(FlagMaxMessage)}, wantErr: "--max-message"},
+		{name: "tiny size", cfg: &config.Config{}, f: Flags{MaxMessage: "10", Set: set(FlagMaxMessage)}, wantErr: "outside the accepted range"},
+		{name: "zero grace", cfg: &config.Config{}, f: Flags{CancelGrace: "0s", Set: set(FlagCancelGrace)}, wantErr: "--cancel-grace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ResolveSettings(tt.cfg, tt.f)
+			if tt.wantErr != "" {
+				var ue UsageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Fatalf("error = %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ResolveSettings = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func TestResolveAgent(t *testing.T) {
+	t.Setenv("TEST_ACP_BRIDGE_TOKEN", "unused") // lookups go through the fake below
+	cfgSrc := `
+default_agent = "ws"
+agent "cmd" {
+  dialect    = "acp-v0"
+  command    = ["gemini", "--experimental-acp"]
+  env        = { B = "2", A = "1" }
+  dir        = "/work"
+  stop_grace = "3s"
+  options {
+    protocol_version = "0.0.9"
+  }
+}
+agent "ws" {
+  websocket {
+    url             = "wss://agent.example/acp"
+    headers         = { Authorization = "Bearer file", X-Keep = "k" }
+    subprotocols    = ["acp"]
+    ca_file         = "/ca.pem"
+    connect_timeout = "7s"
+    ping_period     = "off"
+    pong_wait       = "40s"
+  }
+}
+`
+	cfg, diags := config.Parse([]byte(cfgSrc), "/etc/acp.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	single, diags := config.Parse([]byte("agent \"only\" {\n  command = [\"only\"]\n}\n"), "/s.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	two, diags := config.Parse([]byte("agent \"a\" {\n  command = [\"a\"]\n}\nagent \"b\" {\n  command = [\"b\"]\n}\n"), "/t.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	empty := &config.Config{}
+	env := map[string]string{"TOKEN": "Bearer flag", "OTHER": "o"}
+	lookupEnv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	tests := []struct {
+		name    string
+		cfg     *config.Config
+		f       Flags
+		want    Agent // Options and Desc are checked separately
+		wantErr string
+	}{
+		{
+			name: "ad-hoc url",
+			cfg:  empty,
+			f:    Flags{URL: "ws://127.0.0.1:8765/acp"},
+			want: Agent{Name: "127.0.0.1:8765", Dialect: "acp",
+				WebSocket: &legacy.WebSocket{URL: "ws://127.0.0.1:8765/acp", Header: http.Header{}}},
+		},
+		{
+			name: "ad-hoc url with all flags",
+			cfg:  cfg, // ignored: the ad-hoc agent wins over default_agent
+			f: Flags{URL: "wss://h:1/x", Dialect: "acp-v0", Headers: []string{"Authorization=TOKEN", "X-Other = OTHER"},
+				Subprotocols: []string{"a", "b"}, CAFile: "/my.pem", ConnectTimeout: "3s", PingPeriod: "0s", PongWait: "9s",
+				Set: set(FlagURL, FlagDialect, FlagHeader, FlagSubprotocol, FlagCAFile, FlagConnectTimeout, FlagPingPeriod, FlagPongWait)},
+			want: Agent{Name: "h:1", Dialect: "acp-v0", WebSocket: &legacy.WebSocket{URL: "wss://h:1/x",
+				Header:       http.Header{"Authorization": {"Bearer flag"}, "X-Other": {"o"}},
+				Subprotocols: []string{"a", "b"}, CAFile: "/my.pem", DialTimeout: 3 * time.Second, PingPeriod: 0, PongWait: 9 * time.Second}},
+		},
+		{
+			name: "ad-hoc command",
+			cfg:  empty,
+			f:    Flags{Argv: []string{"/usr/bin/gemini", "--experimental-acp"}, Dialect: "acp-v0", Set: set(FlagDialect)},
+			want: Agent{Name: "gemini", Dialect: "acp-v0",
+				Command: &legacy.Command{Path: "/usr/bin/gemini", Args: []string{"--experimental-acp"}}},
+		},
+		{
+			name: "ad-hoc command ignores websocket flags",
+			cfg:  empty,
+			f:    Flags{Argv: []string{"agent"}, CAFile: "/x", Set: set(FlagCAFile)},
+			want: Agent{Name: "agent", Dialect: "acp", Command: &legacy.Command{Path: "agent", Args: []string{}},
+				Ignored: []string{"--ca-file"}},
+		},
+		{
+			name: "default agent from config",
+			cfg:  cfg,
+			want: Agent{Name: "ws", Dialect: "acp", WebSocket: &legacy.WebSocket{URL: "wss://agent.example/acp",
+				Header:       http.Header{"Authorization": {"Bearer file"}, "X-Keep": {"k"}},
+				Subprotocols: []string{"acp"}, CAFile: "/ca.pem", DialTimeout: 7 * time.Second, PingPeriod: -1, PongWait: 40 * time.Second}},
+		},
+		{
+			name: "flags override the configured websocket agent",
+			cfg:  cfg,
+			f: Flags{Agent: "ws", Headers: []string{"Authorization=TOKEN"}, Subprotocols: []string{"v2"}, PingPeriod: "5s",
+				Set: set(FlagAgent, FlagHeader, FlagSubprotocol, FlagPingPeriod)},
+			want: Agent{Name: "ws", Dialect: "acp", WebSocket: &legacy.WebSocket{URL: "wss://agent.example/acp",
+				Header:       http.Header{"Authorization": {"Bearer flag"}, "X-Keep": {"k"}},
+				Subprotocols: []string{"v2"}, CAFile: "/ca.pem", DialTimeout: 7 * time.Second, PingPeriod: 5 * time.Second, PongWait: 40 * time.Second}},
+		},
+		{
+			name: "configured command agent",
+			cfg:  cfg,
+			f:    Flags{Agent: "cmd", Set: set(FlagAgent)},
+			want: Agent{Name: "cmd", Dialect: "acp-v0", Command: &legacy.Command{Path: "gemini",
+				Args: []string{"--experimental-acp"}, Env: []string{"A=1", "B=2"}, Dir: "/work", StopGrace: 3 * time.Second}},
+		},
+		{
+			name: "dialect flag overrides the file",
+			cfg:  cfg,
+			f:    Flags{Agent: "cmd", Dialect: "acp", Set: set(FlagAgent, FlagDialect)},
+			want: Agent{Name: "cmd", Dialect: "acp", Command: &legacy.Command{Path: "gemini",
+				Args: []string{"--experimental-acp"}, Env: []string{"A=1", "B=2"}, Dir: "/work", StopGrace: 3 * time.Second}},
+		},
+		{
+			name: "dialect flag default does not override the file",
+			cfg:  cfg,
+			f:    Flags{Agent: "cmd", Dialect: "acp", Set: set(FlagAgent)},
+			want: Agent{Name: "cmd", Dialect: "acp-v0", Command: &legacy.Command{Path: "gemini",
+				Args: []string{"--experimental-acp"}, Env: []string{"A=1", "B=2"}, Dir: "/work", StopGrace: 3 * time.Second}},
+		},
+		{
+			name: "only agent",
+			cfg:  single,
+			want: Agent{Name: "only", Dialect: "acp", Command: &legacy.Command{Path: "only", Args: []string{}}},
+		},
+		{name: "two agents, no default", cfg: two, wantErr: "choose one with --agent"},
+		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: `unknown agent "nope"`},
+		{name: "nothing to serve", cfg: empty, wantErr: "no agent to serve"},
+		{name: "url and command", cfg: empty, f: Flags{URL: "ws://h/", Argv: []string{"x"}}, wantErr: "not both"},
+		{name: "agent and url", cfg: cfg, f: Flags{Agent: "ws", URL: "ws://h/"}, wantErr: "cannot be combined"},
+		{name: "agent and command", cfg: cfg, f: Flags{Agent: "ws", Argv: []string{"x"}}, wantErr: "cannot be combined"},
+		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "ws:// or wss://"},
+		{name: "header without env var", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization"}}, wantErr: "NAME=ENVVAR"},
+		{name: "header env var unset", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization=NOPE"}}, wantErr: "NOPE is not set"},
+		{name: "bad ping period", cfg: empty, f: Flags{URL: "ws://h/", PingPeriod: "-1s", Set: set(FlagPingPeriod)}, wantErr: "--ping-period"},
+		{name: "empty command", cfg: empty, f: Flags{Argv: []string{""}}, wantErr: "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ResolveAgent(tt.cfg, tt.f, lookupEnv)
+			if tt.wantErr != "" {
+				var ue UsageError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ue) {
+					t.Fatalf("error = %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Desc == "" {
+				t.Error("Desc is empty")
+			}
+			if strings.Contains(got.Desc, "Bearer") {
+				t.Errorf("Desc leaks a header value: %s", got.Desc)
+			}
+			got.Desc, got.Options = "", nil
+			if got.Command != nil && got.Command.Args == nil {
+				got.Command.Args = []string{}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ResolveAgent =\n%s\nwant\n%s", dump(got), dump(tt.want))
+			}
+		})
+	}
+
+	// The configured agent's options block reaches the dialect.
+	got, err := ResolveAgent(cfg, Flags{Agent: "cmd"}, lookupEnv)
+	if err != nil || got.Options == nil {
+		t.Fatalf("options = %v, %v; want the options body", got.Options, err)
+	}
+	if _, newTranslator, err := Configure(got, cfg.Files, io.Discard); err != nil || newTranslator == nil {
+		t.Errorf("configure(acp-v0 with options) = %v", err)
+	}
+}
+
+func dump(s Agent) string {
+	out := fmt.Sprintf("%+v", s)
+	if s.Command != nil {
+		out += fmt.Sprintf("\n  command %+v", *s.Command)
+	}
+	if s.WebSocket != nil {
+		out += fmt.Sprintf("\n  websocket %+v", *s.WebSocket)
+	}
+	return out
+}
+
+// A dialect that builds its agent's command line (translate.SpawnBuilder)
+// gets its arguments appended to the configured ones, or in their place, and
+// its environment added; the child runs in the session's directory.
+func TestDialer_SpawnFromDialect(t *testing.T) {
+	dir := t.TempDir()
+	spec := Agent{Name: "sh", Command: &legacy.Command{
+		Path: "/bin/sh",
+		Args: []string{"-c", `printf '{"args":"%s","env":"%s","dir":"%s"}\n' "$*" "$SPAWN_TEST" "$PWD"; cat >/dev/null`, "sh", "configured"},
+	}}
+	dial := spec.Dialer(nil, 0)
+	for _, tc := range []struct {
+		cmd  translate.Spawn
+		want string
+	}{
+		{translate.Spawn{Argv: []string{"--model", "m1"}, Append: true, Env: []string{"SPAWN_TEST=x"}},
+			`{"args":"configured --model m1","env":"x","dir":"` + dir + `"}`},
+		{translate.Spawn{}, `{"args":"configured","env":"","dir":"` + dir + `"}`},
+	} {
+		link, err := dial(context.Background(), bridge.Spawn{Cwd: dir, Session: "s", Command: tc.cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := link.Read(context.Background())
+		link.Close()
+		if err != nil || string(got) != tc.want {
+			t.Errorf("spawn %+v: agent said %s (%v), want %s", tc.cmd, got, err, tc.want)
+		}
+	}
+	// A failed dial is a nil Link, not a nil *Process in a non-nil one.
+	bad := Agent{Name: "x", Command: &legacy.Command{Path: "/nonexistent/agent"}}
+	if link, err := bad.Dialer(nil, 0)(context.Background(), bridge.Spawn{}); err == nil || link != nil {
+		t.Errorf("dial of a missing program = %v, %v", link, err)
+	}
+}
