@@ -22,14 +22,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
-	"github.com/acp-bridge/acp-bridge/legacy"
+	"github.com/acp-bridge/acp-bridge/bridge/acpclient"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acpv0"
 	"github.com/hashicorp/go-hclog"
@@ -89,11 +89,6 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	p := &printer{w: out, raw: opt.Raw}
 
-	newTranslator, diags := acpv0.Dialect.Configure(nil)
-	if diags.HasErrors() {
-		return fmt.Errorf("demo: configuring the %s dialect: %s", acpv0.Dialect.Name, diags.Error())
-	}
-
 	cwd, err := os.Getwd()
 	if err != nil {
 		cwd = os.TempDir()
@@ -134,22 +129,11 @@ func Run(ctx context.Context, opt Options) error {
 	}()
 	url := "ws://" + ln.Addr().String() + "/"
 
-	// The bridge: the real engine, wired as main.go wires it for a
-	// WebSocket agent, on pipes instead of stdio.
-	b := &bridge.Bridge{
-		Dialect:       acpv0.Dialect,
-		NewTranslator: newTranslator,
-		Dial: func(ctx context.Context, s bridge.Spawn) (bridge.Link, error) {
-			c, err := legacy.WebSocket{URL: url, Logger: log.Named("ws")}.Dial(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
-		AgentName:   "demo",
-		Version:     version,
-		Logger:      log.Named("bridge"),
-		CancelGrace: 2 * time.Second,
+	// The bridge: composed exactly as `acp-bridge --dialect acp-v0 --url URL`
+	// composes it, on pipes instead of stdio.
+	b, err := bridgeFor(url, version, log.Named("bridge"))
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
 	editorToBridgeR, editorToBridgeW := io.Pipe() // the bridge's stdin
 	bridgeToEditorR, bridgeToEditorW := io.Pipe() // the bridge's stdout
@@ -162,8 +146,17 @@ func Run(ctx context.Context, opt Options) error {
 	}()
 
 	ed := newEditor(p, log.Named("demo-editor"))
-	go ed.writeLoop(editorToBridgeW)
-	go ed.readLoop(bridgeToEditorR)
+	ed.conn = acpclient.New(bridgeToEditorR, editorToBridgeW, acpclient.Handler{
+		Request:      ed.request,
+		Notification: ed.notification,
+		Tap: func(out bool, line []byte) {
+			if out {
+				p.rawLine("→ ", line)
+			} else {
+				p.rawLine("← ", line)
+			}
+		},
+	})
 
 	p.header(url, acpv0.Dialect.Name)
 	scriptCtx, cancelScript := context.WithTimeout(ctx, scriptTimeout)
@@ -173,7 +166,7 @@ func Run(ctx context.Context, opt Options) error {
 	// Shut down as an editor does: close the bridge's input and wait for
 	// Serve to return. After a successful script every editor request has
 	// its answer already; after a failed one Serve answers the rest.
-	ed.closeOutput()
+	ed.conn.Close()
 	var serveErr error
 	select {
 	case serveErr = <-serveDone:
@@ -188,7 +181,7 @@ func Run(ctx context.Context, opt Options) error {
 	// still blocked on them and let the editor's reader see the end.
 	editorToBridgeR.CloseWithError(io.ErrClosedPipe)
 	bridgeToEditorW.Close()
-	<-ed.readDone
+	<-ed.conn.Done()
 
 	if scriptErr == nil && serveErr == nil {
 		p.footer()
@@ -202,30 +195,35 @@ func Run(ctx context.Context, opt Options) error {
 	return p.failed()
 }
 
-// rpcAnswer is the bridge's answer to one editor request.
-type rpcAnswer struct {
-	result json.RawMessage
-	err    json.RawMessage
+// bridgeFor composes the bridge in front of the demo agent at url through
+// package launch, as the command line would for --dialect acp-v0 --url url.
+func bridgeFor(url, version string, log hclog.Logger) (*bridge.Bridge, error) {
+	flags := launch.Flags{URL: url, Dialect: acpv0.Dialect.Name, Set: map[string]bool{launch.FlagDialect: true}}
+	spec, err := launch.ResolveAgent(&config.Config{}, flags, func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, err
+	}
+	spec.Name = "demo"
+	dialect, newTranslator, err := launch.Configure(spec, nil, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	// A short grace, so that the cancelled turn ends promptly even if the
+	// agent were slow to.
+	return launch.NewBridge(spec, dialect, newTranslator, launch.Settings{CancelGrace: 2 * time.Second}, log, version), nil
 }
 
-// editor is the scripted ACP v1 editor. Its writeLoop is the only writer of
-// the bridge's input; its readLoop is the only reader of the bridge's output
-// and handles updates and the bridge's requests; the script runs on Run's
-// goroutine and makes requests.
+// editor is the scripted ACP v1 editor: an acpclient connection whose
+// handlers render what the agent sends; the script runs on Run's goroutine
+// and makes requests.
 type editor struct {
-	p   *printer
-	log hclog.Logger
-
-	frames chan []byte // to writeLoop; closed by closeOutput
+	p    *printer
+	log  hclog.Logger
+	conn *acpclient.Conn
 
 	mu      sync.Mutex
-	closed  bool                   // frames is closed
-	nextID  int                    // the editor's request ids count from 1
-	pending map[int]chan rpcAnswer // requests awaiting their answer
-	waiters []*chunkWaiter         // notified on agent_message_chunk
-	tools   map[string]string      // toolCallId → title, for the readable view
-
-	readDone chan struct{} // closed when readLoop returns
+	waiters []*chunkWaiter    // notified on agent_message_chunk
+	tools   map[string]string // toolCallId → title, for the readable view
 }
 
 // chunkWaiter is closed after n more agent message chunks.
@@ -235,15 +233,7 @@ type chunkWaiter struct {
 }
 
 func newEditor(p *printer, log hclog.Logger) *editor {
-	return &editor{
-		p:        p,
-		log:      log,
-		frames:   make(chan []byte, 64),
-		nextID:   1,
-		pending:  make(map[int]chan rpcAnswer),
-		tools:    make(map[string]string),
-		readDone: make(chan struct{}),
-	}
+	return &editor{p: p, log: log, tools: make(map[string]string)}
 }
 
 // script plays the scripted session.
@@ -288,30 +278,57 @@ func (e *editor) script(ctx context.Context, cwd string) error {
 	// Second turn: the agent streams slowly and the editor cancels it.
 	e.p.line("you", "> "+slowPrompt)
 	seen := e.afterChunks(cancelAfterChunks)
-	answer, err := e.start("session/prompt", promptParams(session, slowPrompt))
+	prompt, err := e.conn.Start("session/prompt", promptParams(session, slowPrompt))
 	if err != nil {
 		return err
 	}
 	select {
 	case <-seen:
-	case a := <-answer:
-		return fmt.Errorf("the slow prompt ended before the editor cancelled it: %s%s", a.result, a.err)
+	case <-prompt.Done():
+		res, err := prompt.Wait(ctx)
+		return fmt.Errorf("the slow prompt ended before the editor cancelled it: %s %v", res, err)
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the slow prompt to stream: %w", ctx.Err())
-	case <-e.readDone:
-		return errors.New("the bridge closed its output")
 	}
 	e.p.line("editor", "→ session/cancel")
-	e.notify("session/cancel", map[string]string{"sessionId": session})
-	res, err = e.wait(ctx, "session/prompt", answer)
-	if err != nil {
+	if err := e.conn.Notify("session/cancel", map[string]string{"sessionId": session}); err != nil {
 		return err
+	}
+	res, err = prompt.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("session/prompt failed: %w", err)
 	}
 	if stop := gjson.GetBytes(res, "stopReason").Str; stop != "cancelled" {
 		return fmt.Errorf("the cancelled prompt ended with stopReason %q, want cancelled", stop)
 	}
 	e.p.line("turn", "cancelled")
 	return nil
+}
+
+// call sends a request and waits for its result; an error answer becomes an
+// error naming the method.
+func (e *editor) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	res, err := e.conn.Call(ctx, method, params)
+	if err != nil {
+		return nil, fmt.Errorf("%s failed: %w", method, err)
+	}
+	return res, nil
+}
+
+// afterChunks returns a channel closed after n more agent message chunks.
+func (e *editor) afterChunks(n int) <-chan struct{} {
+	w := &chunkWaiter{n: n, ch: make(chan struct{})}
+	e.mu.Lock()
+	e.waiters = append(e.waiters, w)
+	e.mu.Unlock()
+	return w.ch
+}
+
+// notification renders one notification from the bridge.
+func (e *editor) notification(method string, params json.RawMessage) {
+	if method == "session/update" {
+		e.update(params)
+	}
 }
 
 // describeAgent renders the initialize answer for the readable view: the
@@ -351,169 +368,11 @@ func promptParams(session, text string) map[string]any {
 	}
 }
 
-// call sends a request and waits for its result; an error answer becomes an
-// error.
-func (e *editor) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	ch, err := e.start(method, params)
-	if err != nil {
-		return nil, err
-	}
-	return e.wait(ctx, method, ch)
-}
-
-// start sends a request and returns the channel its answer will arrive on.
-func (e *editor) start(method string, params any) (<-chan rpcAnswer, error) {
-	b, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan rpcAnswer, 1)
-	e.mu.Lock()
-	id := e.nextID
-	e.nextID++
-	e.pending[id] = ch
-	e.mu.Unlock()
-	e.send(translate.RequestFrame(translate.IntID(uint64(id)), method, b))
-	return ch, nil
-}
-
-// wait waits for an answer started by start.
-func (e *editor) wait(ctx context.Context, method string, ch <-chan rpcAnswer) (json.RawMessage, error) {
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			return nil, fmt.Errorf("%s failed: %s", method, a.err)
-		}
-		return a.result, nil
-	case <-e.readDone:
-		// readLoop may have delivered just before it returned.
-		select {
-		case a := <-ch:
-			if a.err != nil {
-				return nil, fmt.Errorf("%s failed: %s", method, a.err)
-			}
-			return a.result, nil
-		default:
-		}
-		return nil, fmt.Errorf("%s: the bridge closed its output before answering", method)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the answer to %s: %w", method, ctx.Err())
-	}
-}
-
-func (e *editor) notify(method string, params any) {
-	b, _ := json.Marshal(params)
-	e.send(translate.NotificationFrame(method, b))
-}
-
-// send queues one frame for writeLoop; after closeOutput it drops it.
-func (e *editor) send(frame []byte) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		e.log.Debug("dropping a frame sent after the editor closed its output")
-		return
-	}
-	e.frames <- frame // writeLoop always drains, so this never blocks for long
-}
-
-// closeOutput makes writeLoop close the bridge's input once every queued
-// frame is written.
-func (e *editor) closeOutput() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.closed {
-		e.closed = true
-		close(e.frames)
-	}
-}
-
-// afterChunks returns a channel closed after n more agent message chunks.
-func (e *editor) afterChunks(n int) <-chan struct{} {
-	w := &chunkWaiter{n: n, ch: make(chan struct{})}
-	e.mu.Lock()
-	e.waiters = append(e.waiters, w)
-	e.mu.Unlock()
-	return w.ch
-}
-
-// writeLoop writes frames to the bridge's input, one per line, and closes it
-// when frames is closed. After a write error it keeps draining frames so
-// that senders never block.
-func (e *editor) writeLoop(w *io.PipeWriter) {
-	var werr error
-	for frame := range e.frames {
-		if werr != nil {
-			continue
-		}
-		e.p.rawLine("→ ", frame)
-		if _, werr = w.Write(append(frame, '\n')); werr != nil {
-			e.log.Debug("writing to the bridge failed", "error", werr)
-		}
-	}
-	w.Close()
-}
-
-// readLoop reads the bridge's output until it ends.
-func (e *editor) readLoop(r io.Reader) {
-	defer close(e.readDone)
-	lines := ndjson.NewReader(r, 0)
-	for {
-		line, err := lines.Next()
-		if err != nil {
-			var tooLong *ndjson.TooLongError
-			if errors.As(err, &tooLong) {
-				e.log.Warn("skipping an overlong line from the bridge", "error", err)
-				continue
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
-				e.log.Warn("reading from the bridge failed", "error", err)
-			}
-			return
-		}
-		e.p.rawLine("← ", line)
-		e.handle(line)
-	}
-}
-
-// handle dispatches one line from the bridge.
-func (e *editor) handle(line []byte) {
-	env, perr := translate.ParseEnvelope(line)
-	if perr != nil {
-		e.log.Warn("unusable line from the bridge", "error", perr)
-		return
-	}
-	switch {
-	case env.IsResponse():
-		id, err := strconv.Atoi(string(env.ID))
-		if err != nil {
-			e.log.Warn("answer with an id the editor never used", "id", string(env.ID))
-			return
-		}
-		e.mu.Lock()
-		ch := e.pending[id]
-		delete(e.pending, id)
-		e.mu.Unlock()
-		if ch == nil {
-			e.log.Warn("answer with an id the editor never used", "id", id)
-			return
-		}
-		ch <- rpcAnswer{result: clone(env.Result), err: clone(env.Error)}
-	case env.IsNotification():
-		if env.Method == "session/update" {
-			e.update(env.Params)
-		}
-	case env.IsRequest():
-		e.request(&env)
-	}
-}
-
 // request answers one request from the bridge.
-func (e *editor) request(env *translate.Envelope) {
-	id := clone(env.ID)
-	switch env.Method {
+func (e *editor) request(method string, raw json.RawMessage) (any, *acpclient.Error) {
+	switch method {
 	case "session/request_permission":
-		params := gjson.ParseBytes(env.Params)
+		params := gjson.ParseBytes(raw)
 		var names []string
 		choice, choiceName := "", ""
 		// The scripted user allows once: the first allow_once option,
@@ -540,15 +399,13 @@ func (e *editor) request(env *translate.Envelope) {
 			outcome = map[string]string{"outcome": "selected", "optionId": choice}
 		}
 		e.p.permission("tool:"+toolID, title, names, choiceName)
-		result, _ := json.Marshal(map[string]any{"outcome": outcome})
-		e.send(translate.ResultFrame(id, result))
+		return map[string]any{"outcome": outcome}, nil
 	case "fs/read_text_file", "fs/write_text_file":
 		// Advertised so that the bridge does not fall back to the disk,
 		// but the demo agent never asks.
-		e.send(translate.ErrorFrame(id, translate.Errorf(translate.CodeInternalError, "the demo editor does not serve files").JSON()))
-	default:
-		e.send(translate.ErrorFrame(id, translate.Errorf(translate.CodeMethodNotFound, "the demo editor does not implement %q", env.Method).JSON()))
+		return nil, &acpclient.Error{Code: translate.CodeInternalError, Message: "the demo editor does not serve files"}
 	}
+	return nil, &acpclient.Error{Code: translate.CodeMethodNotFound, Message: fmt.Sprintf("the demo editor does not implement %q", method)}
 }
 
 func (e *editor) toolTitle(id string) string {
