@@ -103,6 +103,23 @@ type Bridge struct {
 	// creates itself (dialects with one link per session); nil means
 	// random "sess-" ids. Tests make it deterministic.
 	NewSessionID func() string
+	// BindSession, if not nil, may pick another agent for a new session:
+	// it is asked on session/new, and on session/load and session/resume
+	// of a session the engine has no link for, with the request's params.
+	// A Binding it returns gets a link of its own for that session (its
+	// dialect's initialize replayed first); ok false keeps the Bridge's own
+	// Dialect, NewTranslator and Dial. This is the seam for switching
+	// agents per session.
+	BindSession func(method string, params []byte) (b Binding, ok bool)
+}
+
+// A Binding is what one agent link speaks and how it is reached.
+type Binding struct {
+	Dialect       translate.Dialect
+	NewTranslator func() translate.Translator
+	Dial          func(ctx context.Context, s Spawn) (Link, error)
+	// Name names the agent in logs and errors.
+	Name string
 }
 
 // Hop says which side of the bridge a tapped message crossed.

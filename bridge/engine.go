@@ -405,15 +405,25 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	switch env.Method {
 	case "session/new":
 		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
+		if bind, ok := e.bindSession(env.Method, env.Params); ok {
+			e.openSessionLink(req, env.Params, e.newSessionID(), bind)
+			return
+		}
 		if e.b.Dialect.PerSession {
-			e.openSessionLink(req, env.Params, e.newSessionID())
+			e.openSessionLink(req, env.Params, e.newSessionID(), e.defaultBinding())
 			return
 		}
 	case "session/load", "session/resume":
 		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
-		if e.b.Dialect.PerSession && e.sessions[req.session] == nil {
-			e.openSessionLink(req, env.Params, req.session)
-			return
+		if e.sessions[req.session] == nil {
+			if bind, ok := e.bindSession(env.Method, env.Params); ok {
+				e.openSessionLink(req, env.Params, req.session, bind)
+				return
+			}
+			if e.b.Dialect.PerSession {
+				e.openSessionLink(req, env.Params, req.session, e.defaultBinding())
+				return
+			}
 		}
 	case "session/prompt":
 		e.promptStarted(req, env.Params)
@@ -485,7 +495,7 @@ func (e *engine) feed(l *link, m translate.Msg) {
 		e.log.Error("translator failed on an editor message", "link", l.String(), "method", m.Method, "error", err)
 		if m.Kind == translate.Request {
 			if req := e.pending.get(m.Ref); req != nil {
-				e.fail(req, translate.Errorf(translate.CodeInternalError, "acp-bridge could not translate %s for dialect %s: %v", m.Method, e.b.Dialect.Name, err))
+				e.fail(req, translate.Errorf(translate.CodeInternalError, "acp-bridge could not translate %s for dialect %s: %v", m.Method, l.bind.Dialect.Name, err))
 			}
 		}
 	}

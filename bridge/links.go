@@ -18,6 +18,7 @@ import (
 type link struct {
 	id    int
 	spawn Spawn
+	bind  Binding
 	tr    translate.Translator
 	out   frameQueue
 	// control is true for the link of connection-level requests; detached

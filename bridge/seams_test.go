@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/tidwall/gjson"
 )
@@ -174,4 +176,57 @@ func TestSeams_NoControlLinkSpawnBuilderTimerForward(t *testing.T) {
 			t.Errorf("link events = %s", got)
 		}
 	})
+}
+
+// BindSession puts a session on another agent: its own link, dialled with
+// that agent's dialer, initialized first, and known by the id that agent
+// chose; other sessions stay on the default agent's shared link.
+func TestSeams_BindSessionPicksAnotherAgent(t *testing.T) {
+	other := make(chan *memLink, 2)
+	h := newHarness(t, func(b *bridge.Bridge) {
+		newTr, _ := acp.Dialect.Configure(nil)
+		b.BindSession = func(method string, params []byte) (bridge.Binding, bool) {
+			if gjson.GetBytes(params, "_meta.agent").Str != "b" {
+				return bridge.Binding{}, false
+			}
+			return bridge.Binding{Dialect: acp.Dialect, NewTranslator: newTr, Name: "agent-b",
+				Dial: func(context.Context, bridge.Spawn) (bridge.Link, error) {
+					l := newMemLink()
+					other <- l
+					return l, nil
+				}}, true
+		}
+	})
+	h.initialize()
+	sidA := h.newSession("1") // the default agent
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[],"_meta":{"agent":"b"}}}`)
+	b := <-other
+	init := <-b.toAgent
+	if gjson.GetBytes(init, "method").Str != "initialize" {
+		t.Fatalf("agent b got %s first, want initialize", init)
+	}
+	b.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(init, "id").Raw + `,"result":{"protocolVersion":1}}`)
+	req := <-b.toAgent
+	if gjson.GetBytes(req, "method").Str != "session/new" {
+		t.Fatalf("agent b got %s", req)
+	}
+	b.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(req, "id").Raw + `,"result":{"sessionId":"b-1"}}`)
+	if got := h.recv(); gjson.Get(got, "result.sessionId").Str != "b-1" {
+		t.Fatalf("session/new on agent b answered %s", got)
+	}
+	// Prompts follow their session's agent.
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"b-1","prompt":[]}}`)
+	if p := <-b.toAgent; gjson.GetBytes(p, "params.sessionId").Str != "b-1" {
+		t.Errorf("agent b got %s", p)
+	}
+	h.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"` + sidA + `","prompt":[]}}`)
+	if p := h.agentRecv(); gjson.Get(p, "params.sessionId").Str != sidA {
+		t.Errorf("the default agent got %s", p)
+	}
+	// Agent b's loss is named after it and fails only its own turn.
+	b.die(errors.New("agent b went away"))
+	got := h.recv()
+	if gjson.Get(got, "id").Raw != "3" || gjson.Get(got, "error.data.agent").Str != "agent-b" {
+		t.Errorf("turn on agent b answered %s", got)
+	}
 }

@@ -68,7 +68,7 @@ func (e *engine) ensureControl() (*link, *translate.Error) {
 		return e.control, nil
 	}
 	reconnect := e.control != nil
-	e.control = e.newLink(Spawn{}, nil)
+	e.control = e.newLink(Spawn{}, e.defaultBinding(), nil)
 	e.control.control = true
 	if reconnect {
 		e.log.Info("dialling the agent again", "link", e.control.String(), "after", e.control.delay)
@@ -79,17 +79,35 @@ func (e *engine) ensureControl() (*link, *translate.Error) {
 	return e.control, nil
 }
 
+// defaultBinding is the Bridge's own agent.
+func (e *engine) defaultBinding() Binding {
+	return Binding{Dialect: e.b.Dialect, NewTranslator: e.b.NewTranslator, Dial: e.b.Dial, Name: e.b.AgentName}
+}
+
+// bindSession asks the BindSession hook which agent a new session goes to.
+func (e *engine) bindSession(method string, params []byte) (Binding, bool) {
+	if e.b.BindSession == nil {
+		return Binding{}, false
+	}
+	b, ok := e.b.BindSession(method, params)
+	if ok && (b.NewTranslator == nil || b.Dial == nil) {
+		e.log.Error("BindSession returned a binding without NewTranslator or Dial; using the default agent")
+		return Binding{}, false
+	}
+	return b, ok
+}
+
 // newLink starts dialling an agent link in the background, after the
 // reconnect backoff if earlier dials failed. Frames the translator produces
 // before the dial completes wait in the link's queue. tr nil means a new
-// translator.
-func (e *engine) newLink(spawn Spawn, tr translate.Translator) *link {
+// translator of bind.
+func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *link {
 	if tr == nil {
-		tr = e.b.NewTranslator()
+		tr = bind.NewTranslator()
 	}
 	e.nextLinkID++
 	ctx, cancel := context.WithCancel(e.ctx)
-	l := &link{id: e.nextLinkID, spawn: spawn, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
+	l := &link{id: e.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
 	l.out.init(e.queueBytes(), e.drained)
 	l.delay = e.dialing.delay(time.Now())
 	e.links = append(e.links, l)
@@ -102,14 +120,14 @@ func (e *engine) newLink(spawn Spawn, tr translate.Translator) *link {
 // runLink is the goroutine of one link (named so stack dumps read).
 func (e *engine) runLink(ctx context.Context, l *link) {
 	defer e.linkWG.Done()
-	l.run(ctx, e.b.Dial, e.inbox)
+	l.run(ctx, l.bind.Dial, e.inbox)
 }
 
 // newDetached makes the control "link" of a dialect that needs no agent for
 // connection-level requests: a translator with no connection.
 func (e *engine) newDetached() *link {
 	e.nextLinkID++
-	l := &link{id: e.nextLinkID, tr: e.b.NewTranslator(), calls: make(map[translate.Ref]string),
+	l := &link{id: e.nextLinkID, bind: e.defaultBinding(), tr: e.b.NewTranslator(), calls: make(map[translate.Ref]string),
 		control: true, detached: true, up: true, cancel: func() {}}
 	l.out.init(e.queueBytes(), nil)
 	return l
@@ -131,11 +149,14 @@ func (e *engine) replayInitialize(l *link) {
 	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
 }
 
-// openSessionLink opens the link of a session for a per-session dialect: the
-// dialect may build the agent's command line from the request, the editor's
-// initialize is replayed on the new link, then the request follows.
-func (e *engine) openSessionLink(req *request, params json.RawMessage, sid string) {
-	tr := e.b.NewTranslator()
+// openSessionLink opens the link of a session of its own (a per-session
+// dialect, or an agent BindSession picked): the dialect may build the
+// agent's command line from the request, the editor's initialize is
+// replayed on the new link, then the request follows. sid is the session
+// id the engine chose; an agent whose dialect is not per-session picks its
+// own in its answer, and the session is known by that one from then on.
+func (e *engine) openSessionLink(req *request, params json.RawMessage, sid string, bind Binding) {
+	tr := bind.NewTranslator()
 	spawn := Spawn{Cwd: req.cwd, Session: sid}
 	msg := translate.Msg{Kind: translate.Request, Ref: req.ref, Method: req.method, Body: params, Session: sid, At: time.Now()}
 	if sb, ok := tr.(translate.SpawnBuilder); ok {
@@ -147,7 +168,7 @@ func (e *engine) openSessionLink(req *request, params json.RawMessage, sid strin
 		spawn.Command = cmd
 	}
 	req.session = sid
-	l := e.newLink(spawn, tr)
+	l := e.newLink(spawn, bind, tr)
 	req.link = l
 	e.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd}
 	e.replayInitialize(l)
@@ -210,7 +231,12 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 	case "session/new", "session/fork", "session/load", "session/resume":
 		sid := req.session
 		if req.method == "session/new" || req.method == "session/fork" {
-			if id := gjson.GetBytes(result, "sessionId").Str; id != "" && !e.b.Dialect.PerSession {
+			if id := gjson.GetBytes(result, "sessionId").Str; id != "" && req.link != nil && !req.link.bind.Dialect.PerSession {
+				// The agent chose the id: forget the one the engine may
+				// have filed a link of its own under.
+				if s := e.sessions[sid]; s != nil && sid != id && s.link == req.link {
+					delete(e.sessions, sid)
+				}
 				sid = id
 			}
 		}
@@ -239,7 +265,7 @@ func (e *engine) afterAnswer(req *request, _ json.RawMessage) {
 	if e.b.OnSession != nil {
 		e.b.OnSession(SessionEvent{Kind: SessionClosed, Session: s.id})
 	}
-	if e.b.Dialect.PerSession && !s.link.control {
+	if !s.link.control {
 		e.retireLink(s.link, "the session was closed")
 	}
 }
@@ -250,11 +276,10 @@ func (e *engine) afterFailure(req *request, errObj json.RawMessage) {
 	case "initialize":
 		e.initFailed(req, errObj)
 	case "session/new", "session/load", "session/resume":
-		if e.b.Dialect.PerSession {
-			if s := e.sessions[req.session]; s != nil && s.link == req.link && !s.link.control {
-				delete(e.sessions, req.session)
-				e.retireLink(s.link, req.method+" failed")
-			}
+		// A link opened for this session alone goes with it.
+		if s := e.sessions[req.session]; s != nil && s.link == req.link && !s.link.control {
+			delete(e.sessions, req.session)
+			e.retireLink(s.link, req.method+" failed")
 		}
 	}
 }
@@ -320,7 +345,7 @@ func (e *engine) linkError(l *link, err error) *translate.Error {
 	if errors.Is(err, context.Canceled) && e.ctx.Err() != nil {
 		reason = "acp-bridge is shutting down"
 	}
-	name := e.b.AgentName
+	name := l.bind.Name
 	if name == "" {
 		name = "agent"
 	}
