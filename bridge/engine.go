@@ -485,13 +485,19 @@ func (e *engine) editorResponse(env *translate.Envelope) {
 
 // --- engine ↔ translator -------------------------------------------------------
 
+// feed hands l's translator one input: an editor message, or an event the
+// engine decided on (link up or down, a tick), and carries out its outputs.
 func (e *engine) feed(l *link, m translate.Msg) {
 	m.At = time.Now()
 	outs, err := l.tr.FromEditor(m)
 	// Outputs first: a translator that also returns an error may already
 	// have answered the request more precisely than -32603 can.
 	e.apply(l, outs)
-	if err != nil {
+	switch {
+	case err == nil:
+	case m.Kind == translate.LinkUp || m.Kind == translate.LinkDown || m.Kind == translate.Tick:
+		e.log.Debug("translator did not take a link event", "link", l.String(), "kind", m.Kind, "error", err)
+	default:
 		e.log.Error("translator failed on an editor message", "link", l.String(), "method", m.Method, "error", err)
 		if m.Kind == translate.Request {
 			if req := e.pending.get(m.Ref); req != nil {
@@ -555,16 +561,6 @@ func compact(frame []byte) []byte {
 		}
 	}
 	return frame
-}
-
-// feedLink hands the translator an input that is not an editor message.
-func (e *engine) feedLink(l *link, m translate.Msg) {
-	m.At = time.Now()
-	outs, err := l.tr.FromEditor(m)
-	e.apply(l, outs)
-	if err != nil {
-		e.log.Debug("translator did not take a link event", "link", l.String(), "kind", m.Kind, "error", err)
-	}
 }
 
 // apply carries out a translator's outputs in order. This is the ordering

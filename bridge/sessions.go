@@ -294,7 +294,7 @@ func (e *engine) linkUp(l *link) {
 	l.up = true
 	e.dialing.succeeded()
 	e.log.Debug("agent link up", "link", l.String())
-	e.feedLink(l, translate.Msg{Kind: translate.LinkUp})
+	e.feed(l, translate.Msg{Kind: translate.LinkUp})
 }
 
 // linkLost answers everything that depended on l (peers.md §c.2): pending
@@ -332,7 +332,7 @@ func (e *engine) linkLost(l *link, err error) {
 			e.b.OnSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
 		}
 	}
-	e.feedLink(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
+	e.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
 	e.closeLinkAsync(l)
 	e.links = slices.DeleteFunc(e.links, func(x *link) bool { return x == l })
 }
@@ -383,7 +383,7 @@ func (e *engine) armWake(l *link, d time.Duration) {
 		e.post(func() {
 			if l.down == nil {
 				l.wake = nil
-				e.feedLink(l, translate.Msg{Kind: translate.Tick})
+				e.feed(l, translate.Msg{Kind: translate.Tick})
 			}
 		})
 	})
