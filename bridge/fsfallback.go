@@ -50,10 +50,10 @@ func (e *engine) serveLocalFS(l *link, o translate.Out, s *session) {
 		var err error
 		if method == "fs/read_text_file" {
 			var text string
-			text, err = localfs.Read(root, path, line, limit)
+			text, err = localfs.Read(e.ctx, root, path, line, limit, int64(e.b.MaxMessage))
 			result, _ = json.Marshal(map[string]string{"content": text})
 		} else {
-			err = localfs.Write(root, path, content)
+			err = localfs.Write(e.ctx, root, path, content, int64(e.b.MaxMessage))
 			result = json.RawMessage("{}")
 		}
 		e.post(func() {
@@ -72,7 +72,8 @@ func (e *engine) serveLocalFS(l *link, o translate.Out, s *session) {
 
 func fsError(path string, err error) *translate.Error {
 	switch {
-	case errors.Is(err, localfs.ErrOutsideRoot), errors.Is(err, localfs.ErrNotAbsolute):
+	case errors.Is(err, localfs.ErrOutsideRoot), errors.Is(err, localfs.ErrNotAbsolute),
+		errors.Is(err, localfs.ErrNotRegular), errors.Is(err, localfs.ErrTooLarge):
 		return translate.Errorf(translate.CodeInvalidParams, "%v", err)
 	case errors.Is(err, fs.ErrNotExist):
 		return translate.Errorf(translate.CodeResourceNotFound, "%s: no such file", path)

@@ -11,16 +11,35 @@
 // wrapping ErrOutsideRoot that says where it leads. Then the file is opened
 // through an os.Root on the resolved root, which refuses, at open time, any
 // symlink swapped in after the check.
+//
+// Only regular files are served: a FIFO, a device or a socket in the session
+// directory is refused (opened without blocking, then checked, so that a
+// FIFO swapped in between cannot hang the bridge), and so is a file larger
+// than the size cap.
 package localfs
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
+
+// ErrNotRegular is wrapped by the error for a path that is not a regular
+// file: a directory, a FIFO, a device, a socket.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is wrapped by the error for a file, or content to write,
+// larger than the size cap.
+var ErrTooLarge = errors.New("larger than the size cap")
+
+// DefaultMaxBytes is the size cap when a caller passes 0.
+const DefaultMaxBytes = 64 << 20
 
 // ErrOutsideRoot is wrapped by the error for a path that is, or resolves
 // through symbolic links to, a place outside the root.
@@ -38,21 +57,74 @@ const maxLinks = 255
 // limit the most lines to return (0 = all). Lines keep their terminators, so
 // CRLF content comes back byte for byte; a line past the end yields "".
 // path must be absolute and must stay inside root after symbolic links are
-// resolved. A missing file yields an error matching fs.ErrNotExist.
-func Read(root, path string, line, limit int) (string, error) {
+// resolved. A missing file yields an error matching fs.ErrNotExist; a file
+// that is not regular, ErrNotRegular; one over maxBytes (0 means
+// DefaultMaxBytes), ErrTooLarge. ctx is checked before each step.
+func Read(ctx context.Context, root, path string, line, limit int, maxBytes int64) (string, error) {
 	if line < 0 || limit < 0 {
 		return "", fmt.Errorf("localfs: read %s: negative line (%d) or limit (%d)", path, line, limit)
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("localfs: read %s: %w", path, err)
 	}
 	r, rel, err := confine(root, path)
 	if err != nil {
 		return "", fmt.Errorf("localfs: read %s: %w", path, err)
 	}
 	defer r.Close()
-	data, err := r.ReadFile(rel)
+	// O_NONBLOCK: opening a FIFO with no writer would otherwise block for
+	// good; for a regular file it changes nothing.
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("localfs: read %s: %w", path, unwrapPathError(err))
 	}
+	defer f.Close()
+	if err := checkRegular(f, maxBytes); err != nil {
+		return "", fmt.Errorf("localfs: read %s: %w", path, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("localfs: read %s: %w", path, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("localfs: read %s: %w", path, unwrapPathError(err))
+	}
+	if int64(len(data)) > maxBytes { // it grew after the check
+		return "", fmt.Errorf("localfs: read %s: %w (%d bytes)", path, ErrTooLarge, maxBytes)
+	}
 	return sliceLines(string(data), line, limit), nil
+}
+
+// checkRegular refuses what is not a regular file of at most maxBytes.
+func checkRegular(f *os.File, maxBytes int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return unwrapPathError(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w (it is a %s)", ErrNotRegular, kind(fi.Mode()))
+	}
+	if fi.Size() > maxBytes {
+		return fmt.Errorf("%w: %d bytes, the cap is %d", ErrTooLarge, fi.Size(), maxBytes)
+	}
+	return nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // Write replaces the content of the file at path, like ACP
@@ -61,8 +133,19 @@ func Read(root, path string, line, limit int) (string, error) {
 // long as they are inside root; a new file gets mode 0644, an existing one
 // keeps its mode. path must be absolute and must stay inside root after
 // symbolic links are resolved: writing through a link that leads outside is
-// refused.
-func Write(root, path, content string) error {
+// refused. So is writing to something that is not a regular file
+// (ErrNotRegular), and content over maxBytes (ErrTooLarge; 0 means
+// DefaultMaxBytes). ctx is checked before each step.
+func Write(ctx context.Context, root, path, content string, maxBytes int64) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if int64(len(content)) > maxBytes {
+		return fmt.Errorf("localfs: write %s: %w: %d bytes, the cap is %d", path, ErrTooLarge, len(content), maxBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("localfs: write %s: %w", path, err)
+	}
 	r, rel, err := confine(root, path)
 	if err != nil {
 		return fmt.Errorf("localfs: write %s: %w", path, err)
@@ -73,8 +156,24 @@ func Write(root, path, content string) error {
 			return fmt.Errorf("localfs: write %s: %w", path, unwrapPathError(err))
 		}
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if fi, err := r.Lstat(rel); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("localfs: write %s: %w (it is a %s)", path, ErrNotRegular, kind(fi.Mode()))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("localfs: write %s: %w", path, err)
+	}
+	// O_NONBLOCK: a FIFO swapped in after the check fails to open (no
+	// reader) instead of blocking; the Stat below refuses anything else.
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
+		return fmt.Errorf("localfs: write %s: %w", path, unwrapPathError(err))
+	}
+	if err := checkRegular(f, 1<<62); err != nil {
+		f.Close()
+		return fmt.Errorf("localfs: write %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return fmt.Errorf("localfs: write %s: %w", path, unwrapPathError(err))
 	}
 	_, err = f.WriteString(content)

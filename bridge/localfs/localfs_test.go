@@ -1,6 +1,7 @@
 package localfs
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -60,6 +61,8 @@ func tree(t *testing.T) (root, outside string) {
 	return root, outside
 }
 
+var ctx = context.Background()
+
 func TestRead(t *testing.T) {
 	root, outside := tree(t)
 	tests := []struct {
@@ -96,7 +99,7 @@ func TestRead(t *testing.T) {
 			if !filepath.IsAbs(path) {
 				path = root + string(filepath.Separator) + filepath.FromSlash(path)
 			}
-			got, err := Read(root, path, tt.line, tt.limit)
+			got, err := Read(ctx, root, path, tt.line, tt.limit, 0)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Read(%s) error = %v, want %v", tt.path, err, tt.wantErr)
@@ -118,7 +121,7 @@ func TestRead(t *testing.T) {
 
 func TestRead_outsideErrorSaysWhere(t *testing.T) {
 	root, outside := tree(t)
-	_, err := Read(root, filepath.Join(root, "esc.txt"), 0, 0)
+	_, err := Read(ctx, root, filepath.Join(root, "esc.txt"), 0, 0, 0)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(outside, "secret.txt")) ||
 		!strings.Contains(err.Error(), "outside") {
 		t.Errorf("error = %v, want it to name the link's target and say it is outside", err)
@@ -127,17 +130,17 @@ func TestRead_outsideErrorSaysWhere(t *testing.T) {
 
 func TestRead_relativePath(t *testing.T) {
 	root, _ := tree(t)
-	if _, err := Read(root, "a.txt", 0, 0); !errors.Is(err, ErrNotAbsolute) {
-		t.Errorf("Read(relative) error = %v, want ErrNotAbsolute", err)
+	if _, err := Read(ctx, root, "a.txt", 0, 0, 0); !errors.Is(err, ErrNotAbsolute) {
+		t.Errorf("Read(ctx, relative, 0) error = %v, want ErrNotAbsolute", err)
 	}
-	if err := Write(root, "a.txt", "x"); !errors.Is(err, ErrNotAbsolute) {
-		t.Errorf("Write(relative) error = %v, want ErrNotAbsolute", err)
+	if err := Write(ctx, root, "a.txt", "x", 0); !errors.Is(err, ErrNotAbsolute) {
+		t.Errorf("Write(ctx, relative, 0) error = %v, want ErrNotAbsolute", err)
 	}
 }
 
 func TestRead_negative(t *testing.T) {
 	root, _ := tree(t)
-	if _, err := Read(root, filepath.Join(root, "a.txt"), -1, 0); err == nil {
+	if _, err := Read(ctx, root, filepath.Join(root, "a.txt"), -1, 0, 0); err == nil {
 		t.Error("Read with line -1 succeeded")
 	}
 }
@@ -150,15 +153,15 @@ func TestRead_rootIsSymlink(t *testing.T) {
 	}
 	// The editor may name files through the link or through the real path.
 	for _, path := range []string{filepath.Join(link, "a.txt"), filepath.Join(root, "a.txt")} {
-		got, err := Read(link, path, 2, 1)
+		got, err := Read(ctx, link, path, 2, 1, 0)
 		if err != nil || got != "two\n" {
 			t.Errorf("Read(%s) = %q, %v; want %q", path, got, err, "two\n")
 		}
 	}
-	if _, err := Read(link, filepath.Join(link, "esc.txt"), 0, 0); !errors.Is(err, ErrOutsideRoot) {
+	if _, err := Read(ctx, link, filepath.Join(link, "esc.txt"), 0, 0, 0); !errors.Is(err, ErrOutsideRoot) {
 		t.Errorf("escape through linked root: error = %v, want ErrOutsideRoot", err)
 	}
-	if err := Write(link, filepath.Join(link, "new", "n.txt"), "n"); err != nil {
+	if err := Write(ctx, link, filepath.Join(link, "new", "n.txt"), "n", 0); err != nil {
 		t.Fatalf("Write through linked root: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "new", "n.txt")); err != nil || string(b) != "n" {
@@ -192,7 +195,7 @@ func TestWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root, outside := tree(t)
 			path := root + string(filepath.Separator) + filepath.FromSlash(tt.path)
-			err := Write(root, path, tt.content)
+			err := Write(ctx, root, path, tt.content, 0)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Write(%s) error = %v, want %v", tt.path, err, tt.wantErr)
@@ -221,7 +224,7 @@ func TestWrite(t *testing.T) {
 func TestWrite_newFileMode(t *testing.T) {
 	root, _ := tree(t)
 	path := filepath.Join(root, "m.txt")
-	if err := Write(root, path, "m"); err != nil {
+	if err := Write(ctx, root, path, "m", 0); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -236,7 +239,7 @@ func TestWrite_newFileMode(t *testing.T) {
 
 func TestWrite_directory(t *testing.T) {
 	root, _ := tree(t)
-	if err := Write(root, filepath.Join(root, "sub"), "x"); err == nil {
+	if err := Write(ctx, root, filepath.Join(root, "sub"), "x", 0); err == nil {
 		t.Error("Write onto a directory succeeded")
 	}
 }
@@ -261,5 +264,19 @@ func TestSliceLines(t *testing.T) {
 		if got := sliceLines(tt.s, tt.line, tt.limit); got != tt.want {
 			t.Errorf("sliceLines(%q, %d, %d) = %q, want %q", tt.s, tt.line, tt.limit, got, tt.want)
 		}
+	}
+}
+
+func TestReadWrite_ContextCancelled(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, "a.txt")
+	os.WriteFile(path, []byte("a"), 0o600)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Read(cancelled, root, path, 0, 0, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Read with a cancelled ctx = %v", err)
+	}
+	if err := Write(cancelled, root, path, "b", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write with a cancelled ctx = %v", err)
 	}
 }
