@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
@@ -57,6 +59,7 @@ type engine struct {
 	done       chan struct{} // closed when the loop has stopped
 	linkWG     sync.WaitGroup
 	helperWG   sync.WaitGroup
+	freeing    atomic.Bool // a freeMemory is running
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -330,6 +333,7 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 }
 
 func (e *engine) fromEditor(frame []byte) {
+	defer e.afterLarge(len(frame))
 	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
 	if e.log.IsTrace() {
 		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
@@ -524,6 +528,7 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	if l.down != nil {
 		return
 	}
+	defer e.afterLarge(len(frame))
 	if bytes.IndexByte(frame, '\n') >= 0 || bytes.IndexByte(frame, '\r') >= 0 {
 		// A pretty-printed frame (one message per WebSocket text frame,
 		// newlines inside) would reach the editor as several lines.
@@ -545,6 +550,29 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))
 	}
 	e.apply(l, outs)
+}
+
+// largeMessage is the size from which a relayed message makes the engine
+// give memory back right after it (see afterLarge).
+const largeMessage = 8 << 20
+
+// afterLarge, after a message of n bytes, starts a collection that returns
+// the memory it took to the OS, unless one is already running: the Go
+// runtime would otherwise keep a 60 MiB message's pages for minutes, and its
+// garbage would add to the next large message's peak. One at a time, off
+// the loop.
+func (e *engine) afterLarge(n int) {
+	if n < largeMessage || !e.freeing.CompareAndSwap(false, true) {
+		return
+	}
+	e.helperWG.Add(1)
+	go e.freeMemory()
+}
+
+func (e *engine) freeMemory() {
+	defer e.helperWG.Done()
+	defer e.freeing.Store(false)
+	debug.FreeOSMemory()
 }
 
 // compact returns frame on one line: JSON-compacted when it is valid JSON,
