@@ -238,7 +238,7 @@ func serveAction(c *cli.Context) error {
 		}
 	}
 
-	logger, closeLog, err := launch.NewLogger(s)
+	logger, closeLog, err := launch.NewScrubbedLogger(s, launch.NewScrubber(spec.Secrets()...))
 	if err != nil {
 		return err
 	}

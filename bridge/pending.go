@@ -127,6 +127,9 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 	if !e.retire(req) {
 		return
 	}
+	if e.b.Redact != nil {
+		errObj = json.RawMessage(e.b.Redact(string(errObj)))
+	}
 	if req.id == nil {
 		e.log.Error("internal request failed", "method", req.method, "error", string(errObj))
 		return

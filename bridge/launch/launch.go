@@ -310,6 +310,13 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 // NewLogger builds the root logger: text with timestamps, to stderr or the
 // log file (opened for appending; the caller closes it).
 func NewLogger(s Settings) (hclog.Logger, io.Closer, error) {
+	return NewScrubbedLogger(s, nil)
+}
+
+// NewScrubbedLogger is NewLogger with every line passed through sc, so that
+// nothing the bridge logs (a child's stderr, an agent's error body) carries
+// a configured secret.
+func NewScrubbedLogger(s Settings, sc *Scrubber) (hclog.Logger, io.Closer, error) {
 	var out io.Writer = os.Stderr
 	var closer io.Closer = nopCloser{}
 	if s.LogFile != "" {
@@ -322,7 +329,7 @@ func NewLogger(s Settings) (hclog.Logger, io.Closer, error) {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   "acp-bridge",
 		Level:  s.LogLevel,
-		Output: out,
+		Output: sc.Writer(out),
 		Color:  hclog.ColorOff,
 	}), closer, nil
 }
@@ -419,7 +426,9 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 // NewBridge composes the engine for spec: its dialect, the dialer, and the
 // settings. Every caller that serves an editor builds its engine here.
 func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() translate.Translator, s Settings, logger hclog.Logger, version string) *bridge.Bridge {
+	sc := NewScrubber(spec.Secrets()...)
 	return &bridge.Bridge{
+		Redact:         sc.Scrub,
 		Dialect:        dialect,
 		NewTranslator:  newTranslator,
 		Dial:           spec.Dialer(logger, s.MaxMessage),

@@ -287,3 +287,25 @@ func TestDialer_SpawnFromDialect(t *testing.T) {
 		t.Errorf("dial of a missing program = %v, %v", link, err)
 	}
 }
+
+func TestScrubber_AgentSecrets(t *testing.T) {
+	spec := Agent{WebSocket: &legacy.WebSocket{
+		URL:    "wss://bob:hunter22@agents.example/acp?token=qtoken123&mode=x",
+		Header: http.Header{"Authorization": {"Bearer tok-abc123"}},
+	}}
+	sc := NewScrubber(spec.Secrets()...)
+	in := `401: "Bearer tok-abc123" / tok-abc123 / hunter22 / Ym9iOmh1bnRlcjIy / qtoken123 / mode=x`
+	want := `401: "<redacted>" / <redacted> / <redacted> / <redacted> / <redacted> / mode=x`
+	if got := sc.Scrub(in); got != want {
+		t.Errorf("Scrub = %s\nwant    %s", got, want)
+	}
+	var buf strings.Builder
+	fmt.Fprintln(sc.Writer(&buf), "child said tok-abc123")
+	if buf.String() != "child said <redacted>\n" {
+		t.Errorf("Writer wrote %q", buf.String())
+	}
+	cmd := Agent{Command: &legacy.Command{Env: []string{"API_KEY=sk-secret-99", "N=1"}}}
+	if got := NewScrubber(cmd.Secrets()...).Scrub("key sk-secret-99 n 1"); got != "key <redacted> n 1" {
+		t.Errorf("env secrets: %s", got)
+	}
+}
