@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,10 +323,12 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 	id := json.RawMessage("null")
 	if r := gjson.GetBytes(err.Head, "id"); r.Exists() && (r.Type == gjson.Number || r.Type == gjson.String) {
 		id = json.RawMessage(r.Raw)
+	} else if tid, ok := idAtEnd(err.Tail); ok {
+		id = tid // the id came after the payload, as the last member
 	}
-	// When the id comes after the payload it is lost with it; then the
-	// answer has id null, the JSON-RPC rule for a request whose id cannot
-	// be read. Staying silent could leave an editor request waiting forever.
+	// When the id cannot be found the answer has id null, the JSON-RPC rule
+	// for a request whose id cannot be read. Staying silent could leave an
+	// editor request waiting forever.
 	e.log.Warn("editor message over the size limit; answered with an error", "limit", err.Max, "id", string(id),
 		"method", gjson.GetBytes(err.Head, "method").Str)
 	e.writeEditor(translate.ErrorFrame(id, translate.Errorf(translate.CodeInvalidRequest,
@@ -348,7 +351,10 @@ func (e *engine) fromEditor(frame []byte) {
 			return
 		}
 		id := env.ID
-		if id == nil || perr.Code == translate.CodeParseError {
+		if perr.Code == translate.CodeParseError {
+			id = recoverID(frame, perr)
+		}
+		if id == nil {
 			id = json.RawMessage("null")
 		}
 		e.log.Warn("invalid message from the editor", "error", perr)
@@ -573,6 +579,21 @@ func (e *engine) freeMemory() {
 	defer e.helperWG.Done()
 	defer e.freeing.Store(false)
 	debug.FreeOSMemory()
+}
+
+// recoverID finds the id of a request that is valid JSON but for bytes that
+// are not UTF-8 (a text field cut in the middle of a character, say), so
+// that the error can be answered under the editor's id rather than null:
+// with the bad bytes replaced, the rest reads as a request.
+func recoverID(frame []byte, perr *translate.Error) json.RawMessage {
+	if !strings.Contains(perr.Reason, "UTF-8") {
+		return nil
+	}
+	env, err := translate.ParseEnvelope(bytes.ToValidUTF8(frame, []byte("\uFFFD")))
+	if err != nil || !env.IsRequest() || bytes.Contains(env.ID, []byte("\uFFFD")) {
+		return nil // an id that held the bad bytes is not the editor's any more
+	}
+	return bytes.Clone(env.ID)
 }
 
 // compact returns frame on one line: JSON-compacted when it is valid JSON,

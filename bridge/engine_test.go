@@ -509,7 +509,13 @@ func TestInitialize_PipelinedRequestsAreHeldInOrder(t *testing.T) {
 
 func TestTooLongLine_IDAfterPayloadStillAnswered(t *testing.T) {
 	h := newHarness(t, func(b *bridge.Bridge) { b.MaxMessage = 1024 })
+	// The id is the last member: it is recovered from the line's end.
 	h.send(`{"jsonrpc":"2.0","method":"session/prompt","params":{"x":"` + strings.Repeat("a", 4096) + `"},"id":43}`)
+	if got := h.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":43,"error":{"code":-32600`) {
+		t.Errorf("got %s", got)
+	}
+	// An "id" at the end of a nested object is not the request's.
+	h.send(`{"jsonrpc":"2.0","method":"x","params":{"x":"` + strings.Repeat("a", 4096) + `","id":5}}`)
 	if got := h.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`) {
 		t.Errorf("got %s", got)
 	}

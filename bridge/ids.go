@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 
+	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
 
@@ -28,4 +30,33 @@ func idKey(raw json.RawMessage) string {
 		return "null"
 	}
 	return "raw:" + string(raw)
+}
+
+// idAtEnd recovers the id of a message from its last bytes when the id is
+// its last member (`…,"id":43}`): what a too-long line's answer needs when
+// the id followed the payload. It insists on exactly one closing brace after
+// the id, so that an "id" inside a nested object is not taken for it.
+func idAtEnd(tail []byte) (json.RawMessage, bool) {
+	t := bytes.TrimRight(tail, " \t\r\n")
+	if len(t) == 0 || t[len(t)-1] != '}' {
+		return nil, false
+	}
+	t = bytes.TrimRight(t[:len(t)-1], " \t\r\n")
+	k := bytes.LastIndex(t, []byte(`"id"`))
+	if k < 0 {
+		return nil, false
+	}
+	rest := bytes.TrimLeft(t[k+len(`"id"`):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return nil, false
+	}
+	v := bytes.TrimLeft(rest[1:], " \t\r\n")
+	if translate.Valid(v) != nil {
+		return nil, false
+	}
+	switch r := gjson.ParseBytes(v); r.Type {
+	case gjson.Number, gjson.String:
+		return json.RawMessage(bytes.Clone(v)), true
+	}
+	return nil, false
 }

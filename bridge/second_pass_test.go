@@ -492,3 +492,18 @@ func TestShutdown_StdinEOFWithStalledEditor(t *testing.T) {
 	}
 	<-flooding
 }
+
+// A request that is valid but for bytes that are not UTF-8 is answered
+// -32700 under its own id, not null, so the editor's call does not hang.
+func TestInvalidUTF8_AnsweredUnderItsID(t *testing.T) {
+	h := newHarness(t, nil)
+	h.send("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"_x\",\"params\":{\"text\":\"caf\xc3\"}}")
+	if got := h.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":7,"error":{"code":-32700`) || !strings.Contains(got, "UTF-8") {
+		t.Errorf("got %s", got)
+	}
+	// Bad bytes in the id itself: the id cannot be trusted.
+	h.send("{\"jsonrpc\":\"2.0\",\"id\":\"a\xff\",\"method\":\"_x\"}")
+	if got := h.recv(); !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700`) {
+		t.Errorf("got %s", got)
+	}
+}

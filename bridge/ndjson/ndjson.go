@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.
@@ -25,6 +24,9 @@ const DefaultMax = 64 << 20
 // been discarded; the reader is positioned at the start of the next line.
 type TooLongError struct {
 	Max int // the limit in bytes
+	// Tail is the last bytes of the discarded line (at most 256, without
+	// its terminator), where an "id" that follows the payload would be.
+	Tail []byte
 	// Head is the first bytes of the discarded line (at most 256), so that a
 	// caller can still find an "id" to answer.
 	Head []byte
@@ -76,21 +78,29 @@ func (r *Reader) Next() ([]byte, error) {
 func (r *Reader) readLine() ([]byte, error) {
 	var pieces [][]byte
 	n := 0
-	var head []byte
+	var head, tail []byte
 	tooLong := false
 	for {
 		chunk, err := r.br.ReadSlice('\n')
-		if !tooLong {
+		if tooLong {
+			tail = keepTail(tail, chunk)
+		} else {
 			switch {
 			case n+len(chunk) > r.max+2: // +2: the terminator is not part of the frame
 				tooLong = true
-				head = headOf(slices.Concat(append(pieces, chunk)...))
+				if len(pieces) > 0 {
+					head = headOf(pieces[0])
+					tail = keepTail(keepTail(nil, pieces[len(pieces)-1]), chunk)
+				} else {
+					head = headOf(chunk)
+					tail = keepTail(nil, chunk)
+				}
 				pieces = nil
 			case err == nil && pieces == nil:
 				// The whole line in one slice of the read buffer.
 				line := trimEOL(chunk)
 				if len(line) > r.max {
-					return nil, &TooLongError{Max: r.max, Head: headOf(line)}
+					return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
 				}
 				return append(make([]byte, 0, len(line)), line...), nil
 			default:
@@ -101,11 +111,11 @@ func (r *Reader) readLine() ([]byte, error) {
 		switch {
 		case err == nil || errors.Is(err, io.EOF) && (tooLong || n > 0):
 			if tooLong {
-				return nil, &TooLongError{Max: r.max, Head: head}
+				return nil, &TooLongError{Max: r.max, Head: head, Tail: trimEOL(tail)}
 			}
 			line := trimEOL(join(pieces, n))
 			if len(line) > r.max {
-				return nil, &TooLongError{Max: r.max, Head: headOf(line)}
+				return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
 			}
 			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
@@ -132,6 +142,19 @@ func join(pieces [][]byte, n int) []byte {
 func trimEOL(b []byte) []byte {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// keepTail returns the last 256 bytes of tail followed by b, in a slice of
+// its own.
+func keepTail(tail, b []byte) []byte {
+	if len(b) >= 256 {
+		return append(tail[:0], b[len(b)-256:]...)
+	}
+	tail = append(tail, b...)
+	if len(tail) > 256 {
+		tail = append(tail[:0], tail[len(tail)-256:]...)
+	}
+	return tail
 }
 
 func headOf(b []byte) []byte {
