@@ -1,0 +1,185 @@
+package tests
+
+// The fault matrix: what the network and the agent can do to a bridge, each
+// through the built binary, each ending in a clear answer and a bridge that
+// keeps serving.
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/tidwall/gjson"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+)
+
+// fdCount is how many file descriptors process pid has open.
+func fdCount(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Skipf("cannot count descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// A WebSocket agent killed in the middle of a turn, 50 times in a row with
+// the same bridge: every running prompt gets an error naming the lost
+// connection, the link supervisor dials the restarted agent for the next
+// session, a full turn works, and the bridge's descriptors do not grow.
+func TestFault_WSAgentKilledMidTurn50Times(t *testing.T) {
+	t.Parallel()
+	agent := StartWSAgent(t, fakeagent.WSOptions{})
+	addr := agent.Addr
+	e := NewEditor(t, urlTransport(agent.URL), EditorOptions{})
+	e.Initialize(t)
+	var fdsAt5 int
+	const rounds = 50
+	for i := range rounds {
+		sid := e.NewSession(t, "")
+		key := fmt.Sprintf("round-%d", i)
+		done := promptAsync(ctxT(t), e, sid, "hold "+key)
+		waitChunk(t, e.Out, "holding:"+key)
+		agent.Close()
+		r := await(t, done, "prompt to a killed agent")
+		if r.err == nil {
+			t.Fatalf("round %d: the prompt succeeded although its agent was killed", i)
+		}
+		l := e.Out.Response(t, e.In.LastID("session/prompt"))
+		if msg := causeMessage(t, l, -32603); !containsAny(msg, "closed", "lost") {
+			t.Fatalf("round %d: prompt error %q does not say the connection was lost", i, msg)
+		}
+		agent = StartWSAgent(t, fakeagent.WSOptions{Addr: addr})
+		if i == 4 {
+			fdsAt5 = fdCount(t, e.Pid())
+		}
+	}
+	sid := e.NewSession(t, "")
+	promptTurn(t, e, sid, 3)
+	fds := fdCount(t, e.Pid())
+	t.Logf("%d rounds: descriptors %d after round 5, %d at the end; %d dials of the last agent", rounds, fdsAt5, fds, agent.Dials())
+	if fds > fdsAt5+3 {
+		t.Errorf("descriptors grew from %d (round 5) to %d (after %d rounds)", fdsAt5, fds, rounds)
+	}
+	select {
+	case <-e.Exited():
+		t.Fatal("the bridge exited")
+	default:
+	}
+}
+
+// An agent that accepts the WebSocket and never answers: initialize fails
+// after --request-timeout with a message that says so, and the editor may
+// try again.
+func TestFault_AgentAcceptsButNeverAnswers(t *testing.T) {
+	t.Parallel()
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for { // read (so pings are answered) and never reply
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/acp"
+	b := StartBridge(t, []string{"--request-timeout", "1s", "--url", url}, nil, nil)
+	start := time.Now()
+	b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	l := b.Next(WaitTimeout)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about the 1 s timeout", d)
+	}
+	if msg := causeMessage(t, l, -32603); !strings.Contains(msg, "did not answer initialize within 1s") {
+		t.Errorf("initialize answered %q", msg)
+	}
+}
+
+// TCP accepted but no HTTP answer to the WebSocket handshake: initialize
+// fails after --connect-timeout, naming the handshake.
+func TestFault_TCPAcceptedNoHandshake(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the test ends
+		}
+	}()
+	b := StartBridge(t, []string{"--connect-timeout", "500ms", "--url", "ws://" + ln.Addr().String() + "/acp"}, nil, nil)
+	start := time.Now()
+	b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	l := b.Next(WaitTimeout)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about the 500 ms connect timeout", d)
+	}
+	if msg := causeMessage(t, l, -32603); !strings.Contains(msg, "no WebSocket handshake within 500ms") {
+		t.Errorf("initialize answered %q", msg)
+	}
+}
+
+// A half-open connection: the agent stops reading (so it answers no ping)
+// in the middle of a turn. The bridge notices within --pong-wait and fails
+// the turn with a message that says so.
+func TestFault_HalfOpenConnectionFoundByPing(t *testing.T) {
+	t.Parallel()
+	up := websocket.Upgrader{}
+	stop := make(chan struct{})
+	defer close(stop)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			_, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			id, method := gjson.GetBytes(msg, "id").Raw, gjson.GetBytes(msg, "method").Str
+			switch method {
+			case "initialize":
+				c.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"protocolVersion":1}}`))
+			case "session/new":
+				c.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{"sessionId":"s1"}}`))
+			case "session/prompt":
+				<-stop // gone quiet: no more reads, so no pongs
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/acp"
+	b := StartBridge(t, []string{"--pong-wait", "1s", "--url", url}, nil, nil)
+	rawInit(t, b)
+	sid := rawNewSession(t, b, "1")
+	start := time.Now()
+	b.WriteLine(rawPrompt(`"p"`, sid, "hi"))
+	l := b.Next(WaitTimeout)
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("the half-open connection was found after %v, want within about 1 s", d)
+	}
+	if msg := causeMessage(t, l, -32603); !strings.Contains(msg, "no pong within 1s") {
+		t.Errorf("prompt answered %q", msg)
+	}
+}
