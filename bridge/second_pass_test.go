@@ -507,3 +507,22 @@ func TestInvalidUTF8_AnsweredUnderItsID(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+// An agent whose initialize answer shows it speaks another dialect is named
+// the dialect that fits, in the error's message.
+func TestInitialize_WrongDialectNamed(t *testing.T) {
+	for _, tc := range []struct{ answer, want string }{
+		{`{"protocolVersion":"0.0.9","isAuthenticated":true}`, "use --dialect acp-v0"},
+		{`{"agentCapabilities":{}}`, "pick its dialect with --dialect"},
+	} {
+		h := newHarness(t, nil)
+		h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		req := h.agentRecv()
+		h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":` + tc.answer + `}`)
+		got := h.recv()
+		if msg := gjson.Get(got, "error.message").Str; !strings.Contains(msg, tc.want) {
+			t.Errorf("agent answering %s: initialize answered %s, want a message with %q", tc.answer, got, tc.want)
+		}
+		h.close()
+	}
+}
