@@ -304,10 +304,17 @@ func (s *scanner) parseError() *Error {
 	return Errorf(CodeParseError, "message is not valid JSON (%s at byte %d)", s.err, s.i)
 }
 
-// Valid reports whether b is exactly one JSON value in valid UTF-8, nested
-// at most MaxDepth deep; the error says what is wrong. It is iterative and
-// does not allocate for the usual depths.
-func Valid(b []byte) *Error {
+// Valid returns nil when b is exactly one JSON value in valid UTF-8, nested
+// at most MaxDepth deep, and otherwise an *Error (code -32700) saying what is
+// wrong. It is iterative and does not allocate for the usual depths.
+func Valid(b []byte) error {
+	if err := valid(b); err != nil {
+		return err
+	}
+	return nil
+}
+
+func valid(b []byte) *Error {
 	s := scanner{b: b}
 	s.ws()
 	if !s.value() {
@@ -351,8 +358,8 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 		}
 		return env, Errorf(CodeInvalidRequest, "JSON-RPC batches are not supported by ACP v1")
 	default:
-		if Valid(frame) != nil {
-			return env, Valid(frame)
+		if err := valid(frame); err != nil {
+			return env, err
 		}
 		return env, Errorf(CodeInvalidRequest, "a JSON-RPC message must be an object")
 	}

@@ -80,3 +80,9 @@ func TestRelay_LargeRequestRebuiltWhenIDDoesNotFit(t *testing.T) {
 		t.Errorf("the editor's frame was changed although it was not used: %.40s", frame)
 	}
 }
+
+// TestFromAgent_deepFrames: a hostile agent's deeply nested frame is refused
+// with -32700, not a fatal stack overflow.
+func TestFromAgent_deepFrames(t *testing.T) {
+	translatetest.CheckDeepFrames(t, acp.Dialect, fuzzSetup)
+}

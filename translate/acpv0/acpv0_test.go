@@ -184,3 +184,9 @@ func TestPassError(t *testing.T) {
 		}
 	}
 }
+
+// TestFromAgent_deepFrames: a hostile agent's deeply nested frame is refused
+// with -32700, not a fatal stack overflow.
+func TestFromAgent_deepFrames(t *testing.T) {
+	translatetest.CheckDeepFrames(t, Dialect, fuzzSetup)
+}

@@ -394,7 +394,7 @@ func (dr *Driver) render(outs []translate.Out, err error) []Output {
 
 func (dr *Driver) checkErrorObject(i int, body []byte) {
 	v := gjson.ParseBytes(body)
-	if !gjson.ValidBytes(body) || !v.IsObject() {
+	if translate.Valid(body) != nil || !v.IsObject() {
 		dr.problemf("output %d: Fail body is not a JSON object: %q", i, body)
 		return
 	}
@@ -409,7 +409,7 @@ func (dr *Driver) checkErrorObject(i int, body []byte) {
 // checkSessionUpdate checks the shape every session/update shares
 // (acp-spec.md §9): sessionId beside update, update.sessionUpdate inside it.
 func (dr *Driver) checkSessionUpdate(i int, body []byte) {
-	if !gjson.ValidBytes(body) {
+	if translate.Valid(body) != nil {
 		return // reported as invalid JSON
 	}
 	if s := gjson.GetBytes(body, "sessionId"); s.Type != gjson.String || s.Str == "" {

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/acp-bridge/acp-bridge/translate"
 	"io"
 	"log/slog"
 	"os"
@@ -278,8 +279,8 @@ func (a *agent) violation(format string, args ...any) {
 // receive handles one line from the bridge.
 func (a *agent) receive(line []byte) {
 	a.j.received(line)
-	if !gjson.ValidBytes(line) {
-		a.violation("not JSON: %.200s", line)
+	if err := translate.Valid(line); err != nil {
+		a.violation("%v: %.200s", err, line)
 		return
 	}
 	m := gjson.ParseBytes(line)
