@@ -6,10 +6,12 @@ package tests
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +184,70 @@ func TestFault_HalfOpenConnectionFoundByPing(t *testing.T) {
 	if msg := causeMessage(t, l, -32603); !strings.Contains(msg, "no pong within 1s") {
 		t.Errorf("prompt answered %q", msg)
 	}
+}
+
+// 10,000 hostile editor lines: garbage, deep nesting, bad UTF-8, invalid
+// envelopes, notifications, duplicate-looking ids and valid requests mixed.
+// The bridge does not crash, every request with a valid id is answered
+// exactly once under that id, nothing else is answered but with id null, and
+// stdout stays pure (the harness validates every line).
+func TestFault_TenThousandHostileLines(t *testing.T) {
+	t.Parallel()
+	b := startRaw(t)
+	rawInit(t, b)
+	rnd := rand.New(rand.NewPCG(13, 19))
+	want := map[string]int{} // raw id → answers expected
+	var lines []string
+	for i := range 10_000 {
+		id := fmt.Sprintf(`"h-%d"`, i)
+		switch rnd.IntN(10) {
+		case 0:
+			lines = append(lines, "not json "+strconv.Itoa(i))
+		case 1:
+			lines = append(lines, strings.Repeat("[", 1000+rnd.IntN(20000)))
+		case 2: // bad UTF-8 in a text: answered -32700 under its id
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+id+`,"method":"_test/echo","params":{"t":"`+"\xff\xfe"+`"}}`)
+			want[id]++
+		case 3: // invalid envelope with an id: -32600 under it
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+id+`,"method":42}`)
+			want[id]++
+		case 4: // notification: never answered
+			lines = append(lines, `{"jsonrpc":"2.0","method":"_x/note","params":{"i":`+strconv.Itoa(i)+`}}`)
+		case 5: // a response to nothing: dropped
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+strconv.Itoa(900000+i)+`,"result":{}}`)
+		case 6: // numbers that lose precision as float64 must come back exactly
+			id = strconv.Itoa(9007199254740993 + i)
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+id+`,"method":"_test/echo","params":{"i":`+strconv.Itoa(i)+`}}`)
+			want[id]++
+		default:
+			lines = append(lines, `{"jsonrpc":"2.0","id":`+id+`,"method":"_test/echo","params":{"i":`+strconv.Itoa(i)+`}}`)
+			want[id]++
+		}
+	}
+	go func() {
+		for i := 0; i < len(lines); i += 100 {
+			end := min(i+100, len(lines))
+			b.In.Write([]byte(strings.Join(lines[i:end], "\n") + "\n"))
+		}
+	}()
+	answers := 0
+	for n := 0; n < len(want); n++ {
+		l := b.Next(WaitTimeout)
+		if l.Method() != "" {
+			t.Fatalf("the bridge sent a %s while answering hostile lines", l.Method())
+		}
+		if l.ID() == "null" {
+			n-- // a -32700 or -32600 for a line without a usable id
+			continue
+		}
+		want[l.ID()]--
+		answers++
+	}
+	for id, left := range want {
+		if left != 0 {
+			t.Errorf("id %s answered %d times too few (negative: too many)", id, left)
+		}
+	}
+	probe(t, b, 1) // still serving
+	t.Logf("%d lines, %d requests answered under their ids", len(lines), answers)
 }
