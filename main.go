@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -55,7 +56,11 @@ func run(args []string) int {
 		<-ctx.Done()
 		stop()
 	}()
-	err := newApp().RunContext(ctx, args)
+	app := newApp()
+	// Whether the agent command was given after "--": urfave/cli hands
+	// bare words and words after "--" over alike.
+	app.Metadata = map[string]any{"dashdash": slices.Contains(args, "--")}
+	err := app.RunContext(ctx, args)
 	var ue launch.UsageError
 	var re launch.ReportedError
 	switch {
@@ -72,7 +77,58 @@ func run(args []string) int {
 	}
 }
 
-func onUsageError(_ *cli.Context, err error, _ bool) error { return launch.UsageError{Err: err} }
+// onUsageError turns urfave/cli's usage errors into exit status 2, adding
+// the nearest flag to a mistyped one ("--ulr": did you mean "--url"?).
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	const undefined = "flag provided but not defined: -"
+	if msg := err.Error(); strings.HasPrefix(msg, undefined) && c != nil && c.Command != nil {
+		var names []string
+		for _, f := range c.Command.Flags {
+			names = append(names, f.Names()...)
+		}
+		if s := nearest(strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-"), names); s != "" {
+			return launch.UsageError{Err: fmt.Errorf("%w. Did you mean --%s?", err, s)}
+		}
+	}
+	return launch.UsageError{Err: err}
+}
+
+// nearest returns the candidate closest to word, within two edits (a
+// transposition counts as one), or "" when none is that close.
+func nearest(word string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
 
 func envTwin(name string) []string {
 	return []string{"ACP_BRIDGE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
@@ -213,6 +269,25 @@ func loadConfig(path string, explicit bool) (*config.Config, error) {
 }
 
 func serveAction(c *cli.Context) error {
+	if c.Args().Len() > 0 && c.App.Metadata["dashdash"] != true {
+		// A bare word is a mistyped subcommand far more often than an
+		// agent command, and running it would start whatever program it
+		// names.
+		word := c.Args().First()
+		if word == "help" {
+			return cli.ShowAppHelp(c)
+		}
+		var names []string
+		for _, cmd := range c.App.Commands {
+			names = append(names, cmd.Names()...)
+		}
+		hint := ""
+		if s := nearest(word, names); s != "" {
+			hint = fmt.Sprintf(" Did you mean %q?", s)
+		}
+		return launch.Usagef("%q is not a subcommand.%s An agent command goes after --: acp-bridge [flags] -- %s",
+			word, hint, strings.Join(c.Args().Slice(), " "))
+	}
 	f := flagsFrom(c)
 	cfg, err := loadConfig(c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig))
 	if err != nil {
