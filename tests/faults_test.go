@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +251,39 @@ func TestFault_TenThousandHostileLines(t *testing.T) {
 	}
 	probe(t, b, 1) // still serving
 	t.Logf("%d lines, %d requests answered under their ids", len(lines), answers)
+}
+
+// A child that crashes while its permission request waits for the user: the
+// editor is told to drop that request ($/cancel_request naming it), the turn
+// fails with the exit, and the next session works on a new child.
+func TestFault_ChildCrashDuringPermissionRequest(t *testing.T) {
+	t.Parallel()
+	b := startRaw(t)
+	pid := agentPID(t, b)
+	sid := rawNewSession(t, b, `"s"`)
+	b.WriteLine(rawPrompt(`"p"`, sid, "permission"))
+	perm, ok := b.Out.Find(WaitTimeout, func(l Line) bool { return l.Method() == "session/request_permission" })
+	if !ok {
+		t.Fatal("no permission request reached the editor")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cancel, ok := b.Out.Find(WaitTimeout, func(l Line) bool { return l.Method() == "$/cancel_request" })
+	if !ok || cancel.Get("params.requestId").Raw != perm.ID() {
+		t.Errorf("the editor was not told to drop permission request %s (got %v)", perm.ID(), cancel)
+	}
+	l := b.Out.Response(t, `"p"`)
+	if msg := causeMessage(t, l, -32603); !containsAny(msg, "killed", "exited") {
+		t.Errorf("the turn failed with %q, want the agent's exit", msg)
+	}
+	b.WriteLine(fmt.Sprintf(`{"jsonrpc":"2.0","id":"s2","method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, t.TempDir()))
+	sid2 := b.Out.Response(t, `"s2"`).Get("result.sessionId").Str
+	if sid2 == "" {
+		t.Fatal("session/new on the respawned agent failed")
+	}
+	b.WriteLine(rawPrompt(`"p2"`, sid2, "stream 2"))
+	if l := b.Out.Response(t, `"p2"`); l.Get("result.stopReason").Str != "end_turn" {
+		t.Errorf("a turn on the respawned agent answered %s", l)
+	}
 }
