@@ -1,0 +1,124 @@
+//go:build linux
+
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+func init() { ChildAgents["flood"] = runFloodAgent }
+
+// runFloodAgent is an ACP agent that writes as fast as it can: initialize
+// and session/new are answered at once, and "flood N" streams N
+// agent_message_chunk updates straight from a buffer, then ends the turn.
+func runFloodAgent() int {
+	in := bufio.NewReader(os.Stdin)
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return 0
+		}
+		id, method := gjson.GetBytes(line, "id").Raw, gjson.GetBytes(line, "method").Str
+		switch method {
+		case "initialize":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}`+"\n", id)
+		case "session/new":
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"f"}}`+"\n", id)
+		case "session/prompt":
+			n, _ := strconv.Atoi(strings.TrimPrefix(gjson.GetBytes(line, "params.prompt.0.text").Str, "flood "))
+			const update = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"f","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}}}` + "\n"
+			for range n {
+				out.WriteString(update)
+			}
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`+"\n", id)
+		}
+		out.Flush()
+	}
+}
+
+// A slow editor under a 1,000,000-update flood: the editor stops reading for
+// a second while the agent floods, then drains. A bridge that buffered
+// without bound would hold everything the agent wrote meanwhile (about
+// 200 MB); this one stops reading the agent, and its RSS stays flat.
+func TestFault_SlowEditorFloodRSSFlat(t *testing.T) {
+	t.Parallel()
+	if _, err := vmRSS(os.Getpid()); err != nil {
+		t.Skipf("cannot read RSS: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(BridgeBin, "--", exe)
+	cmd.Env = append(os.Environ(), "FAKE_AGENT=flood")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	out := bufio.NewReaderSize(stdout, 64<<10)
+	line := func() []byte {
+		l, err := out.ReadSlice('\n')
+		if err != nil {
+			t.Fatalf("reading the bridge: %v", err)
+		}
+		return l
+	}
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	line()
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	line()
+	base, _ := vmRSS(cmd.Process.Pid)
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if rss, err := vmRSS(cmd.Process.Pid); err == nil && rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	const n = 1_000_000
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"f","prompt":[{"type":"text","text":"flood %d"}]}}`+"\n", n)
+	time.Sleep(time.Second) // the editor does not read
+	for got := 0; ; got++ {
+		l := line()
+		if gjson.GetBytes(l, "id").Raw == "3" {
+			if got != n {
+				t.Errorf("%d updates before the answer, want %d", got, n)
+			}
+			break
+		}
+	}
+	close(stop)
+	<-sampled
+	growth := peak.Load() - base
+	t.Logf("RSS %d MB before the flood, peak growth %d MB over %d updates", base>>20, growth>>20, n)
+	if growth > 64<<20 {
+		t.Errorf("RSS grew by %d MB during the flood: the bridge buffered instead of applying backpressure", growth>>20)
+	}
+	stdin.Close()
+	io.Copy(io.Discard, stdout)
+}
