@@ -103,6 +103,8 @@ func FuzzParseEnvelope(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"a","result":{"x":[1,{"y":null}]}}`,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"details":"d"}}}`,
 		`[1,2]`, `{"id":{}}`, `{"id":1e400,"method":"m"}`, "{\"a\":\"\\ud800\"}",
+		// Hostile: nesting past the limit, bytes that are not UTF-8.
+		strings.Repeat("[", 2*translate.MaxDepth), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"t\":\"\xc3\"}}",
 	} {
 		f.Add([]byte(s))
 	}

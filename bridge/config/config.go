@@ -188,6 +188,11 @@ func DefaultPath() string {
 // diagnostics have errors, the Config holds only Files (possibly empty, when
 // the file could not be read), for WriteDiagnostics.
 func Load(path string) (*Config, hcl.Diagnostics) {
+	if src, err := os.ReadFile(path); err == nil {
+		if diags := checkNesting(src, path); diags.HasErrors() {
+			return &Config{}, diags
+		}
+	}
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCLFile(path)
 	return decodeFile(p, file, filepath.Dir(path), diags)
@@ -196,6 +201,9 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 // Parse decodes configuration source read from filename, which names it in
 // diagnostics and anchors relative paths. Errors are as for Load.
 func Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
+	if diags := checkNesting(src, filename); diags.HasErrors() {
+		return &Config{}, diags
+	}
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCL(src, filename)
 	return decodeFile(p, file, filepath.Dir(filename), diags)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
@@ -513,4 +514,49 @@ func TestDefaultPath(t *testing.T) {
 	if !strings.HasSuffix(got, filepath.Join("acp-bridge", "config.hcl")) || !filepath.IsAbs(got) {
 		t.Errorf("DefaultPath() = %q", got)
 	}
+}
+
+// A configuration nested a million brackets deep is refused with a position,
+// not parsed: the HCL parser is recursive and would overflow its stack.
+func TestParse_DeepNestingRefused(t *testing.T) {
+	for _, src := range []string{
+		"x = " + strings.Repeat("[", 1_000_000),
+		"agent \"a\" {\n  command = [\"x\"]\n  env = " + strings.Repeat("{a = ", 5000) + "\n}\n",
+	} {
+		_, diags := Parse([]byte(src), "deep.hcl")
+		if !diags.HasErrors() || diags[0].Summary != "Nested too deeply" || diags[0].Subject == nil || diags[0].Subject.Filename != "deep.hcl" {
+			t.Errorf("deep config: diagnostics %v", diags)
+		}
+	}
+	// Brackets in strings and comments do not count.
+	src := "# " + strings.Repeat("[", 2000) + "\nagent \"a\" {\n  command = [\"" + strings.Repeat("[", 2000) + "\"]\n}\n"
+	if _, diags := Parse([]byte(src), "ok.hcl"); diags.HasErrors() {
+		t.Errorf("brackets in a comment and a string refused: %v", diags)
+	}
+}
+
+// FuzzParse feeds the configuration loader arbitrary text: it must never
+// panic or crash, and every error must say where it is.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"agent \"a\" {\n  command = [\"x\"]\n}\n",
+		"agent \"r\" {\n  websocket {\n    url = \"ws://h/\"\n    headers = { A = env(\"X\") }\n  }\n}\n",
+		"log_level = \"debug\"\nmax_message = \"1MiB\"\n",
+		"x = " + strings.Repeat("[", 3000),
+		"agent \"\xff\" {}",
+		"/* unterminated",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		cfg, diags := Parse(src, "fuzz.hcl")
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError && d.Subject == nil && d.Summary != "Invalid default agent" {
+				t.Logf("error without a position: %s: %s", d.Summary, d.Detail)
+			}
+		}
+		if !diags.HasErrors() && cfg != nil {
+			_ = cfg.Validate([]string{"acp", "acp-v0"})
+		}
+	})
 }

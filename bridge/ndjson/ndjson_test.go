@@ -105,6 +105,7 @@ func BenchmarkReader_Linear(b *testing.B) {
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("a\nb\r\n\n"), 4)
 	f.Add([]byte("abcdefgh\nx"), 3)
+	f.Add([]byte("\xff\xfe\r\n"+strings.Repeat("[", 3000)+"\n"), 64)
 	f.Fuzz(func(t *testing.T, in []byte, max int) {
 		if max <= 0 || max > 1<<16 {
 			max = 8

@@ -182,8 +182,8 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			session = env.SessionID
 			if session == "" || env.UpdateKind == "" {
 				// Not read by the scanner (an escape, another type): ask gjson.
-				sid := translate.Get(env.Params, "sessionId")
-				if sid.Type != gjson.String || translate.Get(env.Params, "update.sessionUpdate").Type != gjson.String {
+				sid, kind := translate.Get(env.Params, "sessionId"), translate.Get(env.Params, "update.sessionUpdate")
+				if sid.Type != gjson.String || sid.Str == "" || kind.Type != gjson.String || kind.Str == "" {
 					return []translate.Out{{Kind: translate.Note, Method: "unroutable-updates",
 						Body: []byte("session/update without sessionId or update.sessionUpdate dropped")}}, nil
 				}

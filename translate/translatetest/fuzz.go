@@ -33,6 +33,11 @@ import (
 // malformed session/update or error object…). Requests left unanswered are
 // not violations here: the fuzzed frames usually leave the turn running.
 func FuzzAgent(f *testing.F, d translate.Dialect, options, setup string) {
+	// Hostile seeds every dialect gets: nesting past the limit, bytes that
+	// are not UTF-8, a frame cut short.
+	f.Add([]byte(strings.Repeat("[", 2*translate.MaxDepth) + "]"))
+	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"t\":\"\xff\"}}"))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s`))
 	f.Helper()
 	var optionSrc []byte
 	if options != "" {
