@@ -157,7 +157,7 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 			r.initializing = 0
 		}
 		if env.Error != nil {
-			return r.one(translate.Out{Kind: translate.Fail, Ref: ref, Body: env.Error}), nil
+			return r.one(translate.Out{Kind: translate.Fail, Ref: ref, Body: translate.ErrorObject(env.Error)}), nil
 		}
 		return r.one(translate.Out{Kind: translate.Reply, Ref: ref, Body: env.Result}), nil
 	case env.IsRequest():

@@ -40,7 +40,6 @@
 package acpv0
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -295,34 +294,9 @@ func marshal(v any) json.RawMessage {
 	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
 }
 
-// passError returns a legacy or editor error object for the other hop: as
-// is when it is a well-formed JSON-RPC error (code, message and any data or
-// extra members survive), else wrapped in a -32603 that carries it as data.
-func passError(raw json.RawMessage) json.RawMessage {
-	var e struct {
-		Code    *json.Number `json:"code"`
-		Message *string      `json:"message"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Code != nil && e.Message != nil {
-		if _, err := e.Code.Int64(); err == nil {
-			// Compacted: a frame read from a WebSocket may span lines, and
-			// the editor hop is newline-delimited.
-			var b bytes.Buffer
-			if json.Compact(&b, raw) == nil {
-				return b.Bytes()
-			}
-		}
-	}
-	data := json.RawMessage(append([]byte(nil), raw...))
-	if !json.Valid(data) {
-		data = marshal(string(raw))
-	}
-	return marshal(struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}{translate.CodeInternalError, "Internal error", data})
-}
+// passError passes an agent's error object on to the editor, or a -32603
+// saying it was malformed (see translate.ErrorObject).
+func passError(raw json.RawMessage) json.RawMessage { return translate.ErrorObject(raw) }
 
 // notImplemented is the -32601 reason for ACP methods the legacy protocol
 // cannot serve.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestTranscripts(t *testing.T) {
@@ -167,20 +169,25 @@ editor> {"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"
 }
 
 func TestPassError(t *testing.T) {
-	tests := []struct{ in, want string }{
-		// Well-formed: passes through, extra members and data included,
-		// compacted onto one line (a WebSocket frame may span lines).
-		{"{\"code\": 429,\n \"message\": \"Rate limit exceeded. Try again later.\", \"data\": {\"retry\": 3}, \"x\": 1}",
-			`{"code":429,"message":"Rate limit exceeded. Try again later.","data":{"retry":3},"x":1}`},
-		// Malformed: wrapped in -32603 with the original as data.
-		{`{"code":1.5,"message":"m"}`, `{"code":-32603,"message":"Internal error","data":{"code":1.5,"message":"m"}}`},
-		{`{"message":"no code"}`, `{"code":-32603,"message":"Internal error","data":{"message":"no code"}}`},
-		{`"text"`, `{"code":-32603,"message":"Internal error","data":"text"}`},
-		{`{`, `{"code":-32603,"message":"Internal error","data":"{"}`},
+	// Well-formed: passes through, extra members and data included,
+	// compacted onto one line (a WebSocket frame may span lines).
+	in := "{\"code\": 429,\n \"message\": \"Rate limit exceeded. Try again later.\", \"data\": {\"retry\": 3}, \"x\": 1}"
+	if got, want := string(passError(json.RawMessage(in))), `{"code":429,"message":"Rate limit exceeded. Try again later.","data":{"retry":3},"x":1}`; got != want {
+		t.Errorf("passError(%s) = %s, want %s", in, got, want)
 	}
-	for _, tt := range tests {
-		if got := string(passError(json.RawMessage(tt.in))); got != tt.want {
-			t.Errorf("passError(%s) = %s, want %s", tt.in, got, tt.want)
+	// Malformed: a -32603 that says so, the original kept in data.agentError.
+	for in, agentError := range map[string]string{
+		`{"code":1.5,"message":"m"}`:   `{"code":1.5,"message":"m"}`,
+		`{"message":"no code"}`:        `{"message":"no code"}`,
+		`{"Code":0,"messAge":"0"}`:     `{"Code":0,"messAge":"0"}`, // keys are exact, unlike encoding/json's
+		`"text"`:                       `"text"`,
+		`{`:                            `"{"`,
+		`{"code":"E42","message":"w"}`: `{"code":"E42","message":"w"}`,
+	} {
+		got := passError(json.RawMessage(in))
+		if gjson.GetBytes(got, "code").Int() != -32603 || !strings.Contains(gjson.GetBytes(got, "message").Str, "malformed error object") ||
+			gjson.GetBytes(got, "data.agentError").Raw != agentError {
+			t.Errorf("passError(%s) = %s", in, got)
 		}
 	}
 }
