@@ -1,0 +1,56 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/acp-bridge/acp-bridge/translate/translatetest"
+)
+
+func env(name string) (string, bool) {
+	if name == "INTERPRETER_API_KEY" {
+		return "sk-test", true
+	}
+	return "", false
+}
+
+// shipped returns the shipped profile name, failing the test when any
+// shipped profile does not compile.
+func shipped(t testing.TB, name string) *Profile {
+	t.Helper()
+	entries, err := profileFiles.ReadDir("profiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		src, _ := profileFiles.ReadFile("profiles/" + e.Name())
+		p, diags := Parse("profiles/"+e.Name(), src)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", e.Name(), diags.Error())
+		}
+		if p.Name == name {
+			p.Env = env
+			return p
+		}
+	}
+	t.Fatalf("no shipped profile %q", name)
+	return nil
+}
+
+func TestShippedProfilesCompile(t *testing.T) {
+	ps := Profiles(env)
+	entries, _ := profileFiles.ReadDir("profiles")
+	if len(ps) != len(entries) || len(ps) < 5 {
+		for _, e := range entries {
+			shipped(t, e.Name()) // reports the diagnostics
+		}
+		t.Fatalf("%d of %d shipped profiles compile", len(ps), len(entries))
+	}
+}
+
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"mini-agent-ws", "agent-rpc", "open-interpreter", "zeroclaw", "chat-lines"} {
+		t.Run(name, func(t *testing.T) {
+			translatetest.Run(t, shipped(t, name).Dialect(), "testdata/"+name+"/*.txtar")
+		})
+	}
+}

@@ -1,0 +1,815 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/tidwall/gjson"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// A template is an HCL expression compiled once, at load time, into a small
+// tree that builds JSON by appending bytes. Only literals, quoted templates,
+// object and tuple constructors, variable references and the functions
+// below are accepted; anything else is a load-time error, as is a variable
+// the rule cannot see.
+
+type vkind uint8
+
+const (
+	vAbsent vkind = iota // nothing: an object member with this value is left out
+	vRaw                 // raw holds one JSON value
+	vStr                 // str holds a string, to be quoted
+)
+
+// value is what a template node evaluates to.
+type value struct {
+	kind vkind
+	raw  []byte
+	str  string
+}
+
+func rawValue(b []byte) value        { return value{kind: vRaw, raw: b} }
+func strValue(s string) value        { return value{kind: vStr, str: s} }
+func (v value) absent() bool         { return v.kind == vAbsent }
+func (v value) isNull() bool         { return v.kind == vRaw && string(v.raw) == "null" }
+func (v value) missing() bool        { return v.kind == vAbsent || v.isNull() }
+func (v value) result() gjson.Result { return gjson.ParseBytes(v.raw) }
+
+// text is the string form of v: a string's contents, any other JSON value's
+// text, "" for absent.
+func (v value) text() string {
+	switch v.kind {
+	case vStr:
+		return v.str
+	case vRaw:
+		if len(v.raw) > 0 && v.raw[0] == '"' {
+			return gjson.ParseBytes(v.raw).Str
+		}
+		if string(v.raw) == "null" {
+			return ""
+		}
+		return string(v.raw)
+	}
+	return ""
+}
+
+// appendJSON appends v as JSON (null when absent).
+func (v value) appendJSON(b []byte) []byte {
+	switch v.kind {
+	case vStr:
+		return appendQuoted(b, v.str)
+	case vRaw:
+		return append(b, v.raw...)
+	}
+	return append(b, "null"...)
+}
+
+// appendTextJSON appends v as a JSON string: a JSON string as it came,
+// anything else quoted from its text form.
+func (v value) appendTextJSON(b []byte) []byte {
+	if v.kind == vRaw && len(v.raw) > 0 && v.raw[0] == '"' {
+		return append(b, v.raw...)
+	}
+	return appendQuoted(b, v.text())
+}
+
+// appendQuoted appends s as a JSON string without HTML escaping; invalid
+// UTF-8 becomes U+FFFD.
+func appendQuoted(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// evalEnv is what templates read while one input is handled.
+type evalEnv struct {
+	frame   []byte // the agent frame (events, replies); nil otherwise
+	params  []byte // the editor request's params; nil otherwise
+	prompt  string // the prompt's text (session/prompt)
+	sess    *session
+	tool    *tool
+	id      uint64
+	now     time.Time
+	envVars map[string]string
+}
+
+type node interface {
+	eval(e *evalEnv) value
+}
+
+// root names the variables a template may read.
+type root uint8
+
+const (
+	rFrame root = iota + 1
+	rParams
+	rPrompt
+	rSession
+	rTool
+	rID
+	rNow
+)
+
+var rootNames = map[string]root{
+	"frame": rFrame, "params": rParams, "prompt": rPrompt, "session": rSession,
+	"tool": rTool, "id": rID, "now": rNow,
+}
+
+// scope says which roots a template may read where it stands.
+type scope struct {
+	frame, params, prompt, tool bool
+	// where names the place for error messages ("an event rule").
+	where string
+}
+
+// compiler compiles templates and collects what the profile declares.
+type compiler struct {
+	// kept are the session values some reply keeps (session.NAME).
+	kept map[string]hcl.Range
+	// keptUses are session.NAME references, checked once all keeps are known.
+	keptUses []keptUse
+	// envNames are the env() variables the profile reads.
+	envNames map[string]bool
+}
+
+type keptUse struct {
+	name string
+	rng  hcl.Range
+}
+
+func diag(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng.Ptr()}
+}
+
+// template compiles expr.
+func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostics) {
+	switch x := expr.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return literal(x.Val, x.Range())
+	case *hclsyntax.TemplateExpr:
+		if x.IsStringLiteral() {
+			v, diags := x.Value(nil)
+			if diags.HasErrors() {
+				return nil, diags
+			}
+			return literal(v, x.Range())
+		}
+		var parts []node
+		var diags hcl.Diagnostics
+		for _, p := range x.Parts {
+			n, d := c.template(p, sc)
+			diags = append(diags, d...)
+			parts = append(parts, n)
+		}
+		return &concatNode{parts: parts}, diags
+	case *hclsyntax.TemplateWrapExpr:
+		n, diags := c.template(x.Wrapped, sc)
+		return &concatNode{parts: []node{n}}, diags
+	case *hclsyntax.ObjectConsExpr:
+		o := &objectNode{}
+		var diags hcl.Diagnostics
+		seen := map[string]bool{}
+		for _, item := range x.Items {
+			k, d := constKey(item.KeyExpr)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			if seen[k] {
+				diags = append(diags, diag(item.KeyExpr.Range(), "Duplicate key", "The key %q appears twice in this object.", k))
+			}
+			seen[k] = true
+			n, d := c.template(item.ValueExpr, sc)
+			diags = append(diags, d...)
+			o.keys = append(o.keys, string(appendQuoted(nil, k)))
+			o.vals = append(o.vals, n)
+		}
+		return o, diags
+	case *hclsyntax.TupleConsExpr:
+		a := &arrayNode{}
+		var diags hcl.Diagnostics
+		for _, item := range x.Exprs {
+			n, d := c.template(item, sc)
+			diags = append(diags, d...)
+			a.items = append(a.items, n)
+		}
+		return a, diags
+	case *hclsyntax.ScopeTraversalExpr:
+		return c.traversal(x.Traversal, x.Range(), sc)
+	case *hclsyntax.FunctionCallExpr:
+		return c.call(x, sc)
+	case *hclsyntax.ParenthesesExpr:
+		return c.template(x.Expression, sc)
+	}
+	return nil, hcl.Diagnostics{diag(expr.Range(), "Unsupported expression",
+		"A template may hold literals, quoted strings with ${…}, objects, lists, variables (frame, params, prompt, session, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
+}
+
+func constKey(expr hcl.Expression) (string, hcl.Diagnostics) {
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		return "", hcl.Diagnostics{diag(expr.Range(), "Invalid key", "Object keys must be constant strings.")}
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		return "", hcl.Diagnostics{diag(expr.Range(), "Invalid key", "Object keys must be constant strings.")}
+	}
+	return v.AsString(), nil
+}
+
+func literal(v cty.Value, rng hcl.Range) (node, hcl.Diagnostics) {
+	if v.IsNull() {
+		return &constNode{}, nil
+	}
+	if v.Type() == cty.String {
+		return &constNode{v: strValue(v.AsString())}, nil
+	}
+	b, err := ctyjson.Marshal(v, v.Type())
+	if err != nil {
+		return nil, hcl.Diagnostics{diag(rng, "Invalid literal", "%v", err)}
+	}
+	return &constNode{v: rawValue(b)}, nil
+}
+
+// traversal compiles a variable reference such as frame.data.sessionId.
+func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, hcl.Diagnostics) {
+	name := tr.RootName()
+	r, ok := rootNames[name]
+	if !ok {
+		return nil, hcl.Diagnostics{diag(rng, "Unknown variable",
+			"There is no variable named %q; templates can read frame, params, prompt, session, tool, id and now.", name)}
+	}
+	var parts []string
+	for _, step := range tr[1:] {
+		switch s := step.(type) {
+		case hcl.TraverseAttr:
+			parts = append(parts, s.Name)
+		case hcl.TraverseIndex:
+			switch {
+			case s.Key.Type() == cty.String:
+				// A string index is a raw gjson path fragment: frame["a.b|c"].
+				parts = append(parts, s.Key.AsString())
+			case s.Key.Type() == cty.Number:
+				bf := s.Key.AsBigFloat()
+				n, _ := bf.Int64()
+				parts = append(parts, strconv.FormatInt(n, 10))
+			default:
+				return nil, hcl.Diagnostics{diag(rng, "Invalid index", "An index must be a number or a string.")}
+			}
+		default:
+			return nil, hcl.Diagnostics{diag(rng, "Invalid reference", "Unsupported traversal step.")}
+		}
+	}
+	path := strings.Join(parts, ".")
+	needPath := func(what string) hcl.Diagnostics {
+		if path == "" {
+			return hcl.Diagnostics{diag(rng, "Incomplete reference", "%s needs a path, such as %s.", name, what)}
+		}
+		if err := checkPath(path); err != nil {
+			return hcl.Diagnostics{diag(rng, "Invalid gjson path", "%s.%s: %v.", name, path, err)}
+		}
+		return nil
+	}
+	var allowed bool
+	switch r {
+	case rFrame:
+		allowed = sc.frame
+		if d := needPath("frame.data.content"); d != nil {
+			return nil, d
+		}
+	case rParams:
+		allowed = sc.params
+		if d := needPath("params.cwd"); d != nil {
+			return nil, d
+		}
+	case rPrompt:
+		allowed = sc.prompt
+		if path != "text" {
+			return nil, hcl.Diagnostics{diag(rng, "Unknown variable", "prompt has one attribute, prompt.text (the prompt's text blocks joined, resource links as paths).")}
+		}
+	case rTool:
+		allowed = sc.tool
+		switch path {
+		case "id", "name", "title", "input", "output":
+		default:
+			return nil, hcl.Diagnostics{diag(rng, "Unknown variable", "tool has the attributes id, name, title, input and output; not %q.", path)}
+		}
+	case rSession:
+		allowed = true
+		switch path {
+		case "id", "cwd":
+		case "":
+			return nil, hcl.Diagnostics{diag(rng, "Incomplete reference", "session needs an attribute: session.id, session.cwd, or a value a reply keeps.")}
+		default:
+			if strings.Contains(path, ".") {
+				return nil, hcl.Diagnostics{diag(rng, "Invalid reference", "session.%s: session values are flat names.", path)}
+			}
+			c.keptUses = append(c.keptUses, keptUse{name: path, rng: rng})
+		}
+	case rID, rNow:
+		allowed = true
+		if path != "" {
+			return nil, hcl.Diagnostics{diag(rng, "Invalid reference", "%s has no attributes.", name)}
+		}
+	}
+	if !allowed {
+		return nil, hcl.Diagnostics{diag(rng, "Variable not available here",
+			"%s cannot be read in %s.", name, sc.where)}
+	}
+	return &refNode{root: r, path: path}, nil
+}
+
+// call compiles one of the template functions.
+func (c *compiler) call(x *hclsyntax.FunctionCallExpr, sc scope) (node, hcl.Diagnostics) {
+	rng := x.Range()
+	argc := func(min, max int) hcl.Diagnostics {
+		if len(x.Args) < min || len(x.Args) > max {
+			want := strconv.Itoa(min)
+			if max > min {
+				want = fmt.Sprintf("%d to %d", min, max)
+			}
+			return hcl.Diagnostics{diag(rng, "Wrong number of arguments", "%s takes %s arguments; got %d.", x.Name, want, len(x.Args))}
+		}
+		return nil
+	}
+	args := func(from int) ([]node, hcl.Diagnostics) {
+		var out []node
+		var diags hcl.Diagnostics
+		for _, a := range x.Args[from:] {
+			n, d := c.template(a, sc)
+			diags = append(diags, d...)
+			out = append(out, n)
+		}
+		return out, diags
+	}
+	switch x.Name {
+	case "env":
+		if d := argc(1, 2); d != nil {
+			return nil, d
+		}
+		n := &envNode{}
+		for i, a := range x.Args {
+			v, d := a.Value(nil)
+			if d.HasErrors() || v.IsNull() || v.Type() != cty.String {
+				return nil, hcl.Diagnostics{diag(a.Range(), "Invalid env argument", "env takes constant strings: env(\"NAME\") or env(\"NAME\", \"default\").")}
+			}
+			if i == 0 {
+				n.name = v.AsString()
+			} else {
+				def := v.AsString()
+				n.def = &def
+			}
+		}
+		if c.envNames == nil {
+			c.envNames = map[string]bool{}
+		}
+		c.envNames[n.name] = n.def == nil
+		return n, nil
+	case "map":
+		if d := argc(2, 3); d != nil {
+			return nil, d
+		}
+		obj, ok := x.Args[1].(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			return nil, hcl.Diagnostics{diag(x.Args[1].Range(), "Invalid map table", "map's second argument is an object of constant values: map(frame.kind, { shell = \"execute\" }, \"other\").")}
+		}
+		m := &mapNode{table: map[string]value{}}
+		var diags hcl.Diagnostics
+		for _, item := range obj.Items {
+			k, d := constKey(item.KeyExpr)
+			diags = append(diags, d...)
+			v, d := item.ValueExpr.Value(nil)
+			if d.HasErrors() {
+				diags = append(diags, diag(item.ValueExpr.Range(), "Invalid map table", "map's table holds constant values."))
+				continue
+			}
+			lit, d := literal(v, item.ValueExpr.Range())
+			diags = append(diags, d...)
+			if lit != nil {
+				m.table[k] = lit.(*constNode).v
+			}
+		}
+		n, d := c.template(x.Args[0], sc)
+		diags = append(diags, d...)
+		m.x = n
+		if len(x.Args) == 3 {
+			m.def, d = c.template(x.Args[2], sc)
+			diags = append(diags, d...)
+		}
+		return m, diags
+	case "join":
+		if d := argc(2, 2); d != nil {
+			return nil, d
+		}
+		a, diags := args(0)
+		return &joinNode{x: a[0], sep: a[1]}, diags
+	case "default":
+		if d := argc(2, 8); d != nil {
+			return nil, d
+		}
+		a, diags := args(0)
+		return &defaultNode{alts: a}, diags
+	case "string":
+		if d := argc(1, 1); d != nil {
+			return nil, d
+		}
+		a, diags := args(0)
+		return &concatNode{parts: a}, diags
+	case "tojson":
+		if d := argc(1, 1); d != nil {
+			return nil, d
+		}
+		a, diags := args(0)
+		return &tojsonNode{x: a[0]}, diags
+	}
+	return nil, hcl.Diagnostics{diag(x.NameRange, "Unknown function",
+		"There is no function %q; templates have env, map, join, default, string and tojson.", x.Name)}
+}
+
+// --- nodes ------------------------------------------------------------------
+
+type constNode struct{ v value }
+
+func (n *constNode) eval(*evalEnv) value { return n.v }
+
+type refNode struct {
+	root root
+	path string
+}
+
+func (n *refNode) eval(e *evalEnv) value {
+	switch n.root {
+	case rFrame:
+		return gjsonValue(e.frame, n.path)
+	case rParams:
+		return gjsonValue(e.params, n.path)
+	case rPrompt:
+		return strValue(e.prompt)
+	case rID:
+		return rawValue(strconv.AppendUint(nil, e.id, 10))
+	case rNow:
+		return strValue(e.now.UTC().Format(time.RFC3339Nano))
+	case rSession:
+		if e.sess == nil {
+			return value{}
+		}
+		switch n.path {
+		case "id":
+			return strValue(e.sess.id)
+		case "cwd":
+			if e.sess.cwd == "" {
+				return value{}
+			}
+			return strValue(e.sess.cwd)
+		}
+		if v, ok := e.sess.kept[n.path]; ok {
+			return rawValue(v)
+		}
+		return value{}
+	case rTool:
+		t := e.tool
+		if t == nil {
+			return value{}
+		}
+		switch n.path {
+		case "id":
+			return strValue(t.id)
+		case "name":
+			return strValue(t.name)
+		case "title":
+			return strValue(t.title)
+		case "input":
+			return strValue(t.input.String())
+		case "output":
+			return strValue(t.output.String())
+		}
+	}
+	return value{}
+}
+
+func gjsonValue(doc []byte, path string) value {
+	if doc == nil {
+		return value{}
+	}
+	r := gjson.GetBytes(doc, path)
+	if !r.Exists() {
+		return value{}
+	}
+	return rawValue([]byte(r.Raw))
+}
+
+// concatNode is a quoted template: always a string.
+type concatNode struct{ parts []node }
+
+func (n *concatNode) eval(e *evalEnv) value {
+	if len(n.parts) == 1 {
+		v := n.parts[0].eval(e)
+		if v.kind == vStr {
+			return v
+		}
+		return strValue(v.text())
+	}
+	var b strings.Builder
+	for _, p := range n.parts {
+		b.WriteString(p.eval(e).text())
+	}
+	return strValue(b.String())
+}
+
+type objectNode struct {
+	keys []string // JSON-quoted
+	vals []node
+}
+
+func (n *objectNode) eval(e *evalEnv) value {
+	b := make([]byte, 0, 64)
+	b = append(b, '{')
+	first := true
+	for i, k := range n.keys {
+		v := n.vals[i].eval(e)
+		if v.absent() {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, k...)
+		b = append(b, ':')
+		b = v.appendJSON(b)
+	}
+	return rawValue(append(b, '}'))
+}
+
+type arrayNode struct{ items []node }
+
+func (n *arrayNode) eval(e *evalEnv) value {
+	b := []byte{'['}
+	first := true
+	for _, it := range n.items {
+		v := it.eval(e)
+		if v.absent() {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = v.appendJSON(b)
+	}
+	return rawValue(append(b, ']'))
+}
+
+type envNode struct {
+	name string
+	def  *string
+}
+
+func (n *envNode) eval(e *evalEnv) value {
+	if v, ok := e.envVars[n.name]; ok {
+		return strValue(v)
+	}
+	if n.def != nil {
+		return strValue(*n.def)
+	}
+	return value{}
+}
+
+type mapNode struct {
+	x     node
+	table map[string]value
+	def   node
+}
+
+func (n *mapNode) eval(e *evalEnv) value {
+	x := n.x.eval(e)
+	if v, ok := n.table[x.text()]; ok && !x.absent() {
+		return v
+	}
+	if n.def != nil {
+		return n.def.eval(e)
+	}
+	return x
+}
+
+type joinNode struct{ x, sep node }
+
+func (n *joinNode) eval(e *evalEnv) value {
+	x := n.x.eval(e)
+	if x.kind != vRaw || len(x.raw) == 0 || x.raw[0] != '[' {
+		return x
+	}
+	sep := n.sep.eval(e).text()
+	var b strings.Builder
+	i := 0
+	gjson.ParseBytes(x.raw).ForEach(func(_, v gjson.Result) bool {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		i++
+		b.WriteString(v.String())
+		return true
+	})
+	return strValue(b.String())
+}
+
+type defaultNode struct{ alts []node }
+
+func (n *defaultNode) eval(e *evalEnv) value {
+	var v value
+	for _, a := range n.alts {
+		v = a.eval(e)
+		if !v.missing() && v.text() != "" {
+			return v
+		}
+	}
+	return v
+}
+
+type tojsonNode struct{ x node }
+
+func (n *tojsonNode) eval(e *evalEnv) value {
+	v := n.x.eval(e)
+	if v.absent() {
+		return v
+	}
+	return strValue(string(v.appendJSON(nil)))
+}
+
+// --- matches ------------------------------------------------------------------
+
+// cond is one condition of a match: the value at a gjson path of the frame
+// (or of the bridge's state, for paths starting with $) equals one of want,
+// or is absent when want is empty and absent is set.
+type cond struct {
+	path   string
+	state  string // "$tool.open", "$tool.output", "$turn.running"
+	absent bool
+	want   []gjson.Result
+}
+
+// match is a compiled match object; all conditions must hold.
+type match struct {
+	conds []cond
+}
+
+var statePaths = map[string]bool{"$tool.open": true, "$tool.output": true, "$turn.running": true}
+
+// compileMatch compiles { path = value, … }: value is a literal, a list of
+// literals (any of them), or null (the path must be absent).
+func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
+	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		return nil, hcl.Diagnostics{diag(expr.Range(), "Invalid match",
+			"A match is an object of gjson paths and the values they must hold: { type = \"prompt_response\", \"data.status\" = \"completed\" }.")}
+	}
+	m := &match{}
+	var diags hcl.Diagnostics
+	for _, item := range obj.Items {
+		k, d := constKey(item.KeyExpr)
+		if d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
+		c := cond{path: k}
+		if strings.HasPrefix(k, "$") {
+			if !statePaths[k] {
+				diags = append(diags, diag(item.KeyExpr.Range(), "Unknown state", "%s is not a state a match can test; there are $tool.open, $tool.output and $turn.running.", k))
+				continue
+			}
+			c.state, c.path = k, ""
+		} else if err := checkPath(k); err != nil {
+			diags = append(diags, diag(item.KeyExpr.Range(), "Invalid gjson path", "%q: %v.", k, err))
+			continue
+		}
+		v, d := item.ValueExpr.Value(nil)
+		if d.HasErrors() {
+			diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "Match values are constants: a string, number, bool, null (absent) or a list of those (any of them)."))
+			continue
+		}
+		add := func(v cty.Value) {
+			b, err := ctyjson.Marshal(v, v.Type())
+			if err != nil {
+				diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "%v", err))
+				return
+			}
+			c.want = append(c.want, gjson.ParseBytes(b))
+		}
+		switch {
+		case v.IsNull():
+			c.absent = true
+		case v.Type().IsTupleType() || v.Type().IsListType():
+			for it := v.ElementIterator(); it.Next(); {
+				_, ev := it.Element()
+				add(ev)
+			}
+		default:
+			add(v)
+		}
+		m.conds = append(m.conds, c)
+	}
+	sort.SliceStable(m.conds, func(i, j int) bool { return m.conds[i].state == "" && m.conds[j].state != "" })
+	return m, diags
+}
+
+// state is what the $ conditions of a match read.
+type matchState interface {
+	stateValue(name string) gjson.Result
+}
+
+func (m *match) matches(frame []byte, st matchState) bool {
+	for i := range m.conds {
+		c := &m.conds[i]
+		var got gjson.Result
+		if c.state != "" {
+			got = st.stateValue(c.state)
+		} else {
+			got = gjson.GetBytes(frame, c.path)
+		}
+		if c.absent {
+			if got.Exists() {
+				return false
+			}
+			continue
+		}
+		if !got.Exists() {
+			return false
+		}
+		ok := false
+		for _, w := range c.want {
+			if sameJSON(got, w) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b gjson.Result) bool {
+	if a.Type != b.Type {
+		return false
+	}
+	switch a.Type {
+	case gjson.String:
+		return a.Str == b.Str
+	case gjson.Number:
+		return a.Num == b.Num
+	case gjson.True, gjson.False, gjson.Null:
+		return true
+	}
+	return a.Raw == b.Raw
+}

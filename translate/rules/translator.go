@@ -1,0 +1,1440 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+)
+
+// Note names (translate.Out Note): what the engine counts and logs.
+const (
+	noteUnmatched = "unmatched-frames"
+	noteDropped   = "drained-turn-updates"
+	noteAgentCall = "unsupported-agent-requests"
+)
+
+type connState int
+
+const (
+	connOpen      connState = iota // no connect block, or its work is done
+	connWaitUp                     // waiting for LinkUp
+	connWaitFrame                  // connect frames sent, waiting for expect
+	connRejected                   // the agent refused the connection
+)
+
+// translator is one agent link driven by a profile.
+type translator struct {
+	p       *Profile
+	envVars map[string]string
+	now     time.Time
+
+	conn      connState
+	rejectErr json.RawMessage
+	held      []translate.Msg
+
+	nextID   uint64
+	waiting  []*exchange
+	byID     map[string]*exchange
+	sessions []*session
+	minted   int
+
+	nextCall translate.Ref
+	perms    map[translate.Ref]*pendingPermission
+	stale    map[translate.Ref]bool
+
+	nextBeat time.Time
+	armed    time.Time
+}
+
+// exchange is one request sent to the agent whose reply is awaited.
+type exchange struct {
+	req    *requestRule
+	method string
+	ref    translate.Ref // 0 once answered or abandoned
+	id     uint64
+	sent   []byte
+	sess   *session
+	turn   *turn
+	// session/new
+	cwd       string
+	sessionID string
+}
+
+type session struct {
+	id    string
+	cwd   string
+	kept  map[string][]byte
+	turns []*turn // oldest first; only the last can be live
+	tools []*tool
+	seq   int
+}
+
+type turn struct {
+	ref       translate.Ref
+	sess      *session
+	ex        *exchange
+	cancelled bool // session/cancel was forwarded: the end is answered "cancelled"
+	dropped   bool // already answered: frames until its end are dropped
+	streamed  bool // an agent_message_chunk was sent
+	deadline  time.Time
+	perm      translate.Ref
+}
+
+type tool struct {
+	id, key, name, title, kind string
+	input, output              strings.Builder
+	rawInput                   []byte
+	announced                  bool
+}
+
+type pendingPermission struct {
+	rule    *permissionRule
+	turn    *turn
+	tool    *tool
+	frame   []byte
+	options map[string]string // optionId → kind
+}
+
+func newTranslator(p *Profile, envVars map[string]string) *translator {
+	t := &translator{p: p, envVars: envVars, byID: map[string]*exchange{},
+		perms: map[translate.Ref]*pendingPermission{}, stale: map[translate.Ref]bool{}}
+	if p.connect != nil {
+		t.conn = connWaitUp
+	}
+	return t
+}
+
+var _ translate.AgentClock = (*translator)(nil)
+
+// --- editor side -----------------------------------------------------------------
+
+// FromEditor implements translate.Translator.
+func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
+	if !m.At.IsZero() {
+		t.now = m.At
+	}
+	var outs []translate.Out
+	var err error
+	switch m.Kind {
+	case translate.Request, translate.Notification:
+		if t.conn == connWaitUp || t.conn == connWaitFrame {
+			t.held = append(t.held, m)
+			return t.wake(nil), nil
+		}
+		if m.Kind == translate.Request {
+			outs = t.request(m)
+		} else {
+			outs = t.notification(m)
+		}
+	case translate.Response:
+		outs, err = t.permissionAnswer(m)
+	case translate.CancelRequest:
+		if tr := t.turnByRef(m.Ref); tr != nil && !tr.dropped {
+			outs = t.cancelTurn(tr)
+		}
+	case translate.Abandon:
+		outs = t.abandon(m.Ref)
+	case translate.LinkUp:
+		outs = t.linkUp()
+	case translate.LinkDown:
+		*t = *newTranslator(t.p, t.envVars)
+		return nil, nil
+	case translate.Tick:
+		t.armed = time.Time{}
+		outs = t.tick()
+	default:
+		return nil, fmt.Errorf("rules: unexpected editor input kind %d", m.Kind)
+	}
+	return t.wake(outs), err
+}
+
+func (t *translator) request(m translate.Msg) []translate.Out {
+	switch m.Method {
+	case "initialize":
+		return t.initialize(m)
+	case "session/new":
+		return t.newSession(m)
+	case "session/prompt":
+		return t.prompt(m)
+	case "session/close":
+		return t.closeSession(m)
+	}
+	if t.conn == connRejected {
+		return []translate.Out{fail(m.Ref, t.rejectErr)}
+	}
+	req := t.p.requests[m.Method]
+	if req == nil {
+		return []translate.Out{failf(m.Ref, translate.CodeMethodNotFound,
+			"%s is not available: profile %s does not say how to send it to the agent", m.Method, t.p.Name)}
+	}
+	sess := t.session(gjson.GetBytes(m.Body, "sessionId").Str)
+	return t.send(req, m, sess, nil)
+}
+
+func (t *translator) notification(m translate.Msg) []translate.Out {
+	if m.Method != "session/cancel" {
+		return nil
+	}
+	sess := t.session(gjson.GetBytes(m.Body, "sessionId").Str)
+	if sess == nil {
+		return nil
+	}
+	if tr := sess.live(); tr != nil {
+		return t.cancelTurn(tr)
+	}
+	return nil
+}
+
+// send builds and sends the frames of req and answers or awaits the reply.
+func (t *translator) send(req *requestRule, m translate.Msg, sess *session, setup func(*exchange)) []translate.Out {
+	t.nextID++
+	e := t.evalEnv(nil, m.Body, sess, nil)
+	if m.Method == "session/prompt" {
+		e.prompt = promptText(m.Body)
+	}
+	var outs []translate.Out
+	var first []byte
+	if req.agentMethod != "" {
+		var params []byte
+		if req.params != nil {
+			if v := req.params.eval(e); !v.absent() {
+				params = v.appendJSON(nil)
+			}
+		}
+		f := t.rpcFrame(req.agentMethod, params, !req.notify)
+		first = f
+		outs = append(outs, frameOut(f))
+	}
+	for _, n := range req.send {
+		v := n.eval(e)
+		if v.absent() {
+			continue
+		}
+		f := v.appendJSON(nil)
+		if first == nil {
+			first = f
+		}
+		outs = append(outs, frameOut(f))
+	}
+	awaits := req.reply != nil || (req.agentMethod != "" && !req.notify)
+	ex := &exchange{req: req, method: m.Method, ref: m.Ref, id: t.nextID, sent: first, sess: sess}
+	if setup != nil {
+		setup(ex)
+	}
+	if !awaits {
+		if ex.turn != nil {
+			return outs // the turn ends by an event or by silence
+		}
+		return append(outs, t.finish(ex, nil)...)
+	}
+	t.waiting = append(t.waiting, ex)
+	if req.agentMethod != "" && !req.notify {
+		t.byID[strconv.FormatUint(ex.id, 10)] = ex
+	}
+	return outs
+}
+
+func (t *translator) rpcFrame(method string, params []byte, withID bool) []byte {
+	b := make([]byte, 0, len(params)+len(method)+48)
+	b = append(b, '{')
+	if t.p.envelope == envJSONRPC {
+		b = append(b, `"jsonrpc":"2.0",`...)
+	}
+	if withID {
+		b = append(b, `"id":`...)
+		b = strconv.AppendUint(b, t.nextID, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"method":`...)
+	b = appendQuoted(b, method)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+func (t *translator) initialize(m translate.Msg) []translate.Out {
+	if t.conn == connRejected {
+		return []translate.Out{fail(m.Ref, t.rejectErr)}
+	}
+	if req := t.p.requests["initialize"]; req != nil {
+		return t.send(req, m, nil, nil)
+	}
+	return []translate.Out{{Kind: translate.Reply, Ref: m.Ref, Body: t.initializeResult()}}
+}
+
+// initializeResult advertises what the profile can deliver: text and
+// resource-link prompts only, session/close when the profile can close.
+func (t *translator) initializeResult() json.RawMessage {
+	b := []byte(`{"protocolVersion":1,"agentCapabilities":{"loadSession":false,"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true}`)
+	if t.canClose() {
+		b = append(b, `,"sessionCapabilities":{"close":{}}`...)
+	}
+	b = append(b, `},"authMethods":[],"agentInfo":{"name":`...)
+	b = appendQuoted(b, t.p.Name)
+	b = append(b, `,"version":"profile"}}`...)
+	return b
+}
+
+func (t *translator) canClose() bool {
+	return t.p.PerSession || t.p.requests["session/close"] != nil
+}
+
+func (t *translator) newSession(m translate.Msg) []translate.Out {
+	if t.conn == connRejected {
+		return []translate.Out{fail(m.Ref, t.rejectErr)}
+	}
+	cwd := gjson.GetBytes(m.Body, "cwd")
+	if cwd.Type != gjson.String || !strings.HasPrefix(cwd.Str, "/") {
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "session/new needs an absolute cwd")}
+	}
+	if t.p.PerSession && len(t.sessions) > 0 {
+		return []translate.Out{failf(m.Ref, translate.CodeInternalError,
+			"profile %s holds one conversation per connection and this one already serves a session", t.p.Name)}
+	}
+	pending := &session{id: m.Session, cwd: cwd.Str, kept: map[string][]byte{}}
+	req := t.p.requests["session/new"]
+	if req == nil {
+		return []translate.Out{t.opened(pending, m.Ref, nil)}
+	}
+	return t.send(req, m, pending, func(ex *exchange) { ex.cwd = cwd.Str; ex.sessionID = m.Session })
+}
+
+// opened registers a session and answers session/new.
+func (t *translator) opened(s *session, ref translate.Ref, result []byte) translate.Out {
+	if s.id == "" {
+		if v, ok := s.kept["agent_session"]; ok && gjson.ParseBytes(v).String() != "" {
+			s.id = gjson.ParseBytes(v).String()
+		} else {
+			t.minted++
+			s.id = "session-" + strconv.Itoa(t.minted)
+		}
+	}
+	t.sessions = append(t.sessions, s)
+	if result == nil {
+		result = append(appendQuoted([]byte(`{"sessionId":`), s.id), '}')
+	}
+	return translate.Out{Kind: translate.Reply, Ref: ref, Body: result, Session: s.id}
+}
+
+func (t *translator) prompt(m translate.Msg) []translate.Out {
+	if t.conn == connRejected {
+		return []translate.Out{fail(m.Ref, t.rejectErr)}
+	}
+	sid := gjson.GetBytes(m.Body, "sessionId").Str
+	sess := t.session(sid)
+	if sess == nil {
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown session %q", sid)}
+	}
+	if sess.live() != nil {
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidRequest,
+			"a prompt is already running in this session: wait for its response or send session/cancel first")}
+	}
+	if bad := unsupportedBlock(m.Body); bad != "" {
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams,
+			"profile %s sends the agent text only; a %s prompt block cannot be sent", t.p.Name, bad)}
+	}
+	tr := &turn{ref: m.Ref, sess: sess}
+	if t.p.silence > 0 {
+		tr.deadline = t.now.Add(t.p.silence)
+	}
+	sess.turns = append(sess.turns, tr)
+	return t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
+		ex.turn = tr
+		tr.ex = ex
+	})
+}
+
+func (t *translator) closeSession(m translate.Msg) []translate.Out {
+	sid := gjson.GetBytes(m.Body, "sessionId").Str
+	sess := t.session(sid)
+	if !t.canClose() {
+		return []translate.Out{failf(m.Ref, translate.CodeMethodNotFound,
+			"session/close is not available: profile %s does not say how to close a session", t.p.Name)}
+	}
+	if sess == nil {
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown session %q", sid)}
+	}
+	var outs []translate.Out
+	if tr := sess.live(); tr != nil {
+		// Closing implies cancelling (acp-spec.md §13.1); the agent's own
+		// end of the turn may never come once the link is closed.
+		outs = t.cancelTurn(tr)
+		if !tr.dropped {
+			tr.dropped = true
+			outs = append(outs, reply(tr.ref, stopReasonBody("cancelled"), sess.id))
+		}
+	}
+	t.sessions = slices.DeleteFunc(t.sessions, func(s *session) bool { return s == sess })
+	if req := t.p.requests["session/close"]; req != nil && t.conn != connRejected {
+		return append(outs, t.send(req, m, sess, nil)...)
+	}
+	return append(outs, reply(m.Ref, []byte("{}"), sess.id))
+}
+
+// cancelTurn handles session/cancel (or $/cancel_request on the prompt).
+func (t *translator) cancelTurn(tr *turn) []translate.Out {
+	outs := t.withdrawPermission(tr)
+	if t.p.cancel != nil && len(t.p.cancel.send) > 0 {
+		if tr.cancelled {
+			return outs
+		}
+		tr.cancelled = true
+		e := t.evalEnv(nil, nil, tr.sess, tr.sess.lastTool())
+		t.nextID++
+		e.id = t.nextID
+		for _, n := range t.p.cancel.send {
+			if v := n.eval(e); !v.absent() {
+				outs = append(outs, frameOut(v.appendJSON(nil)))
+			}
+		}
+		return outs
+	}
+	// Nothing to tell the agent: the bridge ends the turn itself and drops
+	// what the agent still sends for it.
+	outs = append(outs, t.closeTools(tr.sess, "failed")...)
+	tr.dropped = true
+	return append(outs, reply(tr.ref, stopReasonBody("cancelled"), tr.sess.id))
+}
+
+func (t *translator) abandon(ref translate.Ref) []translate.Out {
+	for i, m := range t.held {
+		if m.Kind == translate.Request && m.Ref == ref {
+			t.held = slices.Delete(t.held, i, i+1)
+			return nil
+		}
+	}
+	if tr := t.turnByRef(ref); tr != nil {
+		var outs []translate.Out
+		if !tr.dropped && t.p.cancel != nil && len(t.p.cancel.send) > 0 && !tr.cancelled {
+			outs = t.cancelTurn(tr)
+		} else {
+			outs = t.withdrawPermission(tr)
+		}
+		tr.dropped = true
+		return outs
+	}
+	for _, ex := range t.waiting {
+		if ex.ref == ref {
+			ex.ref = 0
+		}
+	}
+	return nil
+}
+
+func (t *translator) linkUp() []translate.Out {
+	if t.p.connect == nil || t.conn != connWaitUp {
+		return t.startHeartbeat(nil)
+	}
+	var outs []translate.Out
+	e := t.evalEnv(nil, nil, nil, nil)
+	for _, n := range t.p.connect.send {
+		t.nextID++
+		e.id = t.nextID
+		if v := n.eval(e); !v.absent() {
+			outs = append(outs, frameOut(v.appendJSON(nil)))
+		}
+	}
+	if t.p.connect.expect != nil {
+		t.conn = connWaitFrame
+		return outs
+	}
+	return t.ready(outs)
+}
+
+// ready ends the connect phase: held editor messages are handled now.
+func (t *translator) ready(outs []translate.Out) []translate.Out {
+	t.conn = connOpen
+	outs = t.startHeartbeat(outs)
+	held := t.held
+	t.held = nil
+	for _, m := range held {
+		if m.Kind == translate.Request {
+			outs = append(outs, t.request(m)...)
+		} else {
+			outs = append(outs, t.notification(m)...)
+		}
+	}
+	return outs
+}
+
+func (t *translator) startHeartbeat(outs []translate.Out) []translate.Out {
+	if t.p.heartbeat != nil && t.nextBeat.IsZero() {
+		t.nextBeat = t.now.Add(t.p.heartbeat.every)
+	}
+	return outs
+}
+
+// tick sends due heartbeats and ends turns whose silence ran out.
+func (t *translator) tick() []translate.Out {
+	var outs []translate.Out
+	if hb := t.p.heartbeat; hb != nil && !t.nextBeat.IsZero() && !t.now.Before(t.nextBeat) {
+		e := t.evalEnv(nil, nil, nil, nil)
+		for _, n := range hb.send {
+			t.nextID++
+			e.id = t.nextID
+			if v := n.eval(e); !v.absent() {
+				outs = append(outs, frameOut(v.appendJSON(nil)))
+			}
+		}
+		t.nextBeat = t.now.Add(hb.every)
+	}
+	if t.p.silence > 0 {
+		for _, s := range slices.Clone(t.sessions) {
+			for _, tr := range slices.Clone(s.turns) {
+				if !tr.deadline.IsZero() && !t.now.Before(tr.deadline) {
+					outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
+				}
+			}
+		}
+	}
+	return outs
+}
+
+// wake appends a Timer output when the next deadline moved.
+func (t *translator) wake(outs []translate.Out) []translate.Out {
+	var next time.Time
+	if !t.nextBeat.IsZero() {
+		next = t.nextBeat
+	}
+	for _, s := range t.sessions {
+		for _, tr := range s.turns {
+			if !tr.deadline.IsZero() && (next.IsZero() || tr.deadline.Before(next)) {
+				next = tr.deadline
+			}
+		}
+	}
+	if next.IsZero() || next.Equal(t.armed) {
+		return outs
+	}
+	t.armed = next
+	d := next.Sub(t.now)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return append(outs, translate.Out{Kind: translate.Timer, Delay: d})
+}
+
+// --- permissions -------------------------------------------------------------------
+
+var defaultOptions = []byte(`[{"optionId":"allow","name":"Allow","kind":"allow_once"},{"optionId":"reject","name":"Reject","kind":"reject_once"}]`)
+
+func (t *translator) askPermission(pr *permissionRule, frame []byte, tr *turn) []translate.Out {
+	sess := tr.sess
+	var outs []translate.Out
+	tl := sess.lastTool()
+	if tl == nil {
+		// Nothing announced yet: the request needs a tool call to name.
+		sess.seq++
+		tl = &tool{id: "tool-" + strconv.Itoa(sess.seq), title: "Permission"}
+		sess.tools = append(sess.tools, tl)
+	}
+	if !tl.announced {
+		outs = append(outs, t.announce(sess, tl, ""))
+	}
+	e := t.evalEnv(frame, nil, sess, tl)
+	options := defaultOptions
+	if pr.options != nil {
+		if v := pr.options.eval(e); v.kind == vRaw && gjson.ParseBytes(v.raw).IsArray() {
+			options = v.raw
+		}
+	}
+	kinds := map[string]string{}
+	gjson.ParseBytes(options).ForEach(func(_, o gjson.Result) bool {
+		kinds[o.Get("optionId").String()] = o.Get("kind").String()
+		return true
+	})
+	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b = append(b, `,"toolCall":{"toolCallId":`...)
+	b = appendQuoted(b, tl.id)
+	if pr.title != nil {
+		if v := pr.title.eval(e); !v.missing() {
+			b = append(b, `,"title":`...)
+			b = v.appendTextJSON(b)
+		}
+	}
+	b = append(b, `,"status":"pending"},"options":`...)
+	b = append(b, options...)
+	b = append(b, '}')
+	t.nextCall++
+	ref := t.nextCall
+	t.perms[ref] = &pendingPermission{rule: pr, turn: tr, tool: tl, frame: frame, options: kinds}
+	tr.perm = ref
+	return append(outs, translate.Out{Kind: translate.Call, Ref: ref, Method: "session/request_permission", Body: b, Session: sess.id})
+}
+
+func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) {
+	if t.stale[m.Ref] {
+		delete(t.stale, m.Ref)
+		return nil, nil
+	}
+	pp := t.perms[m.Ref]
+	if pp == nil {
+		return nil, fmt.Errorf("rules: editor answered call %d, which is not outstanding", m.Ref)
+	}
+	delete(t.perms, m.Ref)
+	pp.turn.perm = 0
+	outcome := "reject"
+	if m.Error == nil {
+		r := gjson.GetBytes(m.Body, "outcome")
+		switch r.Get("outcome").Str {
+		case "selected":
+			kind, ok := pp.options[r.Get("optionId").String()]
+			if ok && strings.HasPrefix(kind, "allow") {
+				outcome = "allow"
+			}
+		case "cancelled":
+			outcome = "cancelled"
+		}
+	}
+	sess := pp.turn.sess
+	e := t.evalEnv(pp.frame, nil, sess, pp.tool)
+	var outs []translate.Out
+	frames := pp.rule.reject
+	switch outcome {
+	case "allow":
+		frames = pp.rule.allow
+	case "cancelled":
+		frames = pp.rule.cancelled
+	}
+	for _, n := range frames {
+		t.nextID++
+		e.id = t.nextID
+		if v := n.eval(e); !v.absent() {
+			outs = append(outs, frameOut(v.appendJSON(nil)))
+		}
+	}
+	if pp.turn.dropped {
+		return outs, nil
+	}
+	if outcome == "allow" {
+		outs = append(outs, t.toolUpdate(sess, pp.tool, `"in_progress"`, false, nil))
+		return outs, nil
+	}
+	outs = append(outs, t.toolUpdate(sess, pp.tool, `"failed"`, false, nil))
+	sess.removeTool(pp.tool)
+	if outcome == "reject" && pp.rule.rejectEndsTurn {
+		outs = append(outs, t.endTurn(pp.turn, "end_turn")...)
+	}
+	return outs, nil
+}
+
+// withdrawPermission cancels the turn's pending permission request: the
+// editor is told to drop it and the agent gets the cancelled frames.
+func (t *translator) withdrawPermission(tr *turn) []translate.Out {
+	if tr.perm == 0 {
+		return nil
+	}
+	ref := tr.perm
+	pp := t.perms[ref]
+	delete(t.perms, ref)
+	tr.perm = 0
+	t.stale[ref] = true
+	outs := []translate.Out{{Kind: translate.CancelCall, Ref: ref}}
+	if pp != nil {
+		e := t.evalEnv(pp.frame, nil, tr.sess, pp.tool)
+		for _, n := range pp.rule.cancelled {
+			t.nextID++
+			e.id = t.nextID
+			if v := n.eval(e); !v.absent() {
+				outs = append(outs, frameOut(v.appendJSON(nil)))
+			}
+		}
+	}
+	return outs
+}
+
+// --- agent side --------------------------------------------------------------------
+
+// FromAgent implements translate.Translator.
+func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
+	return t.FromAgentAt(frame, t.now)
+}
+
+// FromAgentAt implements translate.AgentClock.
+func (t *translator) FromAgentAt(frame []byte, at time.Time) ([]translate.Out, error) {
+	if !at.IsZero() {
+		t.now = at
+	}
+	outs, err := t.fromAgent(frame)
+	return t.wake(outs), err
+}
+
+func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
+	frame = bytes.TrimSpace(frame)
+	if !gjson.ValidBytes(frame) {
+		return nil, fmt.Errorf("rules: the agent sent a frame that is not JSON: %.80q", frame)
+	}
+	if t.p.silence > 0 {
+		for _, s := range t.sessions {
+			for _, tr := range s.turns {
+				tr.deadline = t.now.Add(t.p.silence)
+			}
+		}
+	}
+	if t.conn == connWaitFrame {
+		c := t.p.connect
+		if c.reject != nil && c.reject.matches(frame, nil) {
+			return t.rejected(frame), nil
+		}
+		if c.expect.matches(frame, nil) {
+			return t.ready(nil), nil
+		}
+	}
+	if hb := t.p.heartbeat; hb != nil && hb.reply != nil && hb.reply.matches(frame, nil) {
+		return nil, nil
+	}
+	if t.p.envelope != envNone {
+		if outs, done, err := t.rpcFrameIn(frame); done {
+			return outs, err
+		}
+	}
+	sess := t.route(frame)
+	st := &state{t: t, sess: sess}
+	for _, er := range t.p.errors {
+		if er.match.matches(frame, st) {
+			return t.agentError(er, frame, sess), nil
+		}
+	}
+	for _, ex := range t.waiting {
+		r := ex.req.reply
+		if r == nil || (r.match == nil && r.correlate == "") {
+			continue
+		}
+		if r.match != nil && !r.match.matches(frame, st) {
+			continue
+		}
+		if r.correlate != "" && gjson.GetBytes(frame, r.correlate).String() != gjson.GetBytes(ex.sent, r.correlate).String() {
+			continue
+		}
+		return t.replied(ex, frame), nil
+	}
+	for _, r := range t.p.events {
+		if r.match.matches(frame, st) {
+			return t.event(r, frame, sess), nil
+		}
+	}
+	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}}, nil
+}
+
+// rpcFrameIn handles JSON-RPC responses and agent requests; done is false
+// for notifications, which the event rules handle.
+func (t *translator) rpcFrameIn(frame []byte) ([]translate.Out, bool, error) {
+	r := gjson.ParseBytes(frame)
+	id, method := r.Get("id"), r.Get("method")
+	switch {
+	case id.Exists() && !method.Exists():
+		key := id.Raw
+		if id.Type == gjson.String {
+			key = id.Str
+		}
+		ex := t.byID[key]
+		if ex == nil {
+			return []translate.Out{{Kind: translate.Note, Method: noteUnmatched,
+				Body: []byte("a reply to agent request " + id.Raw + ", which is not outstanding")}}, true, nil
+		}
+		delete(t.byID, key)
+		if errObj := r.Get("error"); errObj.Exists() {
+			return t.failExchange(ex, passError([]byte(errObj.Raw))), true, nil
+		}
+		return t.replied(ex, frame), true, nil
+	case id.Exists() && method.Exists():
+		st := &state{t: t, sess: t.route(frame)}
+		for _, ev := range t.p.events {
+			if ev.match.matches(frame, st) {
+				return t.event(ev, frame, st.sess), true, nil
+			}
+		}
+		e := translate.Errorf(translate.CodeMethodNotFound, "%s is not handled by the bridge's profile %s", method.Str, t.p.Name)
+		return []translate.Out{
+			frameOut(t.rpcError([]byte(id.Raw), e.JSON())),
+			{Kind: translate.Note, Method: noteAgentCall, Body: []byte(method.Str)},
+		}, true, nil
+	}
+	return nil, false, nil
+}
+
+func (t *translator) rpcError(id, errObj []byte) []byte {
+	b := []byte{'{'}
+	if t.p.envelope == envJSONRPC {
+		b = append(b, `"jsonrpc":"2.0",`...)
+	}
+	b = append(b, `"id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":`...)
+	b = append(b, errObj...)
+	return append(b, '}')
+}
+
+// rejected handles the frame that means the agent refused the connection.
+func (t *translator) rejected(frame []byte) []translate.Out {
+	msg := "the agent refused the connection"
+	if n := t.p.connect.rejectMessage; n != nil {
+		if v := n.eval(t.evalEnv(frame, nil, nil, nil)); v.text() != "" {
+			msg = v.text()
+		}
+	}
+	t.conn = connRejected
+	t.rejectErr = translate.Errorf(translate.CodeInternalError, "%s", msg).JSON()
+	held := t.held
+	t.held = nil
+	var outs []translate.Out
+	for _, m := range held {
+		if m.Kind == translate.Request {
+			outs = append(outs, fail(m.Ref, t.rejectErr))
+		}
+	}
+	return outs
+}
+
+// replied handles the reply to an exchange.
+func (t *translator) replied(ex *exchange, frame []byte) []translate.Out {
+	t.removeWaiting(ex)
+	if ex.turn != nil {
+		r := ex.req.reply
+		if r == nil {
+			r = &rule{}
+		}
+		return t.apply(r, frame, ex.turn.sess, ex.turn, true)
+	}
+	return t.finish(ex, frame)
+}
+
+// finish answers a non-prompt exchange after its reply (frame nil: no reply
+// was awaited).
+func (t *translator) finish(ex *exchange, frame []byte) []translate.Out {
+	var outs []translate.Out
+	r := ex.req.reply
+	sess := ex.sess
+	if r != nil && frame != nil && sess != nil {
+		for _, k := range r.keep {
+			if v := gjson.GetBytes(frame, k.path); v.Exists() {
+				sess.kept[k.name] = []byte(v.Raw)
+			}
+		}
+	}
+	var result []byte
+	if r != nil && r.result != nil {
+		if v := r.result.eval(t.evalEnv(frame, nil, sess, nil)); !v.absent() {
+			result = v.appendJSON(nil)
+		}
+	}
+	if ex.ref == 0 {
+		if ex.method == "session/new" {
+			return nil // abandoned: the editor never learns of this session
+		}
+		return outs
+	}
+	switch ex.method {
+	case "initialize":
+		return append(outs, translate.Out{Kind: translate.Reply, Ref: ex.ref, Body: t.initializeResult()})
+	case "session/new":
+		return append(outs, t.opened(sess, ex.ref, result))
+	}
+	if result == nil {
+		result = []byte("{}")
+	}
+	sid := ""
+	if sess != nil {
+		sid = sess.id
+	}
+	return append(outs, reply(ex.ref, result, sid))
+}
+
+// failExchange fails an exchange with the agent's error object.
+func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
+	t.removeWaiting(ex)
+	if ex.turn != nil {
+		return t.failTurn(ex.turn, errObj)
+	}
+	if ex.ref == 0 {
+		return nil
+	}
+	return []translate.Out{fail(ex.ref, errObj)}
+}
+
+// agentError applies an error rule: it fails the oldest request waiting for
+// the agent, else the running turn of the frame's session.
+func (t *translator) agentError(er *errorRule, frame []byte, sess *session) []translate.Out {
+	e := t.evalEnv(frame, nil, sess, nil)
+	msg := er.message.eval(e).text()
+	if msg == "" {
+		msg = "the agent reported an error"
+	}
+	code := translate.CodeInternalError
+	if er.code != nil {
+		if n, err := strconv.Atoi(er.code.eval(e).text()); err == nil {
+			code = n
+		}
+	}
+	errObj := translate.Errorf(code, "%s", msg).JSON()
+	if len(t.waiting) > 0 {
+		return t.failExchange(t.waiting[0], errObj)
+	}
+	if tr := t.currentTurn(sess); tr != nil {
+		return t.failTurn(tr, errObj)
+	}
+	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte("agent error outside any request: " + msg)}}
+}
+
+// event applies an event rule to the frame's session.
+func (t *translator) event(r *rule, frame []byte, sess *session) []translate.Out {
+	return t.apply(r, frame, sess, t.currentTurn(sess), false)
+}
+
+// apply carries out a rule. A reply rule of a prompt ends its turn.
+func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
+	if tr != nil && tr.dropped {
+		// The editor was already answered for this turn: only its end
+		// matters, and nothing reaches the editor.
+		var outs []translate.Out
+		if r.endTurn != "" || r.fail != nil || promptReply {
+			t.popTurn(tr)
+			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
+		}
+		if len(r.updates) > 0 || r.tool != nil {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Body: []byte("frame of a turn the bridge already ended")})
+		}
+		return outs
+	}
+	var outs []translate.Out
+	e := t.evalEnv(frame, nil, sess, nil)
+	if sess != nil {
+		e.tool = sess.lastTool()
+	}
+	for _, n := range r.send {
+		t.nextID++
+		e.id = t.nextID
+		if v := n.eval(e); !v.absent() {
+			outs = append(outs, frameOut(v.appendJSON(nil)))
+		}
+	}
+	if sess == nil {
+		if len(r.updates) > 0 || r.tool != nil || r.finalMessage != nil {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: "unroutable-updates", Body: []byte("no session for " + r.name)})
+		}
+		return outs
+	}
+	if r.tool != nil {
+		outs = append(outs, t.applyTool(r.tool, e, sess)...)
+		e.tool = sess.lastTool()
+	}
+	for _, u := range r.updates {
+		if o, ok := t.updateOut(u, e, sess, tr); ok {
+			outs = append(outs, o)
+		}
+	}
+	if r.finalMessage != nil && tr != nil && !tr.streamed {
+		if o, ok := t.updateOut(update{kind: "agent_message_chunk", n: r.finalMessage}, e, sess, tr); ok {
+			outs = append(outs, o)
+		}
+	}
+	askPermission := r.permission != nil && tr != nil && tr.perm == 0 && !tr.cancelled
+	if askPermission {
+		outs = append(outs, t.askPermission(r.permission, frame, tr)...)
+	}
+	switch {
+	case tr == nil:
+	case r.permission != nil && tr.cancelled:
+		// The agent stopped to ask after the editor cancelled: the turn is over.
+		outs = append(outs, t.endTurn(tr, "cancelled")...)
+	case r.fail != nil:
+		msg := r.fail.eval(e).text()
+		outs = append(outs, t.failTurn(tr, translate.Errorf(translate.CodeInternalError, "%s", msg).JSON())...)
+	case r.endTurn != "":
+		outs = append(outs, t.endTurn(tr, r.endTurn)...)
+	case promptReply:
+		outs = append(outs, t.endTurn(tr, "end_turn")...)
+	}
+	return outs
+}
+
+func (t *translator) updateOut(u update, e *evalEnv, sess *session, tr *turn) (translate.Out, bool) {
+	v := u.n.eval(e)
+	if v.missing() {
+		return translate.Out{}, false
+	}
+	b := make([]byte, 0, 96+len(v.raw)+len(v.str))
+	b = append(b, `{"sessionId":`...)
+	b = appendQuoted(b, sess.id)
+	b = append(b, `,"update":`...)
+	switch u.kind {
+	case "":
+		if v.kind != vRaw || gjson.GetBytes(v.raw, "sessionUpdate").Type != gjson.String {
+			return translate.Out{Kind: translate.Note, Method: "unroutable-updates", Body: []byte("update without sessionUpdate")}, true
+		}
+		b = append(b, v.raw...)
+		if tr != nil && gjson.GetBytes(v.raw, "sessionUpdate").Str == "agent_message_chunk" {
+			tr.streamed = true
+		}
+	case "plan":
+		if v.kind != vRaw || !gjson.ParseBytes(v.raw).IsArray() {
+			return translate.Out{}, false
+		}
+		b = append(b, `{"sessionUpdate":"plan","entries":`...)
+		b = append(b, v.raw...)
+		b = append(b, '}')
+	default:
+		b = append(b, `{"sessionUpdate":"`...)
+		b = append(b, u.kind...)
+		b = append(b, `","content":{"type":"text","text":`...)
+		b = v.appendTextJSON(b)
+		b = append(b, `}}`...)
+		if tr != nil && u.kind == "agent_message_chunk" {
+			tr.streamed = true
+		}
+	}
+	b = append(b, '}')
+	return translate.Out{Kind: translate.Notify, Method: "session/update", Body: b, Session: sess.id}, true
+}
+
+// endTurn answers the turn's prompt with reason ("cancelled" when a cancel
+// was forwarded) after closing its tool calls.
+func (t *translator) endTurn(tr *turn, reason string) []translate.Out {
+	outs := t.withdrawPermission(tr)
+	t.popTurn(tr)
+	if tr.dropped {
+		return append(outs, t.closeToolsQuiet(tr.sess)...)
+	}
+	status := "completed"
+	if tr.cancelled {
+		reason, status = "cancelled", "failed"
+	}
+	outs = append(outs, t.closeTools(tr.sess, status)...)
+	return append(outs, reply(tr.ref, stopReasonBody(reason), tr.sess.id))
+}
+
+// failTurn fails the turn's prompt with errObj; a turn the editor cancelled
+// ends "cancelled" instead (acp-spec.md §13.1).
+func (t *translator) failTurn(tr *turn, errObj []byte) []translate.Out {
+	if tr.cancelled {
+		return t.endTurn(tr, "cancelled")
+	}
+	outs := t.withdrawPermission(tr)
+	t.popTurn(tr)
+	if tr.dropped {
+		return append(outs, t.closeToolsQuiet(tr.sess)...)
+	}
+	outs = append(outs, t.closeTools(tr.sess, "failed")...)
+	return append(outs, fail(tr.ref, errObj))
+}
+
+func (t *translator) popTurn(tr *turn) {
+	tr.sess.turns = slices.DeleteFunc(tr.sess.turns, func(x *turn) bool { return x == tr })
+	if tr.ex != nil {
+		t.removeWaiting(tr.ex)
+		delete(t.byID, strconv.FormatUint(tr.ex.id, 10))
+	}
+}
+
+func (t *translator) removeWaiting(ex *exchange) {
+	t.waiting = slices.DeleteFunc(t.waiting, func(x *exchange) bool { return x == ex })
+}
+
+// --- tools -----------------------------------------------------------------------------
+
+var toolKinds = map[string]bool{"read": true, "edit": true, "delete": true, "move": true, "search": true,
+	"execute": true, "think": true, "fetch": true, "switch_mode": true, "other": true}
+var toolStatuses = map[string]bool{"pending": true, "in_progress": true, "completed": true, "failed": true}
+
+func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []translate.Out {
+	text := func(n node) (string, bool) {
+		if n == nil {
+			return "", false
+		}
+		v := n.eval(e)
+		if v.missing() {
+			return "", false
+		}
+		return v.text(), true
+	}
+	key, _ := text(tr.key)
+	name, _ := text(tr.name)
+	var tl *tool
+	if tr.open {
+		sess.seq++
+		tl = &tool{key: key, name: name, id: "tool-" + strconv.Itoa(sess.seq)}
+		if key != "" {
+			tl.id = key
+		}
+		sess.tools = append(sess.tools, tl)
+	} else {
+		tl = sess.findTool(key, name)
+		if tl == nil {
+			return nil
+		}
+	}
+	e.tool = tl
+	if s, ok := text(tr.title); ok {
+		tl.title = s
+	}
+	if s, ok := text(tr.kind); ok {
+		tl.kind = s
+	}
+	changed := false
+	if s, ok := text(tr.input); ok {
+		tl.input.WriteString(s)
+		changed = true
+	}
+	if tr.rawInput != nil {
+		if v := tr.rawInput.eval(e); !v.missing() {
+			tl.rawInput = v.appendJSON(nil)
+		}
+	}
+	if s, ok := text(tr.output); ok {
+		tl.output.WriteString(s)
+		changed = true
+	}
+	var rawOutput []byte
+	if tr.rawOutput != nil {
+		if v := tr.rawOutput.eval(e); !v.missing() {
+			rawOutput = v.appendJSON(nil)
+		}
+	}
+	status, _ := text(tr.status)
+	if tr.close && status == "" {
+		status = "completed"
+	}
+	if !toolStatuses[status] {
+		status = ""
+	}
+	var outs []translate.Out
+	if !tr.quiet {
+		if !tl.announced {
+			outs = append(outs, t.announce(sess, tl, status))
+			if tr.close && status != "" && status != "pending" {
+				// announce carried the final status already
+			}
+		} else {
+			q := ""
+			if status != "" {
+				q = `"` + status + `"`
+			}
+			outs = append(outs, t.toolUpdate(sess, tl, q, changed, rawOutput))
+		}
+	}
+	if tr.close {
+		sess.removeTool(tl)
+	}
+	return outs
+}
+
+// announce emits the tool_call that makes tl known to the editor.
+func (t *translator) announce(sess *session, tl *tool, status string) translate.Out {
+	tl.announced = true
+	if status == "" {
+		status = "pending"
+	}
+	title := tl.title
+	if title == "" {
+		title = tl.name
+	}
+	if title == "" {
+		title = "tool"
+	}
+	kind := tl.kind
+	if !toolKinds[kind] {
+		kind = "other"
+	}
+	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b = append(b, `,"update":{"sessionUpdate":"tool_call","toolCallId":`...)
+	b = appendQuoted(b, tl.id)
+	b = append(b, `,"title":`...)
+	b = appendQuoted(b, title)
+	b = append(b, `,"kind":"`...)
+	b = append(b, kind...)
+	b = append(b, `","status":"`...)
+	b = append(b, status...)
+	b = append(b, '"')
+	if tl.input.Len() > 0 || tl.output.Len() > 0 {
+		b = append(b, `,"content":`...)
+		b = tl.appendContent(b)
+	}
+	if tl.rawInput != nil {
+		b = append(b, `,"rawInput":`...)
+		b = append(b, tl.rawInput...)
+	}
+	b = append(b, `}}`...)
+	return translate.Out{Kind: translate.Notify, Method: "session/update", Body: b, Session: sess.id}
+}
+
+// toolUpdate emits a tool_call_update; status is JSON ("" to leave it).
+func (t *translator) toolUpdate(sess *session, tl *tool, status string, content bool, rawOutput []byte) translate.Out {
+	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b = append(b, `,"update":{"sessionUpdate":"tool_call_update","toolCallId":`...)
+	b = appendQuoted(b, tl.id)
+	if status != "" {
+		b = append(b, `,"status":`...)
+		b = append(b, status...)
+	}
+	if content {
+		b = append(b, `,"content":`...)
+		b = tl.appendContent(b)
+	}
+	if rawOutput != nil {
+		b = append(b, `,"rawOutput":`...)
+		b = append(b, rawOutput...)
+	}
+	b = append(b, `}}`...)
+	return translate.Out{Kind: translate.Notify, Method: "session/update", Body: b, Session: sess.id}
+}
+
+func (tl *tool) appendContent(b []byte) []byte {
+	b = append(b, '[')
+	if tl.input.Len() > 0 {
+		b = append(b, `{"type":"content","content":{"type":"text","text":`...)
+		b = appendQuoted(b, tl.input.String())
+		b = append(b, `}}`...)
+	}
+	if tl.output.Len() > 0 {
+		if tl.input.Len() > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"content","content":{"type":"text","text":`...)
+		b = appendQuoted(b, tl.output.String())
+		b = append(b, `}}`...)
+	}
+	return append(b, ']')
+}
+
+// closeTools ends every open tool call of sess with status.
+func (t *translator) closeTools(sess *session, status string) []translate.Out {
+	var outs []translate.Out
+	for _, tl := range sess.tools {
+		if tl.announced {
+			outs = append(outs, t.toolUpdate(sess, tl, `"`+status+`"`, false, nil))
+		}
+	}
+	sess.tools = nil
+	return outs
+}
+
+func (t *translator) closeToolsQuiet(sess *session) []translate.Out {
+	sess.tools = nil
+	return nil
+}
+
+func (s *session) lastTool() *tool {
+	if len(s.tools) == 0 {
+		return nil
+	}
+	return s.tools[len(s.tools)-1]
+}
+
+// findTool finds an open tool call by key, else the oldest open one with
+// name (tools without ids pair by order and name), else the latest.
+func (s *session) findTool(key, name string) *tool {
+	if key != "" {
+		for _, tl := range s.tools {
+			if tl.key == key {
+				return tl
+			}
+		}
+		return nil
+	}
+	if name != "" {
+		for _, tl := range s.tools {
+			if tl.name == name {
+				return tl
+			}
+		}
+		return nil
+	}
+	return s.lastTool()
+}
+
+func (s *session) removeTool(tl *tool) {
+	s.tools = slices.DeleteFunc(s.tools, func(x *tool) bool { return x == tl })
+}
+
+// live is the session's turn whose prompt is still unanswered.
+func (s *session) live() *turn {
+	if n := len(s.turns); n > 0 && !s.turns[n-1].dropped {
+		return s.turns[n-1]
+	}
+	return nil
+}
+
+// --- routing and state -------------------------------------------------------------------
+
+func (t *translator) session(id string) *session {
+	if id == "" {
+		return nil
+	}
+	for _, s := range t.sessions {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// route finds the session a frame belongs to: by the profile's route paths,
+// else the session with a turn in progress, else the only session.
+func (t *translator) route(frame []byte) *session {
+	for _, p := range t.p.route {
+		v := gjson.GetBytes(frame, p)
+		if !v.Exists() {
+			continue
+		}
+		for _, s := range t.sessions {
+			if k, ok := s.kept["agent_session"]; ok && gjson.ParseBytes(k).String() == v.String() {
+				return s
+			}
+		}
+	}
+	for _, s := range t.sessions {
+		if len(s.turns) > 0 {
+			return s
+		}
+	}
+	if len(t.sessions) == 1 {
+		return t.sessions[0]
+	}
+	return nil
+}
+
+// currentTurn is the oldest turn of sess still in progress (a dropped turn
+// the agent has not finished comes before a newer live one).
+func (t *translator) currentTurn(sess *session) *turn {
+	if sess == nil || len(sess.turns) == 0 {
+		return nil
+	}
+	return sess.turns[0]
+}
+
+func (t *translator) turnByRef(ref translate.Ref) *turn {
+	for _, s := range t.sessions {
+		for _, tr := range s.turns {
+			if tr.ref == ref {
+				return tr
+			}
+		}
+	}
+	return nil
+}
+
+type state struct {
+	t    *translator
+	sess *session
+}
+
+func (st *state) stateValue(name string) gjson.Result {
+	if st == nil || st.sess == nil {
+		if name == "$tool.output" {
+			return gjson.Result{}
+		}
+		return gjson.Result{Type: gjson.False}
+	}
+	tl := st.sess.lastTool()
+	switch name {
+	case "$tool.open":
+		if tl != nil {
+			return gjson.Result{Type: gjson.True}
+		}
+		return gjson.Result{Type: gjson.False}
+	case "$tool.output":
+		if tl == nil {
+			return gjson.Result{}
+		}
+		return gjson.Result{Type: gjson.String, Str: tl.output.String()}
+	case "$turn.running":
+		if st.sess.live() != nil {
+			return gjson.Result{Type: gjson.True}
+		}
+		return gjson.Result{Type: gjson.False}
+	}
+	return gjson.Result{}
+}
+
+func (t *translator) evalEnv(frame, params []byte, sess *session, tl *tool) *evalEnv {
+	return &evalEnv{frame: frame, params: params, sess: sess, tool: tl, id: t.nextID, now: t.now, envVars: t.envVars}
+}
+
+// --- helpers -----------------------------------------------------------------------------
+
+// promptText joins the prompt's text blocks with newlines; a resource link
+// becomes its path (file:// URIs) or URI, an embedded text resource its text.
+func promptText(params []byte) string {
+	var b strings.Builder
+	gjson.GetBytes(params, "prompt").ForEach(func(_, blk gjson.Result) bool {
+		var s string
+		switch blk.Get("type").Str {
+		case "text":
+			s = blk.Get("text").Str
+		case "resource_link":
+			s = strings.TrimPrefix(blk.Get("uri").Str, "file://")
+		case "resource":
+			s = blk.Get("resource.text").Str
+		}
+		if s == "" {
+			return true
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(s)
+		return true
+	})
+	return b.String()
+}
+
+// unsupportedBlock names the first prompt block a text profile cannot send.
+func unsupportedBlock(params []byte) string {
+	bad := ""
+	gjson.GetBytes(params, "prompt").ForEach(func(_, blk gjson.Result) bool {
+		switch typ := blk.Get("type").Str; typ {
+		case "text", "resource_link":
+		case "resource":
+			if !blk.Get("resource.text").Exists() {
+				bad = "binary resource"
+			}
+		default:
+			bad = typ
+		}
+		return bad == ""
+	})
+	return bad
+}
+
+func frameOut(b []byte) translate.Out { return translate.Out{Kind: translate.Frame, Body: b} }
+
+func reply(ref translate.Ref, body []byte, session string) translate.Out {
+	return translate.Out{Kind: translate.Reply, Ref: ref, Body: body, Session: session}
+}
+
+func fail(ref translate.Ref, errObj []byte) translate.Out {
+	return translate.Out{Kind: translate.Fail, Ref: ref, Body: errObj}
+}
+
+func failf(ref translate.Ref, code int, format string, args ...any) translate.Out {
+	return fail(ref, translate.Errorf(code, format, args...).JSON())
+}
+
+func stopReasonBody(reason string) []byte {
+	return []byte(`{"stopReason":"` + reason + `"}`)
+}
+
+// passError returns the agent's JSON-RPC error object for the editor: as it
+// is (compacted) when it has an integer code and a string message, else
+// wrapped in a -32603 that carries it.
+func passError(raw []byte) []byte {
+	r := gjson.ParseBytes(raw)
+	code, msg := r.Get("code"), r.Get("message")
+	if code.Type == gjson.Number && code.Raw == strconv.FormatInt(code.Int(), 10) && msg.Type == gjson.String {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) == nil {
+			return b.Bytes()
+		}
+	}
+	return translate.Errorf(translate.CodeInternalError, "the agent answered with an error: %.300s", raw).JSON()
+}
