@@ -34,6 +34,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/demo"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
@@ -174,8 +175,14 @@ func newApp() *cli.App {
 			},
 			{
 				Name:   "dialects",
-				Usage:  "list the agent dialects this binary speaks",
+				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL",
 				Action: dialectsAction,
+				Subcommands: []*cli.Command{{
+					Name:      "show",
+					Usage:     "print the HCL of a shipped or configured rule profile",
+					ArgsUsage: "NAME",
+					Action:    dialectsShowAction,
+				}},
 			},
 			{
 				Name:         "demo",
@@ -259,6 +266,9 @@ func loadConfig(path string, explicit bool) (*config.Config, error) {
 		}
 	}
 	cfg, diags := config.Load(path)
+	if !diags.HasErrors() {
+		diags = append(diags, launch.AddUserDialects(cfg)...)
+	}
 	if len(diags) > 0 {
 		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
 	}
@@ -375,6 +385,9 @@ func validateAction(c *cli.Context) error {
 	}
 	cfg, diags := config.Load(path)
 	if !diags.HasErrors() {
+		diags = append(diags, launch.AddUserDialects(cfg)...)
+	}
+	if !diags.HasErrors() {
 		diags = append(diags, cfg.Validate(launch.DialectNames())...)
 	}
 	if !diags.HasErrors() {
@@ -399,14 +412,20 @@ func validateAction(c *cli.Context) error {
 
 func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tLINKS\tSUMMARY")
+	if path := c.String(launch.FlagConfig); path != "" {
+		// The configuration's own dialect blocks are listed too.
+		if _, err := loadConfig(path, c.IsSet(launch.FlagConfig)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "NAME\tKIND\tLINKS\tSUMMARY")
 	for _, name := range launch.DialectNames() {
 		d := launch.Dialects[name]
 		links := "shared"
 		if d.PerSession {
 			links = "per-session"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", d.Name, links, d.Summary)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.Name, launch.DialectKind(name), links, d.Summary)
 	}
 	return w.Flush()
 }
@@ -447,4 +466,28 @@ func versionString() string {
 		return info.Main.Version
 	}
 	return version
+}
+
+func dialectsShowAction(c *cli.Context) error {
+	name := c.Args().First()
+	if name == "" {
+		return launch.Usagef("dialects show needs a dialect NAME")
+	}
+	if src, ok := rules.Source(name); ok {
+		_, err := os.Stdout.Write(src)
+		return err
+	}
+	if path := c.String(launch.FlagConfig); path != "" {
+		if _, err := loadConfig(path, c.IsSet(launch.FlagConfig)); err != nil {
+			return err
+		}
+	}
+	if ud := launch.UserDialects[name]; ud != nil {
+		_, err := fmt.Fprintf(os.Stdout, "# from %s\n%s\n", ud.DeclRange, ud.Source)
+		return err
+	}
+	if _, ok := launch.Dialects[name]; ok {
+		return fmt.Errorf("dialect %s is built into acp-bridge in Go; only rule profiles have HCL to show", name)
+	}
+	return launch.Usagef("unknown dialect %q; the known dialects are: %s", name, strings.Join(launch.DialectNames(), ", "))
 }

@@ -55,6 +55,9 @@ type Config struct {
 	DefaultAgent string
 	// Agents are the agent blocks in file order, with unique names.
 	Agents []*Agent
+	// Dialects are the dialect "name" { … } blocks: rule profiles the
+	// user wrote, decoded by package translate/rules (rules.Decode).
+	Dialects []*UserDialect
 
 	// Files holds the parsed source files by name, for WriteDiagnostics.
 	// It is set even when loading failed, when it is the only field set.
@@ -93,6 +96,15 @@ type Agent struct {
 	argvFromEnv []bool
 }
 
+// UserDialect is one dialect "name" { … } block, kept undecoded.
+type UserDialect struct {
+	Name      string
+	Body      hcl.Body
+	DeclRange hcl.Range
+	// Source is the block's text, for `acp-bridge dialects show`.
+	Source string
+}
+
 // WebSocket says how to reach an agent over a WebSocket.
 type WebSocket struct {
 	// URL is the ws:// or wss:// address.
@@ -129,6 +141,13 @@ type rawRoot struct {
 	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
 	Agents         []*rawAgent    `hcl:"agent,block"`
+	Dialects       []*rawDialect  `hcl:"dialect,block"`
+}
+
+type rawDialect struct {
+	Name     string    `hcl:"name,label"`
+	Body     hcl.Body  `hcl:",remain"`
+	DefRange hcl.Range `hcl:",def_range"`
 }
 
 type rawAgent struct {
@@ -222,7 +241,24 @@ func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagno
 		return partial, diags
 	}
 	cfg.Files = partial.Files
+	for _, rd := range raw.Dialects {
+		ud := &UserDialect{Name: rd.Name, Body: rd.Body, DeclRange: rd.DefRange}
+		if r := blockRange(rd.Body, rd.DefRange); r.Start.Byte < r.End.Byte && r.End.Byte <= len(file.Bytes) {
+			ud.Source = string(file.Bytes[r.Start.Byte:r.End.Byte])
+		}
+		cfg.Dialects = append(cfg.Dialects, ud)
+	}
 	return cfg, diags
+}
+
+// blockRange is the source range of a whole block, from its header to its
+// closing brace, when the body tells it.
+func blockRange(body hcl.Body, def hcl.Range) hcl.Range {
+	type ranger interface{ Range() hcl.Range }
+	if b, ok := body.(ranger); ok {
+		return hcl.RangeBetween(def, b.Range())
+	}
+	return def
 }
 
 // build evaluates and checks the decoded arguments. It keeps going after an

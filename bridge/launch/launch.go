@@ -30,10 +30,10 @@ import (
 
 // Dialects are the agent protocols this binary speaks, by name. Nothing
 // registers itself: adding a dialect means adding it here.
-var Dialects = map[string]translate.Dialect{
+var Dialects = withProfiles(map[string]translate.Dialect{
 	acp.Dialect.Name:   acp.Dialect,
 	acpv0.Dialect.Name: acpv0.Dialect,
-}
+})
 
 // UsageError is a bad command line (the caller exits with status 2).
 type UsageError struct{ Err error }
