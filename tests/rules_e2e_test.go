@@ -1,0 +1,230 @@
+package tests
+
+// Scenarios for the rule profiles shipped in translate/rules/profiles: for
+// each, a fake agent that speaks the documented frames
+// (tests/fakeagent/rules, one file per format) behind the built binary,
+// driven by acp-go-sdk's client, every stdout line checked against the ACP
+// schema by the harness. The fake agents answer by the prompt's first word
+// (see package fakerules).
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
+)
+
+func init() {
+	ChildAgents["rules-agent-rpc"] = fakerules.RunStdio(fakerules.AgentRPC)
+	ChildAgents["rules-zeroclaw"] = fakerules.RunStdio(fakerules.ZeroClaw)
+	ChildAgents["rules-chat-lines"] = fakerules.RunStdio(fakerules.ChatLines)
+}
+
+// withEnv adds environment variables to the bridge that tr starts.
+func withEnv(tr Transport, env ...string) Transport {
+	return Transport{Name: tr.Name, Start: func(t *testing.T) Agent {
+		a := tr.Start(t)
+		a.Env = append(a.Env, env...)
+		return a
+	}}
+}
+
+// rulesProfile is what one profile's scenarios expect.
+type rulesProfile struct {
+	dialect    string
+	transports []Transport
+	// hello, tool: the update summaries of a "hello there" and a "tool"
+	// turn (tool nil: the format has no tools).
+	hello, tool []string
+	// approve: the format asks for permission ("approve" prompt).
+	approve []string
+	// echo is the exact prompt frame the agent received for "echo"
+	// (timestamps blanked; CWD stands for the session's cwd).
+	echo string
+	// failMsg is part of the agent's error message for "fail".
+	failMsg string
+}
+
+var rulesProfiles = []rulesProfile{
+	{
+		dialect:    "mini-agent-ws",
+		transports: []Transport{WSTransport(fakerules.MiniAgent)},
+		hello:      []string{"message You said: hello there"},
+		echo:       `{"id":"3","type":"prompt","timestamp":"T","session_id":"sid-uuid-2","data":{"prompt":"echo"}}`,
+		failMsg:    "Agent processing failed: Agent.run() takes 1 positional argument but 2 were given",
+	},
+	{
+		dialect:    "agent-rpc",
+		transports: []Transport{ChildTransport("rules-agent-rpc"), WSTransport(fakerules.AgentRPC)},
+		hello:      []string{"thought Processing your request...", "message You said: ", "message hello there"},
+		tool:       []string{"thought Processing your request...", "tool_call in_progress execute", "tool_call_update completed", "message Found a.txt"},
+		echo:       `{"jsonrpc":"2.0","id":3,"method":"agent/prompt","params":{"sessionId":"uuid-1","prompt":"echo"}}`,
+		failMsg:    "model overloaded, try later",
+	},
+	{
+		dialect:    "open-interpreter",
+		transports: []Transport{withEnv(WSTransport(fakerules.OpenInterpreter("sk-e2e")), "INTERPRETER_API_KEY=sk-e2e")},
+		hello:      []string{"message You said: ", "message hello there"},
+		tool:       []string{"message Let me", "message  check.", "tool_call pending execute", "tool_call_update in_progress", "tool_call_update completed"},
+		approve:    []string{"tool_call pending execute", "tool_call_update in_progress", "tool_call_update in_progress", "tool_call_update completed", "message Done."},
+		echo:       `["{\"role\":\"user\",\"start\":true}","{\"role\":\"user\",\"type\":\"message\",\"content\":\"echo\"}","{\"role\":\"user\",\"end\":true}"]`,
+		failMsg:    "ZeroDivisionError: division by zero",
+	},
+	{
+		dialect:    "zeroclaw",
+		transports: []Transport{ChildTransport("rules-zeroclaw")},
+		hello:      []string{"thought Thinking about it", "message You said: ", "message hello there"},
+		tool: []string{"thought Thinking about it", "tool_call in_progress execute", "tool_call in_progress read",
+			"tool_call_update completed", "tool_call_update completed", "message Found a.txt"},
+		echo:    `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"session_id":"0f0e-b","prompt":"echo"}}`,
+		failMsg: "provider error: rate limited",
+	},
+	{
+		dialect:    "chat-lines",
+		transports: []Transport{ChildTransport("rules-chat-lines")},
+		hello: []string{"thought greeting", `plan [{"content":"answer","priority":"high","status":"in_progress"}]`,
+			"message You said: ", "message hello there"},
+		echo:    `{"message":"echo","cwd":"CWD"}`,
+		failMsg: "no model configured",
+	},
+}
+
+var timestamps = regexp.MustCompile(`"timestamp":"[^"]*"`)
+
+// turn sends one text prompt and returns its answer line and the update
+// summaries the editor got for it before the answer.
+func turn(t *testing.T, e *Editor, sid acp.SessionId, text string) (Line, []string) {
+	t.Helper()
+	before, _ := updates(e, sid, -1)
+	_, _ = e.Prompt(ctxT(t), sid, text)
+	resp := e.Out.Response(t, e.In.LastID("session/prompt"))
+	got, _ := updates(e, sid, resp.N)
+	return resp, got[len(before):]
+}
+
+func wantTurn(t *testing.T, what string, resp Line, got, want []string) {
+	t.Helper()
+	if r := resp.Get("result.stopReason").Str; r != "end_turn" {
+		t.Errorf("%s: answer %s, want stopReason end_turn", what, resp)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: updates\n\t%s\nwant\n\t%s", what, strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+}
+
+func TestRules_Profiles(t *testing.T) {
+	t.Parallel()
+	for _, p := range rulesProfiles {
+		t.Run(p.dialect, func(t *testing.T) {
+			t.Parallel()
+			RunTransports(t, p.transports, func(t *testing.T, tr Transport) {
+				testRulesProfile(t, p, tr)
+			})
+		})
+	}
+}
+
+func testRulesProfile(t *testing.T, p rulesProfile, tr Transport) {
+	e := NewEditor(t, tr, EditorOptions{Args: []string{"--dialect", p.dialect, "--log-level", "debug"}})
+	res := e.Initialize(t)
+	if res.ProtocolVersion != 1 || res.AgentCapabilities.PromptCapabilities.Image || res.AgentCapabilities.LoadSession {
+		t.Errorf("initialize = %+v; want v1 without images or session/load", res)
+	}
+	cwd := t.TempDir()
+	sid := e.NewSession(t, cwd)
+
+	// The exact frame the agent got.
+	resp, got := turn(t, e, sid, "echo")
+	if resp.Get("result.stopReason").Str != "end_turn" || len(got) == 0 {
+		t.Fatalf("echo turn: %s, updates %q", resp, got)
+	}
+	echoed := strings.TrimPrefix(got[len(got)-1], "message ")
+	want := strings.ReplaceAll(p.echo, "CWD", cwd)
+	if timestamps.ReplaceAllString(echoed, `"timestamp":"T"`) != want {
+		t.Errorf("the agent received\n\t%s\nwant\n\t%s", echoed, want)
+	}
+
+	resp, got = turn(t, e, sid, "hello there")
+	wantTurn(t, "hello", resp, got, p.hello)
+	if p.tool != nil {
+		resp, got = turn(t, e, sid, "tool")
+		wantTurn(t, "tool", resp, got, p.tool)
+	}
+	if p.approve != nil {
+		resp, got = turn(t, e, sid, "approve")
+		wantTurn(t, "approve", resp, got, p.approve)
+		if n := len(e.Fake.Permissions()); n != 1 {
+			t.Errorf("%d permission requests, want 1", n)
+		}
+	}
+
+	// Cancel: the prompt ends "cancelled" promptly, and the next turn is
+	// clean (late frames of the cancelled one were dropped).
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		r, _ := e.Prompt(context.Background(), sid, "slow")
+		done <- r
+	}()
+	waitFor(t, "the slow prompt to reach the bridge", func() bool { return e.In.LastID("session/prompt") != resp.ID() })
+	time.Sleep(150 * time.Millisecond)
+	start := time.Now()
+	if err := e.Conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.StopReason != acp.StopReasonCancelled {
+			t.Errorf("cancelled prompt ended %q, want cancelled", r.StopReason)
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("cancel took %v", d)
+		}
+	case <-time.After(WaitTimeout):
+		t.Fatalf("cancelled prompt not answered within %v", WaitTimeout)
+	}
+	resp, got = turn(t, e, sid, "hello there")
+	wantTurn(t, "hello after cancel", resp, got, p.hello)
+
+	// The agent's error frame: a JSON-RPC error naming its message.
+	resp, _ = turn(t, e, sid, "fail")
+	if msg := resp.Get("error.message").Str; !strings.Contains(msg, p.failMsg) {
+		t.Errorf("fail turn answered %s; want an error naming %q", resp, p.failMsg)
+	}
+
+	// The connection drops mid-turn: an error, promptly.
+	resp, _ = turn(t, e, sid, "die")
+	if _, ok := resp.ErrorCode(); !ok {
+		t.Errorf("prompt during a dropped connection answered %s, want an error", resp)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", WaitTimeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A refused API key fails initialize with a sentence saying what to do.
+func TestRules_OpenInterpreterBadKey(t *testing.T) {
+	t.Parallel()
+	tr := withEnv(WSTransport(fakerules.OpenInterpreter("right")), "INTERPRETER_API_KEY=wrong")
+	e := NewEditor(t, tr, EditorOptions{Args: []string{"--dialect", "open-interpreter"}})
+	line := e.RawCall(t, "initialize", `{"protocolVersion":1}`)
+	if msg := line.Get("error.message").Str; !strings.Contains(msg, "INTERPRETER_API_KEY") {
+		t.Errorf("initialize with a wrong key answered %s; want an error naming INTERPRETER_API_KEY", line)
+	}
+}
+
+var _ = fakeagent.Options{}
