@@ -1,0 +1,121 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+)
+
+// prompt is the smallest valid profile body line: a profile must say how
+// a prompt is sent.
+const prompt = "request \"session/prompt\" {\n  send = { text = prompt.text }\n}\n"
+
+// TestLoadErrors pins that what a profile cannot express fails at load
+// time, at the position of the offending text.
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		src      string
+		summary  string
+		line     int
+		col      int
+		inDetail string
+	}{
+		{"unknown variable", "request \"session/prompt\" {\n  send = { text = promt.text }\n}\n",
+			"Unknown variable", 2, 19, `"promt"`},
+		{"unknown attribute of prompt", "request \"session/prompt\" {\n  send = { text = prompt.body }\n}\n",
+			"Unknown variable", 2, 19, "prompt.text"},
+		{"frame in a request", "request \"session/prompt\" {\n  send = { text = frame.x }\n}\n",
+			"Variable not available here", 2, 19, "request's frames"},
+		{"unknown function", prompt + "event \"e\" {\n  match   = { a = 1 }\n  message = upper(frame.a)\n}\n",
+			"Unknown function", 6, 13, "upper"},
+		{"bad gjson path in a match", prompt + "event \"e\" {\n  match = { \"a..b\" = 1 }\n}\n",
+			"Invalid gjson path", 5, 13, "empty component"},
+		{"bad gjson path in a reference", prompt + "event \"e\" {\n  match   = { a = 1 }\n  message = frame[\"a.(b\"]\n}\n",
+			"Invalid gjson path", 6, 13, "unbalanced"},
+		{"unknown modifier", prompt + "event \"e\" {\n  match = { \"@upper\" = 1 }\n}\n",
+			"Invalid gjson path", 5, 13, "@upper"},
+		{"unknown state", prompt + "event \"e\" {\n  match = { \"$tool.count\" = 1 }\n}\n",
+			"Unknown state", 5, 13, "$tool.count"},
+		{"session value never kept", "request \"session/prompt\" {\n  send = { sid = session.agent_session }\n}\n",
+			"Unknown session value", 2, 18, "keep"},
+		{"bad envelope", "envelope = \"xml\"\n" + prompt,
+			"Invalid envelope", 1, 12, `"xml"`},
+		{"method without envelope", "request \"session/prompt\" {\n  method = \"chat\"\n}\n",
+			"method without a JSON-RPC envelope", 2, 3, "send"},
+		{"reply that cannot be recognised", "request \"session/prompt\" {\n  send = { a = 1 }\n  reply {\n    final_message = frame.text\n  }\n}\n",
+			"Reply cannot be recognised", 3, 3, "match"},
+		{"no prompt request", "summary = \"x\"\n",
+			"No session/prompt request", 1, 1, "session/prompt"},
+		{"bad stop reason", prompt + "event \"e\" {\n  match    = { a = 1 }\n  end_turn = \"done\"\n}\n",
+			"Invalid stop reason", 6, 14, "end_turn"},
+		{"unknown argument", prompt + "event \"e\" {\n  match  = { a = 1 }\n  messge = frame.a\n}\n",
+			"Unsupported argument", 6, 3, "messge"},
+		{"bad duration", prompt + "turn {\n  silence = \"soon\"\n}\n",
+			"Invalid silence", 5, 13, "soon"},
+		{"unsupported method", prompt + "request \"session/fork\" {\n  send = { a = 1 }\n}\n",
+			"Unsupported request", 4, 1, "session/fork"},
+		{"tool outside a rule", "request \"session/prompt\" {\n  send = { t = tool.id }\n}\n",
+			"Variable not available here", 2, 16, "request"},
+		{"event without match", prompt + "event \"e\" {\n  message = \"x\"\n}\n",
+			"Event without match", 4, 1, "match"},
+		{"keep outside a reply", prompt + "event \"e\" {\n  match = { a = 1 }\n  keep  = { x = \"a\" }\n}\n",
+			"Not allowed here", 6, 3, "reply"},
+		{"unsupported expression", prompt + "event \"e\" {\n  match   = { a = 1 }\n  message = frame.a == 1 ? \"y\" : \"n\"\n}\n",
+			"Unsupported expression", 6, 13, "template"},
+		{"syntax error", "request \"session/prompt\" {\n  send = {\n}\n",
+			"", 0, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, diags := Parse("my.hcl", []byte(tt.src))
+			if !diags.HasErrors() || p != nil {
+				t.Fatalf("Parse succeeded (%v); want an error", p)
+			}
+			if tt.summary == "" {
+				return // any syntax error will do
+			}
+			for _, d := range diags {
+				if d.Summary != tt.summary {
+					continue
+				}
+				if d.Subject == nil || d.Subject.Filename != "my.hcl" || d.Subject.Start.Line != tt.line || d.Subject.Start.Column != tt.col {
+					t.Errorf("%s at %v, want my.hcl:%d,%d", tt.summary, d.Subject, tt.line, tt.col)
+				}
+				if !strings.Contains(d.Detail, tt.inDetail) {
+					t.Errorf("detail %q lacks %q", d.Detail, tt.inDetail)
+				}
+				return
+			}
+			t.Errorf("no %q diagnostic; got: %s", tt.summary, diags.Error())
+		})
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	for _, ok := range []string{"a", "a.b", "data.sessionId", `a\.b`, "items.#", "items.0.name", "a|b", `friends.#(last=="Murphy").first`, "@this", "a.@reverse"} {
+		if err := checkPath(ok); err != nil {
+			t.Errorf("checkPath(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a..b", ".a", "a.", `a\`, "a.(b", "a)", "@nope", `#(a=="x)`} {
+		if err := checkPath(bad); err == nil {
+			t.Errorf("checkPath(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+// A profile reading an environment variable without a default cannot be
+// configured while it is unset.
+func TestConfigureNeedsEnv(t *testing.T) {
+	p, diags := Parse("e.hcl", []byte("request \"session/prompt\" {\n  send = { key = env(\"RULES_TEST_KEY\"), text = prompt.text }\n}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, diags := p.Dialect().Configure(nil); !diags.HasErrors() || !strings.Contains(diags.Error(), "RULES_TEST_KEY") {
+		t.Errorf("Configure with the variable unset = %v; want an error naming it", diags)
+	}
+	p.Env = func(string) (string, bool) { return "k", true }
+	if _, diags := p.Dialect().Configure(nil); diags.HasErrors() {
+		t.Errorf("Configure with the variable set: %v", diags)
+	}
+}
