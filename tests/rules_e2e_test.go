@@ -9,6 +9,7 @@ package tests
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -50,6 +51,8 @@ type rulesProfile struct {
 	echo string
 	// failMsg is part of the agent's error message for "fail".
 	failMsg string
+	// args are extra bridge flags (a --config with a user dialect).
+	args []string
 }
 
 var rulesProfiles = []rulesProfile{
@@ -94,6 +97,16 @@ var rulesProfiles = []rulesProfile{
 		echo:    `{"message":"echo","cwd":"CWD"}`,
 		failMsg: "no model configured",
 	},
+	{
+		// README's worked example: a user dialect from a config file.
+		dialect:    "tinychat",
+		args:       []string{"--config", "testdata/tinychat.hcl"},
+		transports: []Transport{WSTransport(fakerules.Tinychat)},
+		hello:      []string{"message You said: ", "message hello there"},
+		tool:       []string{"tool_call in_progress search", "tool_call_update completed", "message Found it"},
+		echo:       `{"op":"ask","conv":"c-1","text":"echo"}`,
+		failMsg:    "tinychat: out of tokens",
+	},
 }
 
 var timestamps = regexp.MustCompile(`"timestamp":"[^"]*"`)
@@ -132,7 +145,7 @@ func TestRules_Profiles(t *testing.T) {
 }
 
 func testRulesProfile(t *testing.T, p rulesProfile, tr Transport) {
-	e := NewEditor(t, tr, EditorOptions{Args: []string{"--dialect", p.dialect, "--log-level", "debug"}})
+	e := NewEditor(t, tr, EditorOptions{Args: append([]string{"--dialect", p.dialect, "--log-level", "debug"}, p.args...)})
 	res := e.Initialize(t)
 	if res.ProtocolVersion != 1 || res.AgentCapabilities.PromptCapabilities.Image || res.AgentCapabilities.LoadSession {
 		t.Errorf("initialize = %+v; want v1 without images or session/load", res)
@@ -228,3 +241,19 @@ func TestRules_OpenInterpreterBadKey(t *testing.T) {
 }
 
 var _ = fakeagent.Options{}
+
+// README's worked example quotes the tested profile verbatim.
+func TestRules_ReadmeQuotesTinychat(t *testing.T) {
+	profile, err := os.ReadFile("testdata/tinychat.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := string(profile[strings.Index(string(profile), "dialect \"tinychat\""):])
+	if !strings.Contains(string(readme), block) {
+		t.Errorf("README.md does not quote the dialect block of tests/testdata/tinychat.hcl verbatim; update one from the other")
+	}
+}
