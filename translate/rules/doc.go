@@ -70,6 +70,9 @@
 //	tool { … }                      # tool calls, below
 //	permission { … }                # asks the editor, below
 //
+// A rule acts in this order: send, tool, thought, message, user_message,
+// plan, update, final_message, permission, then end_turn or fail.
+//
 // With a JSON-RPC envelope, the reply to a request sent with method is the
 // response with its id, and an error response fails the editor's request
 // with the agent's code and message. The reply of session/prompt ends the
@@ -115,6 +118,7 @@
 //	frame.<path>      the agent frame (rules), a gjson path; frame["a.b|c"] for any path
 //	params.<path>     the editor request's params
 //	prompt.text       the prompt's text blocks joined with newlines
+//	prompt.blocks     the prompt's ACP content blocks, as they came (a JSON array)
 //	session.id        the ACP session id; session.cwd its cwd;
 //	session.<name>    a value a reply kept
 //	tool.id, tool.name, tool.title, tool.input, tool.output   the current tool call

@@ -23,7 +23,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown variable", "request \"session/prompt\" {\n  send = { text = promt.text }\n}\n",
 			"Unknown variable", 2, 19, `"promt"`},
 		{"unknown attribute of prompt", "request \"session/prompt\" {\n  send = { text = prompt.body }\n}\n",
-			"Unknown variable", 2, 19, "prompt.text"},
+			"Unknown variable", 2, 19, "prompt.blocks"},
 		{"frame in a request", "request \"session/prompt\" {\n  send = { text = frame.x }\n}\n",
 			"Variable not available here", 2, 19, "request's frames"},
 		{"unknown function", prompt + "event \"e\" {\n  match   = { a = 1 }\n  message = upper(frame.a)\n}\n",

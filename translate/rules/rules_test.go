@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
@@ -53,4 +54,37 @@ func TestGolden(t *testing.T) {
 			translatetest.Run(t, shipped(t, name).Dialect(), "testdata/"+name+"/*.txtar")
 		})
 	}
+}
+
+// inline exercises what the shipped profiles do not: a JSON-RPC lite
+// envelope, correlation by a field, prompt.blocks, a reply's result, and
+// user_message and whole updates.
+const inline = `
+envelope = "jsonrpc-lite"
+request "initialize" {
+  method = "hello"
+  params = { v = 1 }
+}
+request "session/new" {
+  method = "open"
+  params = { dir = session.cwd }
+}
+request "session/prompt" {
+  send = { ref = "p-${id}", blocks = prompt.blocks }
+  reply {
+    correlate    = "ref"
+    user_message = frame.echo
+    update       = { sessionUpdate = "agent_message_chunk", content = { type = "text", text = upper_say } }
+    message      = frame.say
+  }
+}
+`
+
+func TestGoldenInline(t *testing.T) {
+	src := strings.Replace(inline, "text = upper_say", "text = join([frame.say, \"!\"], \"\")", 1)
+	p, diags := Parse("inline.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/inline/*.txtar")
 }

@@ -334,8 +334,8 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 		}
 	case rPrompt:
 		allowed = sc.prompt
-		if path != "text" {
-			return nil, hcl.Diagnostics{diag(rng, "Unknown variable", "prompt has one attribute, prompt.text (the prompt's text blocks joined, resource links as paths).")}
+		if path != "text" && path != "blocks" {
+			return nil, hcl.Diagnostics{diag(rng, "Unknown variable", "prompt has the attributes prompt.text (the prompt's text blocks joined, resource links as paths) and prompt.blocks (the ACP content blocks as they came).")}
 		}
 	case rTool:
 		allowed = sc.tool
@@ -494,6 +494,9 @@ func (n *refNode) eval(e *evalEnv) value {
 	case rParams:
 		return gjsonValue(e.params, n.path)
 	case rPrompt:
+		if n.path == "blocks" {
+			return gjsonValue(e.params, "prompt")
+		}
 		return strValue(e.prompt)
 	case rID:
 		return rawValue(strconv.AppendUint(nil, e.id, 10))
