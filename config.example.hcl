@@ -120,3 +120,27 @@ agent "remote" {
     ping_period = "20s"
   }
 }
+
+# A dialect of your own: a rule profile for an agent that speaks its own
+# JSON over a WebSocket or stdio (see README "Bridge your own agent" and
+# translate/rules/doc.go for the language; `acp-bridge dialects show
+# zeroclaw` prints a shipped one). Select it with dialect = "echo-chat" in
+# an agent block, or --dialect echo-chat. Shipped profiles: mini-agent-ws,
+# agent-rpc, open-interpreter, zeroclaw, chat-lines.
+dialect "echo-chat" {
+  summary = "a line-oriented chat agent: {\"say\":…} in, {\"text\":…} out"
+
+  request "session/prompt" {
+    send = { say = prompt.text, cwd = session.cwd }
+  }
+
+  # No end marker: the turn ends after a second without a frame.
+  turn {
+    silence = "1s"
+  }
+
+  event "text" {
+    match   = { text = present }
+    message = frame.text
+  }
+}

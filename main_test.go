@@ -135,3 +135,51 @@ func TestVersionString(t *testing.T) {
 		t.Errorf("versionString() with -ldflags = %q", got)
 	}
 }
+
+// Rule profiles: shipped ones are listed and shown; a configuration's own
+// dialect blocks are listed, shown, selectable, and checked with positions.
+func TestRuleProfileCommands(t *testing.T) {
+	dir := t.TempDir()
+	userCfg := filepath.Join(dir, "user.hcl")
+	user := "dialect \"mine\" {\n  summary = \"my chat\"\n  request \"session/prompt\" {\n    send = { say = prompt.text }\n  }\n}\nagent \"m\" {\n  dialect = \"mine\"\n  websocket {\n    url = \"ws://127.0.0.1:1/\"\n  }\n}\n"
+	badCfg := filepath.Join(dir, "bad.hcl")
+	bad := "dialect \"mine\" {\n  request \"session/prompt\" {\n    send = { say = prompt.txt }\n  }\n}\n"
+	takenCfg := filepath.Join(dir, "taken.hcl")
+	taken := "dialect \"zeroclaw\" {\n  request \"session/prompt\" {\n    send = { say = prompt.text }\n  }\n}\n"
+	for name, src := range map[string]string{userCfg: user, badCfg: bad, takenCfg: taken} {
+		if err := os.WriteFile(name, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name                string
+		args                []string
+		wantCode            int
+		wantStdout, wantErr string
+	}{
+		{"list", []string{"dialects"}, 0, "zeroclaw          profile   shared", ""},
+		{"list user", []string{"--config", userCfg, "dialects"}, 0, "mine              user      shared       my chat", ""},
+		{"show shipped", []string{"dialects", "show", "mini-agent-ws"}, 0, `type = "connection_established"`, ""},
+		{"show user", []string{"--config", userCfg, "dialects", "show", "mine"}, 0, "send = { say = prompt.text }", ""},
+		{"show built-in", []string{"dialects", "show", "acp-v0"}, 1, "", "built into acp-bridge in Go"},
+		{"show unknown", []string{"dialects", "show", "nope"}, 2, "", `unknown dialect "nope"`},
+		{"validate user", []string{"config", "validate", "--config", userCfg}, 0, "ok: 1 agent", ""},
+		{"validate bad user", []string{"config", "validate", "--config", badCfg}, 1, "", "bad.hcl line 3"},
+		{"name taken", []string{"config", "validate", "--config", takenCfg}, 1, "", "built into acp-bridge"},
+		{"serve bad user", []string{"--config", badCfg, "--dialect", "mine", "--url", "ws://127.0.0.1:1/"}, 1, "", "Unknown variable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := runSelf(t, nil, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit status = %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
+			}
+			if !strings.Contains(stdout, tt.wantStdout) {
+				t.Errorf("stdout lacks %q:\n%s", tt.wantStdout, stdout)
+			}
+			if !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantErr, stderr)
+			}
+		})
+	}
+}

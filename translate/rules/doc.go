@@ -52,8 +52,9 @@
 //
 // A rule (an event block, or a request's reply block) has:
 //
-//	match         = { type = "token", "data.kind" = ["a", "b"], end = null }
-//	                # gjson path = value: equal; a list: any of them; null: absent.
+//	match         = { type = "token", "data.kind" = ["a", "b"], end = absent, text = present }
+//	                # gjson path = value: equal; a list: any of them; absent (or null):
+//	                # not there; present: there, with any value.
 //	                # "$tool.open", "$tool.output", "$turn.running" test the bridge's state.
 //	correlate     = "id"            # reply only: the reply's path equals the sent frame's
 //	keep          = { agent_session = "data.sessionId" }   # reply only: session values

@@ -78,6 +78,10 @@ request "session/prompt" {
     message      = frame.say
   }
 }
+event "note" {
+  match   = { note = present, ref = absent }
+  thought = frame.note
+}
 `
 
 func TestGoldenInline(t *testing.T) {

@@ -693,12 +693,13 @@ func (n *tojsonNode) eval(e *evalEnv) value {
 
 // cond is one condition of a match: the value at a gjson path of the frame
 // (or of the bridge's state, for paths starting with $) equals one of want,
-// or is absent when want is empty and absent is set.
+// is absent (absent), or exists with any value (present).
 type cond struct {
-	path   string
-	state  string // "$tool.open", "$tool.output", "$turn.running"
-	absent bool
-	want   []gjson.Result
+	path    string
+	state   string // "$tool.open", "$tool.output", "$turn.running"
+	absent  bool
+	present bool
+	want    []gjson.Result
 }
 
 // match is a compiled match object; all conditions must hold.
@@ -735,9 +736,21 @@ func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
 			diags = append(diags, diag(item.KeyExpr.Range(), "Invalid gjson path", "%q: %v.", k, err))
 			continue
 		}
+		if tr, ok := item.ValueExpr.(*hclsyntax.ScopeTraversalExpr); ok && len(tr.Traversal) == 1 {
+			switch tr.Traversal.RootName() {
+			case "present":
+				c.present = true
+				m.conds = append(m.conds, c)
+				continue
+			case "absent":
+				c.absent = true
+				m.conds = append(m.conds, c)
+				continue
+			}
+		}
 		v, d := item.ValueExpr.Value(nil)
 		if d.HasErrors() {
-			diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "Match values are constants: a string, number, bool, null (absent) or a list of those (any of them)."))
+			diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "Match values are constants: a string, number, bool, a list of those (any of them), present or absent (null)."))
 			continue
 		}
 		add := func(v cty.Value) {
@@ -787,6 +800,9 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		}
 		if !got.Exists() {
 			return false
+		}
+		if c.present {
+			continue
 		}
 		ok := false
 		for _, w := range c.want {
