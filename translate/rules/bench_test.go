@@ -108,3 +108,39 @@ func BenchmarkChunks(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkProfileVsRelay times the relay and the relay-shaped profile on
+// the same chunk frames in the same run, alternating, and reports the
+// profile's cost per frame as a multiple of the relay's (x-relay): the
+// issue's budget is 3.
+func BenchmarkProfileVsRelay(b *testing.B) {
+	const n = 256
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = chunkFrame(i)
+	}
+	p, diags := Parse("relay-shaped.hcl", []byte(relayShaped))
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	prof := running(b, p, `{"cwd":"/w","mcpServers":[]}`, `{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}`)
+	relay := acp.New()
+	var relayNs, profNs int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := nanotime()
+		for _, f := range frames {
+			_, _ = relay.FromAgent(f)
+		}
+		t1 := nanotime()
+		for _, f := range frames {
+			_, _ = prof.FromAgent(f)
+		}
+		t2 := nanotime()
+		relayNs += t1 - t0
+		profNs += t2 - t1
+	}
+	b.ReportMetric(float64(relayNs)/float64(b.N*n), "relay-ns/frame")
+	b.ReportMetric(float64(profNs)/float64(b.N*n), "profile-ns/frame")
+	b.ReportMetric(float64(profNs)/float64(relayNs), "x-relay")
+}

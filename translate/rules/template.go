@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -544,11 +545,23 @@ func gjsonValue(doc []byte, path string) value {
 	if doc == nil {
 		return value{}
 	}
-	r := gjson.GetBytes(doc, path)
+	r := get(doc, path)
 	if !r.Exists() {
 		return value{}
 	}
-	return rawValue([]byte(r.Raw))
+	return rawValue(bytesOf(r.Raw))
+}
+
+// get reads a gjson path of doc without copying: the results borrow doc,
+// which translators may keep (the engine never reuses a frame or a Body),
+// and are only ever copied into new buffers.
+func get(doc []byte, path string) gjson.Result {
+	return gjson.Get(unsafe.String(unsafe.SliceData(doc), len(doc)), path)
+}
+
+// bytesOf views a string borrowed from a frame as bytes, read-only.
+func bytesOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // concatNode is a quoted template: always a string.
@@ -790,7 +803,7 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		if c.state != "" {
 			got = st.stateValue(c.state)
 		} else {
-			got = gjson.GetBytes(frame, c.path)
+			got = get(frame, c.path)
 		}
 		if c.absent {
 			if got.Exists() {

@@ -52,6 +52,8 @@ type translator struct {
 
 	nextBeat time.Time
 	armed    time.Time
+	// st is the match state of the frame being handled (reused).
+	st state
 }
 
 // exchange is one request sent to the agent whose reply is awaited.
@@ -72,6 +74,8 @@ type session struct {
 	id    string
 	cwd   string
 	kept  map[string][]byte
+	// agentSession is the text of kept["agent_session"], for routing.
+	agentSession string
 	turns []*turn // oldest first; only the last can be live
 	tools []*tool
 	seq   int
@@ -126,6 +130,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	switch m.Kind {
 	case translate.Request, translate.Notification:
 		if t.conn == connWaitUp || t.conn == connWaitFrame {
+			m.Body = append(json.RawMessage(nil), m.Body...)
 			t.held = append(t.held, m)
 			return t.wake(nil), nil
 		}
@@ -699,7 +704,8 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 		}
 	}
 	sess := t.route(frame)
-	st := &state{t: t, sess: sess}
+	st := &t.st
+	*st = state{sess: sess}
 	for _, er := range t.p.errors {
 		if er.match.matches(frame, st) {
 			return t.agentError(er, frame, sess), nil
@@ -729,8 +735,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 // rpcFrameIn handles JSON-RPC responses and agent requests; done is false
 // for notifications, which the event rules handle.
 func (t *translator) rpcFrameIn(frame []byte) ([]translate.Out, bool, error) {
-	r := gjson.ParseBytes(frame)
-	id, method := r.Get("id"), r.Get("method")
+	id, method := get(frame, "id"), get(frame, "method")
 	switch {
 	case id.Exists() && !method.Exists():
 		key := id.Raw
@@ -743,12 +748,13 @@ func (t *translator) rpcFrameIn(frame []byte) ([]translate.Out, bool, error) {
 				Body: []byte("a reply to agent request " + id.Raw + ", which is not outstanding")}}, true, nil
 		}
 		delete(t.byID, key)
-		if errObj := r.Get("error"); errObj.Exists() {
+		if errObj := get(frame, "error"); errObj.Exists() {
 			return t.failExchange(ex, passError([]byte(errObj.Raw))), true, nil
 		}
 		return t.replied(ex, frame), true, nil
 	case id.Exists() && method.Exists():
-		st := &state{t: t, sess: t.route(frame)}
+		st := &t.st
+		*st = state{sess: t.route(frame)}
 		for _, ev := range t.p.events {
 			if ev.match.matches(frame, st) {
 				return t.event(ev, frame, st.sess), true, nil
@@ -819,6 +825,9 @@ func (t *translator) finish(ex *exchange, frame []byte) []translate.Out {
 		for _, k := range r.keep {
 			if v := gjson.GetBytes(frame, k.path); v.Exists() {
 				sess.kept[k.name] = []byte(v.Raw)
+				if k.name == "agent_session" {
+					sess.agentSession = v.String()
+				}
 			}
 		}
 	}
@@ -1282,12 +1291,12 @@ func (t *translator) session(id string) *session {
 // else the session with a turn in progress, else the only session.
 func (t *translator) route(frame []byte) *session {
 	for _, p := range t.p.route {
-		v := gjson.GetBytes(frame, p)
+		v := get(frame, p)
 		if !v.Exists() {
 			continue
 		}
 		for _, s := range t.sessions {
-			if k, ok := s.kept["agent_session"]; ok && gjson.ParseBytes(k).String() == v.String() {
+			if s.agentSession != "" && (s.agentSession == v.Str || s.agentSession == v.Raw) {
 				return s
 			}
 		}
@@ -1324,7 +1333,6 @@ func (t *translator) turnByRef(ref translate.Ref) *turn {
 }
 
 type state struct {
-	t    *translator
 	sess *session
 }
 
