@@ -71,14 +71,14 @@ type exchange struct {
 }
 
 type session struct {
-	id    string
-	cwd   string
-	kept  map[string][]byte
+	id   string
+	cwd  string
+	kept map[string][]byte
 	// agentSession is the text of kept["agent_session"], for routing.
 	agentSession string
-	turns []*turn // oldest first; only the last can be live
-	tools []*tool
-	seq   int
+	turns        []*turn // oldest first; only the last can be live
+	tools        []*tool
+	seq          int
 }
 
 type turn struct {
