@@ -47,6 +47,9 @@
 // request "initialize" block the bridge answers initialize itself (after
 // connect's expect frame, when there is one). Without a request
 // "session/new" block a session is opened without telling the agent.
+// Declaring session/load or session/resume advertises it; the session
+// they reopen keeps the editor's id, which on a shared link is the agent's
+// own (session.agent_session).
 //
 // # Rules: events and replies
 //

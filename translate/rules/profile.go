@@ -438,6 +438,11 @@ func (c *compiler) request(p *Profile, rr *rawRequest) hcl.Diagnostics {
 		return hcl.Diagnostics{diag(rr.DefRange, "Duplicate request", "request %q is declared twice.", rr.Method)}
 	}
 	req := &requestRule{method: rr.Method}
+	if rr.Method == "session/load" || rr.Method == "session/resume" {
+		// The session they reopen is named by the editor; on a shared link
+		// that id is the agent's own (session.agent_session).
+		c.kept["agent_session"] = rr.DefRange
+	}
 	var d hcl.Diagnostics
 	if rr.AgentMethod != nil {
 		if p.envelope == envNone {

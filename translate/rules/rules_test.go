@@ -78,6 +78,10 @@ request "session/prompt" {
     message      = frame.say
   }
 }
+request "session/load" {
+  method = "load"
+  params = { id = session.agent_session, dir = params.cwd }
+}
 event "note" {
   match   = { note = present, ref = absent }
   thought = frame.note

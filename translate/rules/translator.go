@@ -165,7 +165,7 @@ func (t *translator) request(m translate.Msg) []translate.Out {
 	switch m.Method {
 	case "initialize":
 		return t.initialize(m)
-	case "session/new":
+	case "session/new", "session/load", "session/resume":
 		return t.newSession(m)
 	case "session/prompt":
 		return t.prompt(m)
@@ -280,9 +280,18 @@ func (t *translator) initialize(m translate.Msg) []translate.Out {
 // initializeResult advertises what the profile can deliver: text and
 // resource-link prompts only, session/close when the profile can close.
 func (t *translator) initializeResult() json.RawMessage {
-	b := []byte(`{"protocolVersion":1,"agentCapabilities":{"loadSession":false,"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true}`)
+	b := []byte(`{"protocolVersion":1,"agentCapabilities":{"loadSession":`)
+	b = strconv.AppendBool(b, t.p.requests["session/load"] != nil)
+	b = append(b, `,"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true}`...)
+	var caps []string
 	if t.canClose() {
-		b = append(b, `,"sessionCapabilities":{"close":{}}`...)
+		caps = append(caps, `"close":{}`)
+	}
+	if t.p.requests["session/resume"] != nil {
+		caps = append(caps, `"resume":{}`)
+	}
+	if len(caps) > 0 {
+		b = append(b, `,"sessionCapabilities":{`+strings.Join(caps, ",")+`}`...)
 	}
 	b = append(b, `},"authMethods":[],"agentInfo":{"name":`...)
 	b = appendQuoted(b, t.p.Name)
@@ -307,7 +316,25 @@ func (t *translator) newSession(m translate.Msg) []translate.Out {
 			"profile %s holds one conversation per connection and this one already serves a session", t.p.Name)}
 	}
 	pending := &session{id: m.Session, cwd: cwd.Str, kept: map[string][]byte{}}
-	req := t.p.requests["session/new"]
+	req := t.p.requests[m.Method]
+	if m.Method != "session/new" {
+		// session/load and session/resume name the session they reopen.
+		if req == nil {
+			return []translate.Out{failf(m.Ref, translate.CodeMethodNotFound,
+				"%s is not available: profile %s does not say how to send it to the agent", m.Method, t.p.Name)}
+		}
+		if pending.id == "" {
+			pending.id = gjson.GetBytes(m.Body, "sessionId").Str
+		}
+		if t.session(pending.id) != nil {
+			return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "session %q is already open", pending.id)}
+		}
+		if !t.p.PerSession {
+			// The ACP id is the agent's: keep it for templates and routing.
+			pending.kept["agent_session"] = appendQuoted(nil, pending.id)
+			pending.agentSession = pending.id
+		}
+	}
 	if req == nil {
 		return []translate.Out{t.opened(pending, m.Ref, nil)}
 	}
@@ -838,15 +865,15 @@ func (t *translator) finish(ex *exchange, frame []byte) []translate.Out {
 		}
 	}
 	if ex.ref == 0 {
-		if ex.method == "session/new" {
-			return nil // abandoned: the editor never learns of this session
-		}
-		return outs
+		return nil // abandoned: the engine answered it (a session stays unknown)
 	}
 	switch ex.method {
 	case "initialize":
 		return append(outs, translate.Out{Kind: translate.Reply, Ref: ex.ref, Body: t.initializeResult()})
-	case "session/new":
+	case "session/new", "session/load", "session/resume":
+		if result == nil && ex.method != "session/new" {
+			result = []byte("{}") // their results carry no sessionId
+		}
 		return append(outs, t.opened(sess, ex.ref, result))
 	}
 	if result == nil {
@@ -1120,9 +1147,6 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 	if !tr.quiet {
 		if !tl.announced {
 			outs = append(outs, t.announce(sess, tl, status))
-			if tr.close && status != "" && status != "pending" {
-				// announce carried the final status already
-			}
 		} else {
 			q := ""
 			if status != "" {
