@@ -117,7 +117,10 @@
 //
 // Templates are HCL expressions compiled into JSON builders: literals,
 // objects (key order is kept; a member whose value is absent is left out),
-// lists, quoted strings with ${…} (always strings: "${id}" is "3"), and:
+// lists, quoted strings with ${…} (always strings: "${id}" is "3"), list
+// for expressions [for i, v in LIST : EXPR if COND] (COND may use == and
+// !=; as a whole send value, each element is sent as its own frame, e.g.
+// one frame per prompt block), and:
 //
 //	frame.<path>      the agent frame (rules), a gjson path; frame["a.b|c"] for any path
 //	params.<path>     the editor request's params

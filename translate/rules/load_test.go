@@ -62,6 +62,12 @@ func TestLoadErrors(t *testing.T) {
 			"Not allowed here", 6, 3, "reply"},
 		{"unsupported expression", prompt + "event \"e\" {\n  match   = { a = 1 }\n  message = frame.a == 1 ? \"y\" : \"n\"\n}\n",
 			"Unsupported expression", 6, 13, "template"},
+		{"loop variable shadows a variable", "request \"session/prompt\" {\n  send = [for frame in prompt.blocks : frame]\n}\n",
+			"Invalid loop variable", 2, 10, `"frame"`},
+		{"object for expression", "request \"session/prompt\" {\n  send = { m = {for b in prompt.blocks : b.type => b} }\n}\n",
+			"Unsupported expression", 2, 16, "list"},
+		{"unknown variable in a loop", "request \"session/prompt\" {\n  send = [for b in prompt.blocks : c.text]\n}\n",
+			"Unknown variable", 2, 36, `"c"`},
 		{"syntax error", "request \"session/prompt\" {\n  send = {\n}\n",
 			"", 0, 0, ""},
 	}

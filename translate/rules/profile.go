@@ -616,8 +616,13 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	return r, diags
 }
 
-// frames compiles a frame or a list of frames.
+// frames compiles a frame or a list of frames; a for expression yields
+// one frame per element.
 func (c *compiler) frames(a *hcl.Attribute, sc scope) ([]node, hcl.Diagnostics) {
+	if f, ok := a.Expr.(*hclsyntax.ForExpr); ok {
+		n, diags := c.template(f, sc)
+		return []node{&spreadNode{n}}, diags
+	}
 	if t, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
 		var out []node
 		var diags hcl.Diagnostics

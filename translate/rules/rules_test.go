@@ -96,3 +96,22 @@ func TestGoldenInline(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/inline/*.txtar")
 }
+
+const perBlock = `
+request "session/prompt" {
+  send = [for i, b in prompt.blocks : { n = i, kind = b.type, text = default(b.text, b.uri) } if b.type != "image"]
+}
+event "done" {
+  match   = { done = true }
+  message = join([for b in ["a", "b"] : b], "+")
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenPerBlock(t *testing.T) {
+	p, diags := Parse("per-block.hcl", []byte(perBlock))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/inline-blocks/*.txtar")
+}

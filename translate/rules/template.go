@@ -143,6 +143,7 @@ type evalEnv struct {
 	id      uint64
 	now     time.Time
 	envVars map[string]string
+	locals  []local
 }
 
 type node interface {
@@ -182,6 +183,8 @@ type compiler struct {
 	keptUses []keptUse
 	// envNames are the env() variables the profile reads.
 	envNames map[string]bool
+	// locals are the variables of the enclosing for expressions.
+	locals []string
 }
 
 type keptUse struct {
@@ -252,9 +255,18 @@ func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostic
 		return c.call(x, sc)
 	case *hclsyntax.ParenthesesExpr:
 		return c.template(x.Expression, sc)
+	case *hclsyntax.ForExpr:
+		return c.forExpr(x, sc)
+	case *hclsyntax.BinaryOpExpr:
+		if x.Op != hclsyntax.OpEqual && x.Op != hclsyntax.OpNotEqual {
+			break
+		}
+		l, diags := c.template(x.LHS, sc)
+		r, d := c.template(x.RHS, sc)
+		return &eqNode{l: l, r: r, not: x.Op == hclsyntax.OpNotEqual}, append(diags, d...)
 	}
 	return nil, hcl.Diagnostics{diag(expr.Range(), "Unsupported expression",
-		"A template may hold literals, quoted strings with ${…}, objects, lists, variables (frame, params, prompt, session, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
+		"A template may hold literals, quoted strings with ${…}, objects, lists, [for v in list : … if a == b], variables (frame, params, prompt, session, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
 }
 
 func constKey(expr hcl.Expression) (string, hcl.Diagnostics) {
@@ -282,36 +294,63 @@ func literal(v cty.Value, rng hcl.Range) (node, hcl.Diagnostics) {
 	return &constNode{v: rawValue(b)}, nil
 }
 
+// forExpr compiles [for v in LIST : EXPR] and [for i, v in LIST : EXPR if
+// COND]: a list built from each element of a JSON array.
+func (c *compiler) forExpr(x *hclsyntax.ForExpr, sc scope) (node, hcl.Diagnostics) {
+	if x.KeyExpr != nil {
+		return nil, hcl.Diagnostics{diag(x.Range(), "Unsupported expression", "A for expression builds a list here: [for v in list : …], not an object.")}
+	}
+	coll, diags := c.template(x.CollExpr, sc)
+	for _, name := range []string{x.KeyVar, x.ValVar} {
+		if _, clash := rootNames[name]; clash {
+			return nil, append(diags, diag(x.Range(), "Invalid loop variable", "%q is a template variable already; name the loop variable otherwise.", name))
+		}
+	}
+	c.locals = append(c.locals, x.KeyVar, x.ValVar)
+	defer func() { c.locals = c.locals[:len(c.locals)-2] }()
+	body, d := c.template(x.ValExpr, sc)
+	diags = append(diags, d...)
+	n := &forNode{coll: coll, keyVar: x.KeyVar, valVar: x.ValVar, body: body}
+	if x.CondExpr != nil {
+		n.cond, d = c.template(x.CondExpr, sc)
+		diags = append(diags, d...)
+	}
+	return n, diags
+}
+
+func (c *compiler) isLocal(name string) bool {
+	for _, l := range c.locals {
+		if l != "" && l == name {
+			return true
+		}
+	}
+	return false
+}
+
 // traversal compiles a variable reference such as frame.data.sessionId.
 func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, hcl.Diagnostics) {
 	name := tr.RootName()
+	if c.isLocal(name) {
+		path, d := traversalPath(tr, rng)
+		if d != nil {
+			return nil, d
+		}
+		if path != "" {
+			if err := checkPath(path); err != nil {
+				return nil, hcl.Diagnostics{diag(rng, "Invalid gjson path", "%s.%s: %v.", name, path, err)}
+			}
+		}
+		return &localNode{name: name, path: path}, nil
+	}
 	r, ok := rootNames[name]
 	if !ok {
 		return nil, hcl.Diagnostics{diag(rng, "Unknown variable",
 			"There is no variable named %q; templates can read frame, params, prompt, session, tool, id and now.", name)}
 	}
-	var parts []string
-	for _, step := range tr[1:] {
-		switch s := step.(type) {
-		case hcl.TraverseAttr:
-			parts = append(parts, s.Name)
-		case hcl.TraverseIndex:
-			switch {
-			case s.Key.Type() == cty.String:
-				// A string index is a raw gjson path fragment: frame["a.b|c"].
-				parts = append(parts, s.Key.AsString())
-			case s.Key.Type() == cty.Number:
-				bf := s.Key.AsBigFloat()
-				n, _ := bf.Int64()
-				parts = append(parts, strconv.FormatInt(n, 10))
-			default:
-				return nil, hcl.Diagnostics{diag(rng, "Invalid index", "An index must be a number or a string.")}
-			}
-		default:
-			return nil, hcl.Diagnostics{diag(rng, "Invalid reference", "Unsupported traversal step.")}
-		}
+	path, d := traversalPath(tr, rng)
+	if d != nil {
+		return nil, d
 	}
-	path := strings.Join(parts, ".")
 	needPath := func(what string) hcl.Diagnostics {
 		if path == "" {
 			return hcl.Diagnostics{diag(rng, "Incomplete reference", "%s needs a path, such as %s.", name, what)}
@@ -368,6 +407,33 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 			"%s cannot be read in %s.", name, sc.where)}
 	}
 	return &refNode{root: r, path: path}, nil
+}
+
+// traversalPath turns the steps after a variable's name into a gjson path.
+func traversalPath(tr hcl.Traversal, rng hcl.Range) (string, hcl.Diagnostics) {
+	var parts []string
+	for _, step := range tr[1:] {
+		switch s := step.(type) {
+		case hcl.TraverseAttr:
+			parts = append(parts, s.Name)
+		case hcl.TraverseIndex:
+			switch {
+			case s.Key.Type() == cty.String:
+				// A string index is a raw gjson path fragment: frame["a.b|c"].
+				parts = append(parts, s.Key.AsString())
+			case s.Key.Type() == cty.Number:
+				bf := s.Key.AsBigFloat()
+				n, _ := bf.Int64()
+				parts = append(parts, strconv.FormatInt(n, 10))
+			default:
+				return "", hcl.Diagnostics{diag(rng, "Invalid index", "An index must be a number or a string.")}
+			}
+		default:
+			return "", hcl.Diagnostics{diag(rng, "Invalid reference", "Unsupported traversal step.")}
+		}
+	}
+	path := strings.Join(parts, ".")
+	return path, nil
 }
 
 // call compiles one of the template functions.
@@ -624,6 +690,82 @@ func (n *arrayNode) eval(e *evalEnv) value {
 		b = v.appendJSON(b)
 	}
 	return rawValue(append(b, ']'))
+}
+
+// forNode builds a list from the elements of a JSON array.
+type forNode struct {
+	coll           node
+	keyVar, valVar string
+	body, cond     node
+}
+
+func (n *forNode) eval(e *evalEnv) value {
+	coll := n.coll.eval(e)
+	b := []byte{'['}
+	if coll.kind == vRaw && len(coll.raw) > 0 && coll.raw[0] == '[' {
+		saved := len(e.locals)
+		i := 0
+		first := true
+		gjson.ParseBytes(coll.raw).ForEach(func(_, el gjson.Result) bool {
+			e.locals = append(e.locals[:saved], local{n.keyVar, strconv.AppendInt(nil, int64(i), 10)}, local{n.valVar, []byte(el.Raw)})
+			i++
+			if n.cond != nil {
+				if c := n.cond.eval(e); !(c.kind == vRaw && string(c.raw) == "true") {
+					return true
+				}
+			}
+			v := n.body.eval(e)
+			if v.absent() {
+				return true
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = v.appendJSON(b)
+			return true
+		})
+		e.locals = e.locals[:saved]
+	}
+	return rawValue(append(b, ']'))
+}
+
+// eqNode is a == b or a != b, compared as JSON values.
+type eqNode struct {
+	l, r node
+	not  bool
+}
+
+func (n *eqNode) eval(e *evalEnv) value {
+	a, b := n.l.eval(e), n.r.eval(e)
+	eq := a.absent() == b.absent()
+	if eq && !a.absent() {
+		eq = sameJSON(gjson.ParseBytes(a.appendJSON(nil)), gjson.ParseBytes(b.appendJSON(nil)))
+	}
+	if eq != n.not {
+		return rawValue([]byte("true"))
+	}
+	return rawValue([]byte("false"))
+}
+
+// local is one loop variable's current value.
+type local struct {
+	name string
+	raw  []byte
+}
+
+type localNode struct{ name, path string }
+
+func (n *localNode) eval(e *evalEnv) value {
+	for i := len(e.locals) - 1; i >= 0; i-- {
+		if l := e.locals[i]; l.name == n.name {
+			if n.path == "" {
+				return rawValue(l.raw)
+			}
+			return gjsonValue(l.raw, n.path)
+		}
+	}
+	return value{}
 }
 
 type envNode struct {

@@ -218,12 +218,7 @@ func (t *translator) send(req *requestRule, m translate.Msg, sess *session, setu
 		first = f
 		outs = append(outs, frameOut(f))
 	}
-	for _, n := range req.send {
-		v := n.eval(e)
-		if v.absent() {
-			continue
-		}
-		f := v.appendJSON(nil)
+	for _, f := range t.evalFrames(req.send, e, false) {
 		if first == nil {
 			first = f
 		}
@@ -424,12 +419,7 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 		e := t.evalEnv(nil, nil, tr.sess, tr.sess.lastTool())
 		t.nextID++
 		e.id = t.nextID
-		for _, n := range t.p.cancel.send {
-			if v := n.eval(e); !v.absent() {
-				outs = append(outs, frameOut(v.appendJSON(nil)))
-			}
-		}
-		return outs
+		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
 	}
 	// Nothing to tell the agent: the bridge ends the turn itself and drops
 	// what the agent still sends for it.
@@ -468,14 +458,7 @@ func (t *translator) linkUp() []translate.Out {
 		return t.startHeartbeat(nil)
 	}
 	var outs []translate.Out
-	e := t.evalEnv(nil, nil, nil, nil)
-	for _, n := range t.p.connect.send {
-		t.nextID++
-		e.id = t.nextID
-		if v := n.eval(e); !v.absent() {
-			outs = append(outs, frameOut(v.appendJSON(nil)))
-		}
-	}
+	outs = append(outs, frameOuts(t.evalFrames(t.p.connect.send, t.evalEnv(nil, nil, nil, nil), true))...)
 	if t.p.connect.expect != nil {
 		t.conn = connWaitFrame
 		return outs
@@ -510,14 +493,7 @@ func (t *translator) startHeartbeat(outs []translate.Out) []translate.Out {
 func (t *translator) tick() []translate.Out {
 	var outs []translate.Out
 	if hb := t.p.heartbeat; hb != nil && !t.nextBeat.IsZero() && !t.now.Before(t.nextBeat) {
-		e := t.evalEnv(nil, nil, nil, nil)
-		for _, n := range hb.send {
-			t.nextID++
-			e.id = t.nextID
-			if v := n.eval(e); !v.absent() {
-				outs = append(outs, frameOut(v.appendJSON(nil)))
-			}
-		}
+		outs = append(outs, frameOuts(t.evalFrames(hb.send, t.evalEnv(nil, nil, nil, nil), true))...)
 		t.nextBeat = t.now.Add(hb.every)
 	}
 	if t.p.silence > 0 {
@@ -638,13 +614,7 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 	case "cancelled":
 		frames = pp.rule.cancelled
 	}
-	for _, n := range frames {
-		t.nextID++
-		e.id = t.nextID
-		if v := n.eval(e); !v.absent() {
-			outs = append(outs, frameOut(v.appendJSON(nil)))
-		}
-	}
+	outs = append(outs, frameOuts(t.evalFrames(frames, e, true))...)
 	if pp.turn.dropped {
 		return outs, nil
 	}
@@ -674,13 +644,7 @@ func (t *translator) withdrawPermission(tr *turn) []translate.Out {
 	outs := []translate.Out{{Kind: translate.CancelCall, Ref: ref}}
 	if pp != nil {
 		e := t.evalEnv(pp.frame, nil, tr.sess, pp.tool)
-		for _, n := range pp.rule.cancelled {
-			t.nextID++
-			e.id = t.nextID
-			if v := n.eval(e); !v.absent() {
-				outs = append(outs, frameOut(v.appendJSON(nil)))
-			}
-		}
+		outs = append(outs, frameOuts(t.evalFrames(pp.rule.cancelled, e, true))...)
 	}
 	return outs
 }
@@ -947,13 +911,7 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 	if sess != nil {
 		e.tool = sess.lastTool()
 	}
-	for _, n := range r.send {
-		t.nextID++
-		e.id = t.nextID
-		if v := n.eval(e); !v.absent() {
-			outs = append(outs, frameOut(v.appendJSON(nil)))
-		}
-	}
+	outs = append(outs, frameOuts(t.evalFrames(r.send, e, true))...)
 	if sess == nil {
 		if len(r.updates) > 0 || r.tool != nil || r.finalMessage != nil {
 			outs = append(outs, translate.Out{Kind: translate.Note, Method: "unroutable-updates", Body: []byte("no session for " + r.name)})
@@ -1439,6 +1397,49 @@ func unsupportedBlock(params []byte) string {
 }
 
 func frameOut(b []byte) translate.Out { return translate.Out{Kind: translate.Frame, Body: b} }
+
+func frameOuts(frames [][]byte) []translate.Out {
+	outs := make([]translate.Out, len(frames))
+	for i, f := range frames {
+		outs[i] = frameOut(f)
+	}
+	return outs
+}
+
+// evalFrames builds the frames of nodes. With fresh, each frame gets a new
+// id (heartbeats, answers); else they share e.id (one request's frames). A
+// for expression yields one frame per element.
+func (t *translator) evalFrames(nodes []node, e *evalEnv, fresh bool) [][]byte {
+	var out [][]byte
+	for _, n := range nodes {
+		if fresh {
+			t.nextID++
+			e.id = t.nextID
+		}
+		sp, spread := n.(*spreadNode)
+		if spread {
+			n = sp.inner
+		}
+		v := n.eval(e)
+		if v.absent() {
+			continue
+		}
+		if !spread {
+			out = append(out, v.appendJSON(nil))
+			continue
+		}
+		gjson.ParseBytes(v.raw).ForEach(func(_, el gjson.Result) bool {
+			out = append(out, []byte(el.Raw))
+			return true
+		})
+	}
+	return out
+}
+
+// spreadNode marks a for expression whose elements are separate frames.
+type spreadNode struct{ inner node }
+
+func (n *spreadNode) eval(e *evalEnv) value { return n.inner.eval(e) }
 
 func reply(ref translate.Ref, body []byte, session string) translate.Out {
 	return translate.Out{Kind: translate.Reply, Ref: ref, Body: body, Session: session}
