@@ -1,0 +1,485 @@
+package claude
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+)
+
+// decode checks that frame is one stream-json message (a JSON object with a
+// string "type", legacy-formats.md §3.2) and returns it parsed. The result
+// holds a copy of the frame: it may be kept after the call.
+func decode(frame []byte) (gjson.Result, error) {
+	if err := translate.Valid(frame); err != nil {
+		return gjson.Result{}, err
+	}
+	r := gjson.ParseBytes(frame)
+	if !r.IsObject() {
+		return gjson.Result{}, errors.New("not a JSON object")
+	}
+	if typ := r.Get("type"); typ.Type != gjson.String || typ.Str == "" {
+		return gjson.Result{}, errors.New(`no "type" string`)
+	}
+	return r, nil
+}
+
+// FromAgent implements translate.Translator for one line of the CLI's
+// stdout. Control requests of the CLI are answered in the same call or,
+// for permissions, once the editor has answered; an error comes with the
+// answer the CLI needs already in the outputs.
+func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
+	msg, err := decode(frame)
+	if err != nil {
+		return nil, fmt.Errorf("claude: unusable line from the CLI: %w", err)
+	}
+	typ := msg.Get("type").Str
+	switch typ {
+	case "control_response":
+		return t.controlResponse(msg)
+	case "control_request":
+		return t.cliControlRequest(msg)
+	case "control_cancel_request":
+		return t.controlCancel(msg), nil
+	}
+	if t.session == "" || t.closed {
+		return []translate.Out{note("CLI message " + typ + " with no session open")}, nil
+	}
+	switch typ {
+	case "system":
+		return t.system(msg), nil
+	case "stream_event":
+		return t.streamEvent(msg), nil
+	case "assistant":
+		return t.assistant(msg), nil
+	case "user":
+		return t.userMessage(msg), nil
+	case "result":
+		return t.result(msg), nil
+	}
+	// rate_limit_event, tool_progress, auth_status, keep_alive… from
+	// newer CLIs (legacy-formats.md §3.2).
+	return []translate.Out{t.note("CLI message type " + typ)}, nil
+}
+
+func (t *translator) note(detail string) translate.Out {
+	o := note(detail)
+	o.Session = t.session
+	return o
+}
+
+// controlResponse handles the CLI's answer to one of the translator's
+// control requests.
+func (t *translator) controlResponse(msg gjson.Result) ([]translate.Out, error) {
+	resp := msg.Get("response")
+	id := resp.Get("request_id").Str
+	c, ok := t.ctl[id]
+	if !ok {
+		return nil, fmt.Errorf("claude: the CLI answered control request %q, which claude has not sent or no longer waits for", resp.Get("request_id").Raw)
+	}
+	delete(t.ctl, id)
+	if resp.Get("subtype").Str == "success" {
+		return t.controlAnswered(c, compactJSON([]byte(resp.Get("response").Raw)), ""), nil
+	}
+	why := resp.Get("error").Str
+	if why == "" {
+		why = "the CLI answered with an error and gave no reason"
+	}
+	return t.controlAnswered(c, nil, why), nil
+}
+
+// cliControlRequest handles a control request of the CLI: can_use_tool
+// becomes a permission request; every other subtype (hook_callback,
+// mcp_message: the bridge registers no hooks and hosts no MCP server) is
+// refused at once so that the CLI does not wait.
+func (t *translator) cliControlRequest(msg gjson.Result) ([]translate.Out, error) {
+	rid := msg.Get("request_id")
+	if rid.Type != gjson.String || rid.Str == "" {
+		return nil, fmt.Errorf("claude: control request without a request_id string cannot be answered: %.200s", msg.Raw)
+	}
+	req := msg.Get("request")
+	subtype := req.Get("subtype").Str
+	if subtype != "can_use_tool" {
+		return []translate.Out{controlError(rid.Str, "acp-bridge does not handle control request "+quoteSubtype(subtype))},
+			fmt.Errorf("claude: refused the CLI's control request %s", quoteSubtype(subtype))
+	}
+	return t.canUseTool(rid.Str, req), nil
+}
+
+func quoteSubtype(s string) string {
+	if s == "" {
+		return "without a subtype"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// canUseTool asks the editor for permission (legacy-formats.md §3.3, §3.4).
+// Each request gets its own Call, whatever else is pending, so several
+// subagents asking at once never block each other or the session.
+func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.Out {
+	if t.session == "" || t.closed || t.turn == nil || t.turn.cancelled {
+		return []translate.Out{controlSuccess(requestID, deny("No prompt is running: the turn was cancelled or has ended", true))}
+	}
+	name := req.Get("tool_name").Str
+	input := compactJSON([]byte(req.Get("input").Raw))
+	if input == nil {
+		input = json.RawMessage("{}")
+	}
+	toolID := req.Get("tool_use_id").Str
+	if toolID == "" {
+		toolID = "permission-" + requestID
+	}
+	var outs []translate.Out
+	if tl := t.tools[toolID]; tl == nil || !tl.announced {
+		// The editor must see the tool call it is asked about.
+		outs = append(outs, t.announce(toolID, name, input))
+	}
+	title := t.viewTool(name, input).title
+	t.nextCall++
+	ref := t.nextCall
+	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input}
+	if s := req.Get("permission_suggestions"); s.IsArray() {
+		p.suggestions = compactJSON([]byte(s.Raw))
+	}
+	t.perms[ref] = p
+	return append(outs, translate.Out{Kind: translate.Call, Ref: ref, Method: "session/request_permission", Session: t.session, Body: marshal(struct {
+		Options   []permissionOption `json:"options"`
+		SessionID string             `json:"sessionId"`
+		ToolCall  toolCall           `json:"toolCall"`
+	}{permissionOptions, t.session, toolCall{ToolCallID: toolID, RawInput: input, Title: &title}})})
+}
+
+// controlCancel handles the CLI withdrawing one of its control requests: a
+// pending permission request is withdrawn from the editor as well.
+func (t *translator) controlCancel(msg gjson.Result) []translate.Out {
+	id := msg.Get("request_id").Str
+	for ref, p := range t.perms {
+		if p.requestID == id {
+			delete(t.perms, ref)
+			t.stale[ref] = true
+			return []translate.Out{{Kind: translate.CancelCall, Ref: ref, Session: t.session}}
+		}
+	}
+	return nil
+}
+
+// system handles system messages: init reports the session's permission
+// mode, which the editor is told of when it changed; other subtypes
+// (compact_boundary, status, hooks, task progress…) are ignored.
+func (t *translator) system(msg gjson.Result) []translate.Out {
+	subtype := msg.Get("subtype").Str
+	if subtype != "init" {
+		return []translate.Out{t.note("CLI system message " + quoteSubtype(subtype))}
+	}
+	mode := msg.Get("permissionMode").Str
+	if !isMode(mode) || mode == t.mode {
+		return nil
+	}
+	t.mode = mode
+	return []translate.Out{t.modeUpdate(), t.configUpdate()}
+}
+
+// streamEvent handles one raw Anthropic stream event (with
+// --include-partial-messages).
+func (t *translator) streamEvent(msg gjson.Result) []translate.Out {
+	if isSubagent(msg) {
+		return nil
+	}
+	ev := msg.Get("event")
+	index := int(ev.Get("index").Int())
+	switch ev.Get("type").Str {
+	case "message_start":
+		t.stream.reset(ev.Get("message.id").Str)
+	case "content_block_start":
+		delete(t.stream.seen, index)
+		block := ev.Get("content_block")
+		if block.Get("type").Str == "tool_use" {
+			if id := block.Get("id").Str; id != "" {
+				return t.toolUse(id, block.Get("name").Str, json.RawMessage("{}"), false)
+			}
+		}
+	case "content_block_delta":
+		delta := ev.Get("delta")
+		switch delta.Get("type").Str {
+		case "text_delta":
+			if !t.stream.seen[index] {
+				t.stream.seen[index] = true
+				t.stream.text++
+			}
+			if s := delta.Get("text").Str; s != "" {
+				return []translate.Out{t.chunk("agent_message_chunk", s)}
+			}
+		case "thinking_delta":
+			if !t.stream.seen[index] {
+				t.stream.seen[index] = true
+				t.stream.thinking++
+			}
+			if s := delta.Get("thinking").Str; s != "" {
+				return []translate.Out{t.chunk("agent_thought_chunk", s)}
+			}
+		}
+	}
+	// content_block_stop, message_delta, message_stop, ping, input and
+	// signature deltas: nothing to show.
+	return nil
+}
+
+// isSubagent reports whether a message comes from a subagent (Task).
+func isSubagent(msg gjson.Result) bool {
+	p := msg.Get("parent_tool_use_id")
+	return p.Exists() && p.Type != gjson.Null
+}
+
+func (t *translator) chunk(kind, text string) translate.Out {
+	return t.update(struct {
+		SessionUpdate string      `json:"sessionUpdate"`
+		Content       textContent `json:"content"`
+	}{kind, textContent{"text", text}})
+}
+
+// assistant handles an aggregate assistant message: blocks whose deltas
+// were streamed are dropped, the rest are shown (legacy-formats.md §11.6).
+func (t *translator) assistant(msg gjson.Result) []translate.Out {
+	message := msg.Get("message")
+	sub := isSubagent(msg)
+	synthetic := message.Get("model").Str == "<synthetic>"
+	// The aggregate matches the streamed message when the ids agree (or
+	// either is unknown).
+	id := message.Get("id").Str
+	streamed := t.stream.msgID == "" || id == "" || id == t.stream.msgID
+	var outs []translate.Out
+	for _, block := range message.Get("content").Array() {
+		switch block.Get("type").Str {
+		case "text":
+			text := block.Get("text").Str
+			switch {
+			case sub:
+			case streamed && t.stream.usedText < t.stream.text:
+				t.stream.usedText++
+			case synthetic && t.turn != nil:
+				// "API Error: …", "Invalid API key · Please run /login":
+				// the CLI's own words, shown as the prompt's error if
+				// the result says the turn failed, else as a message.
+				t.turn.withheld = append(t.turn.withheld, text)
+			case text != "":
+				outs = append(outs, t.chunk("agent_message_chunk", text))
+			}
+		case "thinking":
+			text := block.Get("thinking").Str
+			switch {
+			case sub:
+			case streamed && t.stream.usedThinking < t.stream.thinking:
+				t.stream.usedThinking++
+			case text != "":
+				outs = append(outs, t.chunk("agent_thought_chunk", text))
+			}
+		case "tool_use":
+			if id := block.Get("id").Str; id != "" {
+				input := compactJSON([]byte(block.Get("input").Raw))
+				if input == nil {
+					input = json.RawMessage("{}")
+				}
+				outs = append(outs, t.toolUse(id, block.Get("name").Str, input, true)...)
+			}
+		}
+	}
+	return outs
+}
+
+// toolUse shows a tool use: a pending tool_call (again, with the full
+// input, once final), or for TodoWrite a plan.
+func (t *translator) toolUse(id, name string, input json.RawMessage, final bool) []translate.Out {
+	tl := t.tools[id]
+	if tl == nil {
+		tl = &tool{}
+		t.tools[id] = tl
+	}
+	tl.name = name
+	if final {
+		tl.input = input
+	}
+	if name == "TodoWrite" {
+		tl.plan = true
+		entries, ok := planEntries(input)
+		if !ok {
+			return nil
+		}
+		return []translate.Out{t.update(struct {
+			SessionUpdate string      `json:"sessionUpdate"`
+			Entries       []planEntry `json:"entries"`
+		}{"plan", entries})}
+	}
+	return []translate.Out{t.announce(id, name, input)}
+}
+
+// announce sends the editor a pending tool_call for a tool use.
+func (t *translator) announce(id, name string, input json.RawMessage) translate.Out {
+	tl := t.tools[id]
+	if tl == nil {
+		tl = &tool{name: name, input: input}
+		t.tools[id] = tl
+	}
+	tl.announced = true
+	v := t.viewTool(name, input)
+	return t.update(toolCall{
+		Meta:          toolMeta(name),
+		SessionUpdate: "tool_call",
+		ToolCallID:    id,
+		Title:         &v.title,
+		Kind:          v.kind,
+		Status:        "pending",
+		Content:       v.content,
+		Locations:     v.locations,
+		RawInput:      input,
+		emptyContent:  true,
+	})
+}
+
+// userMessage handles a user message the CLI wrote: tool results become
+// tool_call_updates; its own notes ("[Request interrupted by user]") are
+// not shown.
+func (t *translator) userMessage(msg gjson.Result) []translate.Out {
+	var outs []translate.Out
+	for _, block := range msg.Get("message.content").Array() {
+		if block.Get("type").Str != "tool_result" {
+			continue
+		}
+		id := block.Get("tool_use_id").Str
+		tl := t.tools[id]
+		if tl == nil {
+			outs = append(outs, t.note("tool result for tool use "+fmt.Sprintf("%q", id)+", which was never announced"))
+			continue
+		}
+		delete(t.tools, id)
+		if tl.plan || !tl.announced {
+			continue
+		}
+		failed := block.Get("is_error").Bool()
+		status := "completed"
+		if failed {
+			status = "failed"
+		}
+		content := block.Get("content")
+		raw := compactJSON([]byte(content.Raw))
+		if raw == nil {
+			raw = json.RawMessage(`""`)
+		}
+		u := toolCall{
+			Meta:          toolMeta(tl.name),
+			SessionUpdate: "tool_call_update",
+			ToolCallID:    id,
+			Status:        status,
+			RawOutput:     raw,
+		}
+		// An edit's diff stays what the editor shows; its "file updated"
+		// text is only rawOutput. Failures show their reason.
+		if failed || t.viewTool(tl.name, tl.input).kind != "edit" {
+			u.Content = resultContent(content)
+		}
+		outs = append(outs, t.update(u))
+	}
+	return outs
+}
+
+// result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).
+func (t *translator) result(msg gjson.Result) []translate.Out {
+	tr := t.turn
+	if tr == nil {
+		return []translate.Out{t.note("result with no prompt running")}
+	}
+	t.turn = nil
+	t.stream.reset("")
+	// Permission requests the CLI left open are moot once its turn ended.
+	outs := t.withdrawPermissions("The turn has ended", false)
+	if tr.abandoned {
+		return outs
+	}
+	subtype := msg.Get("subtype").Str
+	meta := resultMeta(msg)
+	switch {
+	case tr.cancelled:
+		return append(outs, reply(tr.ref, stopReason{"cancelled", meta}))
+	case subtype == "error_max_turns" || subtype == "error_max_budget_usd":
+		return append(outs, reply(tr.ref, stopReason{"max_turn_requests", meta}))
+	case msg.Get("is_error").Bool() || strings.HasPrefix(subtype, "error"):
+		return append(outs, fail(tr.ref, turnError(msg, tr.withheld)))
+	}
+	for _, text := range tr.withheld {
+		outs = append(outs, t.chunk("agent_message_chunk", text))
+	}
+	return append(outs, reply(tr.ref, stopReason{"end_turn", meta}))
+}
+
+// turnError is the prompt's error for a failed turn: the CLI's own text in
+// the message, the ACP auth-required code when it says the login is
+// missing or stale.
+func turnError(msg gjson.Result, withheld []string) json.RawMessage {
+	subtype := msg.Get("subtype").Str
+	text := msg.Get("result").Str
+	if text == "" && len(withheld) > 0 {
+		text = strings.Join(withheld, "\n")
+	}
+	if text == "" {
+		var errs []string
+		for _, e := range msg.Get("errors").Array() {
+			errs = append(errs, e.String())
+		}
+		text = strings.Join(errs, "; ")
+	}
+	if text == "" {
+		text = fmt.Sprintf("Claude Code ended the turn with an error (%s) and gave no reason", orUnknownSubtype(subtype))
+	}
+	if loginProblem(text) {
+		return translate.Errorf(translate.CodeAuthRequired, "Claude Code is not logged in: %s (run `claude /login` in a terminal, then try again)", text).
+			With("subtype", subtype).JSON()
+	}
+	return translate.Errorf(translate.CodeInternalError, "%s", text).With("subtype", subtype).JSON()
+}
+
+func orUnknownSubtype(s string) string {
+	if s == "" {
+		return "no subtype"
+	}
+	return s
+}
+
+// loginProblem reports whether an error text says the CLI's credentials
+// are missing or no longer valid (legacy-formats.md §3.3: "Please run
+// /login").
+func loginProblem(text string) bool {
+	l := strings.ToLower(text)
+	for _, s := range []string{"/login", "invalid api key", "not logged in", "oauth token has expired", "authentication_error"} {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// resultMeta puts the turn's usage and cost under _meta.claudeCode (ACP v1
+// has no field for them; legacy-formats.md §3.4).
+func resultMeta(msg gjson.Result) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	for _, f := range []struct{ from, to string }{
+		{"usage", "usage"},
+		{"modelUsage", "modelUsage"},
+		{"total_cost_usd", "totalCostUsd"},
+		{"duration_ms", "durationMs"},
+		{"duration_api_ms", "durationApiMs"},
+		{"num_turns", "numTurns"},
+	} {
+		if v := msg.Get(f.from); v.Exists() {
+			if raw := compactJSON([]byte(v.Raw)); raw != nil {
+				m[f.to] = raw
+			}
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return marshal(map[string]any{"claudeCode": m})
+}

@@ -1,0 +1,387 @@
+// Package claude translates ACP v1 (the editor side) to Claude Code's
+// stream-json input/output and its control protocol (the agent side): the
+// protocol the Claude Agent SDKs speak to the `claude` CLI
+// (legacy-formats.md §3). The reference for the ACP it produces is what the
+// official Node adapter, claude-code-acp 0.16.2, emitted for the same CLI
+// run (legacy-formats.md §3.4); the golden transcripts in testdata replay
+// the captured CLI frames of §3.3 and pin that output.
+//
+// One CLI process holds one conversation, so the engine starts one process
+// per ACP session (Dialect.PerSession) and answers initialize and
+// authenticate without any process (Dialect.NoControlLink). The translator
+// builds the process's command line itself (translate.SpawnBuilder): the
+// configured program and its arguments, then the stream-json flags, the
+// session's model, permission mode, MCP servers and directories, and the
+// options block's extra arguments.
+//
+// Choices this package makes where the protocols leave room (each pinned by
+// a golden transcript):
+//
+//   - The ACP session id is the one the engine mints. The CLI gets a UUID
+//     derived from it (SessionUUID, a UUIDv5-style SHA-1 hash) as
+//     --session-id, so session/load and session/resume of the same ACP id
+//     find the same CLI session with --resume; an ACP id that already is a
+//     UUID is passed as it is.
+//   - session/new, load and resume send the control initialize and are
+//     answered when the CLI acknowledges it: a CLI that cannot start fails
+//     the request that opened it rather than the first prompt.
+//   - Control requests to the CLI are numbered req_1, req_2… per process, as
+//     the SDKs number them.
+//   - Streaming: text and thinking deltas become message and thought
+//     chunks; the CLI's aggregate assistant message for a block that was
+//     streamed is dropped, one that was not is sent whole. Text and thinking
+//     of subagents (parent_tool_use_id set) are not shown: the Task tool's
+//     result carries what the subagent found. Their tool calls are shown,
+//     since they may ask for permission.
+//   - Tool calls are announced as the reference does: a pending tool_call
+//     with empty rawInput when the block starts streaming, the same
+//     tool_call again with the full input once the CLI has it. TodoWrite
+//     is shown as a plan, never as a tool call.
+//   - Permissions: every can_use_tool becomes its own
+//     session/request_permission, whatever else is pending. An answer the
+//     translator did not offer, an error answer and an unknown outcome deny
+//     the tool (never allow it); "cancelled" denies it with interrupt.
+//   - session/cancel sends the CLI an interrupt, withdraws the editor's
+//     pending permission requests ($/cancel_request) and denies them toward
+//     the CLI at once, so neither side waits on the other; the turn's
+//     result then answers the prompt "cancelled", whatever its subtype.
+//   - A second session/prompt while one runs is refused (-32600): the CLI
+//     would queue it and the two turns' results could not be told apart.
+//   - session/load cannot replay history yet (the CLI keeps it, the bridge
+//     has no transcript to read it from): the session is resumed and the
+//     answer comes without replay, reported as a Note.
+//   - Message kinds and system subtypes this package does not know (newer
+//     CLIs add them) are reported as Notes and otherwise ignored.
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+)
+
+// DefaultExecutable is the program run when no command is configured.
+const DefaultExecutable = "claude"
+
+// Dialect is the claude-stream-json dialect. Its options block:
+//
+//	model           = "sonnet"      # --model and the model option's initial value
+//	permission_mode = "default"     # --permission-mode: default, acceptEdits, plan, bypassPermissions
+//	models          = ["sonnet"]    # model choices offered until the CLI names its own
+//	extra_args      = ["--max-turns", "20"]   # appended to every CLI command line
+var Dialect = translate.Dialect{
+	Name:          "claude-stream-json",
+	Summary:       "Claude Code CLI through stream-json and its control protocol (claude-code-acp parity), one CLI process per session",
+	PerSession:    true,
+	NoControlLink: true,
+	Configure:     configure,
+}
+
+// Options are the decoded options block.
+type Options struct {
+	Model          string   `hcl:"model,optional"`
+	PermissionMode string   `hcl:"permission_mode,optional"`
+	Models         []string `hcl:"models,optional"`
+	ExtraArgs      []string `hcl:"extra_args,optional"`
+}
+
+// modes are the CLI's permission modes, in the order the editor shows them
+// (legacy-formats.md §3.1, §3.4).
+var modes = []struct{ id, name, description string }{
+	{"default", "Default", "Ask before running tools that change things"},
+	{"acceptEdits", "Accept Edits", "Apply file edits without asking"},
+	{"plan", "Plan Mode", "Analyze and plan; change no files and run no commands"},
+	{"bypassPermissions", "Bypass Permissions", "Run every tool without asking"},
+}
+
+func isMode(id string) bool {
+	return slices.ContainsFunc(modes, func(m struct{ id, name, description string }) bool { return m.id == id })
+}
+
+// defaultModels are the choices of the model option until the CLI's
+// initialize answer lists its own: the aliases every CLI accepts.
+var defaultModels = []modelInfo{
+	{Value: "default", Name: "Default", Description: "The model Claude Code picks for this account"},
+	{Value: "sonnet", Name: "Sonnet"},
+	{Value: "opus", Name: "Opus"},
+	{Value: "haiku", Name: "Haiku"},
+}
+
+func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
+	var o Options
+	if body != nil {
+		diags := gohcl.DecodeBody(body, nil, &o)
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		if o.PermissionMode != "" && !isMode(o.PermissionMode) {
+			attrs, _ := body.JustAttributes()
+			var subject *hcl.Range
+			if a, ok := attrs["permission_mode"]; ok {
+				subject = a.Expr.Range().Ptr()
+			}
+			return nil, append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid permission_mode",
+				Detail:   fmt.Sprintf("permission_mode must be one of default, acceptEdits, plan or bypassPermissions, not %q.", o.PermissionMode),
+				Subject:  subject,
+			})
+		}
+	}
+	return func() translate.Translator { return newTranslator(o) }, nil
+}
+
+type modelInfo struct {
+	Value       string `json:"value"`
+	Name        string `json:"displayName"`
+	Description string `json:"description,omitempty"`
+}
+
+// ctlKind says what a control request the translator sent the CLI was for.
+type ctlKind int
+
+const (
+	ctlInitialize ctlKind = iota + 1
+	ctlInterrupt
+	ctlSetMode
+	ctlSetModel
+)
+
+// ctlRequest is one control request awaiting the CLI's control_response.
+type ctlRequest struct {
+	kind ctlKind
+	ref  translate.Ref // the editor request it answers (0 for none)
+	// method is the editor method that asked (set_mode, set_config_option
+	// or set_model); value the mode or model asked for.
+	method, value string
+}
+
+// permission is one outstanding session/request_permission.
+type permission struct {
+	requestID string          // the CLI's control request_id
+	toolID    string          // the ACP toolCallId
+	toolName  string          // the CLI's tool name
+	input     json.RawMessage // the tool input to echo back as updatedInput
+	// suggestions are the CLI's permission_suggestions, echoed back as
+	// updatedPermissions when the user allows always.
+	suggestions json.RawMessage
+}
+
+// tool is what the translator knows of one tool use.
+type tool struct {
+	name      string
+	input     json.RawMessage
+	announced bool // a tool_call reached the editor
+	plan      bool // TodoWrite: shown as a plan, results dropped
+}
+
+// turn is the running prompt.
+type turn struct {
+	ref       translate.Ref
+	cancelled bool // session/cancel or $/cancel_request seen: interrupt sent
+	abandoned bool // the engine answered it itself: no answer from here
+	// withheld are the texts of synthetic assistant messages ("API Error:
+	// …"): the prompt's error if the turn fails, else shown at its end.
+	withheld []string
+}
+
+// stream is the streaming state of the assistant message being received
+// (legacy-formats.md §11.6: drop the aggregate of streamed blocks).
+type stream struct {
+	msgID string
+	// seen holds the block indexes whose first delta was counted.
+	seen map[int]bool
+	// text and thinking count the streamed blocks of each kind; the used
+	// counts, how many of them an aggregate assistant message matched.
+	text, thinking, usedText, usedThinking int
+}
+
+func (s *stream) reset(msgID string) {
+	*s = stream{msgID: msgID, seen: map[int]bool{}}
+}
+
+// openState tracks the request that opened the session.
+type openState int
+
+const (
+	openNone    openState = iota // no session/new, load or resume yet
+	openPending                  // control initialize sent, not acknowledged
+	openDone
+	openFailed
+)
+
+// translator is one CLI process (or, on the engine's detached control link,
+// none). The zero value is not usable; see newTranslator.
+type translator struct {
+	opts Options
+
+	session  string // the ACP session id; "" until a session is opened
+	uuid     string // the CLI's session id
+	cwd      string
+	open     openState
+	openRef  translate.Ref
+	openKind string // "session/new", "session/load" or "session/resume"
+	openErr  json.RawMessage
+	closed   bool
+
+	mode     string
+	model    string
+	models   []modelInfo
+	commands []json.RawMessage
+
+	nextCtl uint64
+	ctl     map[string]*ctlRequest
+
+	nextCall translate.Ref
+	perms    map[translate.Ref]*permission
+	// stale holds permission Calls withdrawn with CancelCall whose late
+	// answers are ignored.
+	stale map[translate.Ref]bool
+
+	turn   *turn
+	tools  map[string]*tool
+	stream stream
+}
+
+func newTranslator(o Options) *translator {
+	t := &translator{
+		opts:  o,
+		mode:  o.PermissionMode,
+		model: o.Model,
+		ctl:   make(map[string]*ctlRequest),
+		perms: make(map[translate.Ref]*permission),
+		stale: make(map[translate.Ref]bool),
+		tools: make(map[string]*tool),
+	}
+	if t.mode == "" {
+		t.mode = "default"
+	}
+	if t.model == "" {
+		t.model = "default"
+	}
+	for _, m := range o.Models {
+		t.models = append(t.models, modelInfo{Value: m, Name: m})
+	}
+	if len(t.models) == 0 {
+		t.models = slices.Clone(defaultModels)
+	}
+	t.ensureModel()
+	t.stream.reset("")
+	return t
+}
+
+// ensureModel adds the current model to the choices when it is not one.
+func (t *translator) ensureModel() {
+	if !slices.ContainsFunc(t.models, func(m modelInfo) bool { return m.Value == t.model }) {
+		t.models = append(t.models, modelInfo{Value: t.model, Name: t.model})
+	}
+}
+
+// --- output helpers -------------------------------------------------------------
+
+func reply(ref translate.Ref, result any) translate.Out {
+	return translate.Out{Kind: translate.Reply, Ref: ref, Body: marshal(result)}
+}
+
+func fail(ref translate.Ref, errObj json.RawMessage) translate.Out {
+	return translate.Out{Kind: translate.Fail, Ref: ref, Body: errObj}
+}
+
+func failf(ref translate.Ref, code int, format string, args ...any) translate.Out {
+	return fail(ref, translate.Errorf(code, format, args...).JSON())
+}
+
+func note(detail string) translate.Out {
+	return translate.Out{Kind: translate.Note, Method: noteIgnored, Body: json.RawMessage(detail)}
+}
+
+// Note names (see translate.Note).
+const (
+	// noteIgnored: a CLI message this package does not know was ignored.
+	noteIgnored = "claude-ignored"
+	// noteNoReplay: session/load answered without replaying history.
+	noteNoReplay = "claude-load-without-replay"
+)
+
+// update builds a session/update notification for this session.
+func (t *translator) update(u any) translate.Out {
+	return translate.Out{Kind: translate.Notify, Method: "session/update", Session: t.session, Body: marshal(struct {
+		SessionID string `json:"sessionId"`
+		Update    any    `json:"update"`
+	}{t.session, u})}
+}
+
+// frame builds one stream-json line for the CLI.
+func frame(v any) translate.Out {
+	return translate.Out{Kind: translate.Frame, Body: marshal(v)}
+}
+
+// controlRequest returns the frame of a new control request and records it.
+func (t *translator) controlRequest(c *ctlRequest, request any) translate.Out {
+	t.nextCtl++
+	id := fmt.Sprintf("req_%d", t.nextCtl)
+	t.ctl[id] = c
+	return frame(struct {
+		Type      string `json:"type"`
+		RequestID string `json:"request_id"`
+		Request   any    `json:"request"`
+	}{"control_request", id, request})
+}
+
+// controlSuccess answers one of the CLI's control requests.
+func controlSuccess(requestID string, response any) translate.Out {
+	type body struct {
+		Subtype   string `json:"subtype"`
+		RequestID string `json:"request_id"`
+		Response  any    `json:"response"`
+	}
+	return frame(struct {
+		Type     string `json:"type"`
+		Response body   `json:"response"`
+	}{"control_response", body{"success", requestID, response}})
+}
+
+// controlError refuses one of the CLI's control requests.
+func controlError(requestID, why string) translate.Out {
+	type body struct {
+		Subtype   string `json:"subtype"`
+		RequestID string `json:"request_id"`
+		Error     string `json:"error"`
+	}
+	return frame(struct {
+		Type     string `json:"type"`
+		Response body   `json:"response"`
+	}{"control_response", body{"error", requestID, why}})
+}
+
+// marshal encodes v without HTML escaping (prompts and tool output carry <,
+// > and & verbatim) and without the trailing newline. The types passed in
+// always encode; an error would be a bug, answered as JSON null.
+func marshal(v any) json.RawMessage {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
+}
+
+// compactJSON returns a copy of raw on one line, or nil when it is not JSON.
+func compactJSON(raw []byte) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return nil
+	}
+	return b.Bytes()
+}
