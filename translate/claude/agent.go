@@ -1,9 +1,11 @@
 package claude
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -79,7 +81,7 @@ func (t *translator) controlResponse(msg gjson.Result) ([]translate.Out, error) 
 	id := resp.Get("request_id").Str
 	c, ok := t.ctl[id]
 	if !ok {
-		return nil, fmt.Errorf("claude: the CLI answered control request %q, which claude has not sent or no longer waits for", resp.Get("request_id").Raw)
+		return nil, fmt.Errorf("claude: the CLI answered control request %s, which claude has not sent or no longer waits for", resp.Get("request_id").Raw)
 	}
 	delete(t.ctl, id)
 	if resp.Get("subtype").Str == "success" {
@@ -104,8 +106,10 @@ func (t *translator) cliControlRequest(msg gjson.Result) ([]translate.Out, error
 	req := msg.Get("request")
 	subtype := req.Get("subtype").Str
 	if subtype != "can_use_tool" {
-		return []translate.Out{controlError(rid.Str, "acp-bridge does not handle control request "+quoteSubtype(subtype))},
-			fmt.Errorf("claude: refused the CLI's control request %s", quoteSubtype(subtype))
+		return []translate.Out{
+			controlError(rid.Str, "acp-bridge does not handle control request "+quoteSubtype(subtype)),
+			t.note("CLI control request " + quoteSubtype(subtype) + " refused"),
+		}, nil
 	}
 	return t.canUseTool(rid.Str, req), nil
 }
@@ -323,6 +327,10 @@ func (t *translator) announce(id, name string, input json.RawMessage) translate.
 		tl = &tool{name: name, input: input}
 		t.tools[id] = tl
 	}
+	if !tl.announced {
+		t.nextTool++
+		tl.seq = t.nextTool
+	}
 	tl.announced = true
 	v := t.viewTool(name, input)
 	return t.update(toolCall{
@@ -393,8 +401,12 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 	}
 	t.turn = nil
 	t.stream.reset("")
-	// Permission requests the CLI left open are moot once its turn ended.
+	// Permission requests the CLI left open are moot once its turn ended,
+	// and so are tool calls without a result (an interrupted tool, one
+	// whose permission was withdrawn): they are closed as failed, the
+	// nearest ACP v1 status, so that no editor shows them running.
 	outs := t.withdrawPermissions("The turn has ended", false)
+	outs = append(outs, t.closeTools()...)
 	if tr.abandoned {
 		return outs
 	}
@@ -412,6 +424,29 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 		outs = append(outs, t.chunk("agent_message_chunk", text))
 	}
 	return append(outs, reply(tr.ref, stopReason{"end_turn", meta}))
+}
+
+// closeTools closes every announced tool call that got no result, in the
+// order they were announced, and forgets every tool use.
+func (t *translator) closeTools() []translate.Out {
+	var open []string
+	for id, tl := range t.tools {
+		if tl.announced {
+			open = append(open, id)
+		}
+	}
+	slices.SortFunc(open, func(a, b string) int { return cmp.Compare(t.tools[a].seq, t.tools[b].seq) })
+	var outs []translate.Out
+	for _, id := range open {
+		outs = append(outs, t.update(toolCall{
+			Meta:          toolMeta(t.tools[id].name),
+			SessionUpdate: "tool_call_update",
+			ToolCallID:    id,
+			Status:        "failed",
+		}))
+	}
+	clear(t.tools)
+	return outs
 }
 
 // turnError is the prompt's error for a failed turn: the CLI's own text in

@@ -178,8 +178,9 @@ type permission struct {
 type tool struct {
 	name      string
 	input     json.RawMessage
-	announced bool // a tool_call reached the editor
-	plan      bool // TodoWrite: shown as a plan, results dropped
+	announced bool   // a tool_call reached the editor
+	seq       uint64 // announcement order
+	plan      bool   // TodoWrite: shown as a plan, results dropped
 }
 
 // turn is the running prompt.
@@ -245,9 +246,10 @@ type translator struct {
 	// answers are ignored.
 	stale map[translate.Ref]bool
 
-	turn   *turn
-	tools  map[string]*tool
-	stream stream
+	turn     *turn
+	tools    map[string]*tool
+	nextTool uint64
+	stream   stream
 }
 
 func newTranslator(o Options) *translator {

@@ -186,3 +186,63 @@ func TestBuildSpawn(t *testing.T) {
 		})
 	}
 }
+
+// fuzzSetup brings a translator to a running prompt with a permission
+// request pending.
+const fuzzSetup = `
+editor> {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+agent> {"type":"control_response","response":{"subtype":"success","request_id":"req_1","response":{"commands":[]}}}
+editor> {"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"go"}]}}
+agent> {"type":"control_request","request_id":"c-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"toolu_1"}}
+`
+
+// FuzzFromAgent feeds arbitrary CLI lines (one per line; lines starting
+// with "editor> " or "event> " are editor inputs) to a translator with a
+// prompt running, and fails on a panic, invalid or multi-line JSON output,
+// a malformed session/update, or an answer for a Ref the editor never sent
+// or had already had answered: the stream-json decoder and everything
+// behind it must take whatever a CLI writes.
+func FuzzFromAgent(f *testing.F) {
+	seeds, err := translatetest.AgentLines("testdata/*.txtar")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if len(seeds) < 50 {
+		f.Fatalf("only %d seeds from testdata", len(seeds))
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	// Sequences that reach deeper states: the permission answered or
+	// withdrawn, a cancel, the turn's end.
+	f.Add([]byte("editor> {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"outcome\":{\"outcome\":\"selected\",\"optionId\":\"allow_always\"}}}\n" +
+		`{"type":"result","subtype":"success","is_error":false}`))
+	f.Add([]byte(`{"type":"control_cancel_request","request_id":"c-1"}` + "\n" +
+		"editor> {\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\",\"params\":{\"sessionId\":\"sess-1\"}}\n" +
+		`{"type":"control_response","response":{"subtype":"success","request_id":"req_2"}}` + "\n" +
+		`{"type":"result","subtype":"error_during_execution","is_error":false}`))
+	f.Add([]byte("event> abandon 3\n" + `{"type":"result","subtype":"success","is_error":true,"result":"API Error"}`))
+	f.Add([]byte(`{"type":"stream_event","event":{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"\u0000\n"}}}`))
+	translatetest.FuzzAgent(f, Dialect, "", fuzzSetup)
+}
+
+// decode is the stream-json line decoder every CLI line goes through.
+func FuzzDecode(f *testing.F) {
+	seeds, _ := translatetest.AgentLines("testdata/*.txtar")
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		msg, err := decode(line)
+		if err != nil {
+			return
+		}
+		if !msg.IsObject() || msg.Get("type").Str == "" {
+			t.Fatalf("decode(%q) accepted a line that is not an object with a type", line)
+		}
+		if !json.Valid(line) {
+			t.Fatalf("decode(%q) accepted invalid JSON", line)
+		}
+	})
+}

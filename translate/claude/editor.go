@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -464,12 +465,18 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 		outs = append(outs, failf(t.openRef, translate.CodeInternalError, "the session was closed before Claude Code started"))
 		t.openRef = 0
 	}
-	for id, c := range t.ctl {
-		if c.ref != 0 {
+	ids := make([]string, 0, len(t.ctl))
+	for id := range t.ctl {
+		ids = append(ids, id)
+	}
+	// req_N in the order they were sent.
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
+	for _, id := range ids {
+		if c := t.ctl[id]; c.ref != 0 {
 			outs = append(outs, failf(c.ref, translate.CodeInternalError, "the session was closed before Claude Code answered"))
 		}
-		delete(t.ctl, id)
 	}
+	clear(t.ctl)
 	t.closed = true
 	return append(outs, reply(m.Ref, struct{}{}))
 }
