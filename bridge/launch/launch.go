@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/acpv0"
+	"github.com/acp-bridge/acp-bridge/translate/claude"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 )
@@ -31,9 +33,17 @@ import (
 // Dialects are the agent protocols this binary speaks, by name. Nothing
 // registers itself: adding a dialect means adding it here.
 var Dialects = withProfiles(map[string]translate.Dialect{
-	acp.Dialect.Name:   acp.Dialect,
-	acpv0.Dialect.Name: acpv0.Dialect,
+	acp.Dialect.Name:    acp.Dialect,
+	acpv0.Dialect.Name:  acpv0.Dialect,
+	claude.Dialect.Name: claude.Dialect,
 })
+
+// defaultCommands are the agent commands of dialects that name their own
+// program: `acp-bridge --dialect claude-stream-json` runs `claude` when
+// neither the command line nor the configuration names an agent.
+var defaultCommands = map[string][]string{
+	claude.Dialect.Name: {claude.DefaultExecutable},
+}
 
 // UsageError is a bad command line (the caller exits with status 2).
 type UsageError struct{ Err error }
@@ -192,6 +202,9 @@ var WebSocketFlags = []string{FlagHeader, FlagSubprotocol, FlagCAFile, FlagConne
 // values of --header variables. It does no I/O.
 func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, bool)) (Agent, error) {
 	var spec Agent
+	if f.URL == "" && len(f.Argv) == 0 && f.Agent == "" && len(cfg.Agents) == 0 && f.Set[FlagDialect] {
+		f.Argv = defaultCommands[f.Dialect] // e.g. claude-stream-json runs claude
+	}
 	adHoc := f.URL != "" || len(f.Argv) > 0
 	switch {
 	case f.URL != "" && len(f.Argv) > 0:
@@ -381,6 +394,9 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 		logger = hclog.NewNullLogger()
 	}
 	return func(ctx context.Context, sp bridge.Spawn) (bridge.Link, error) {
+		if spec.WebSocket != nil && sp.Command.Argv != nil {
+			return nil, fmt.Errorf("dialect %s starts its agent as a child process and cannot reach it over a WebSocket: configure a command instead", spec.Dialect)
+		}
 		if spec.WebSocket != nil {
 			w := *spec.WebSocket
 			w.ReadLimit = int64(maxMessage)
@@ -394,21 +410,7 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 			}
 			return conn, nil
 		}
-		cmd := *spec.Command
-		if sp.Cwd != "" {
-			cmd.Dir = sp.Cwd
-		}
-		if c := sp.Command; c.Argv != nil || c.Env != nil || c.Cwd != "" {
-			if c.Append {
-				cmd.Args = append(append([]string(nil), cmd.Args...), c.Argv...)
-			} else if c.Argv != nil {
-				cmd.Args = c.Argv
-			}
-			cmd.Env = append(append([]string(nil), cmd.Env...), c.Env...)
-			if c.Cwd != "" {
-				cmd.Dir = c.Cwd
-			}
-		}
+		cmd := sessionCommand(*spec.Command, sp)
 		cmd.MaxLine = maxMessage
 		// The child's stderr is logged line by line under the agent's name.
 		cmd.Logger = logger.Named(spec.Name)
@@ -439,4 +441,29 @@ func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() trans
 		RequestTimeout: s.RequestTimeout,
 		CancelGrace:    s.CancelGrace,
 	}
+}
+
+// sessionCommand is the configured command adapted to one link: the
+// arguments a dialect built (translate.SpawnBuilder) after the configured
+// ones or instead of them, its extra environment, and its working directory
+// or else the session's. base's slices are not modified: links share them.
+func sessionCommand(base legacy.Command, sp bridge.Spawn) legacy.Command {
+	cmd := base
+	if c := sp.Command; c.Argv != nil {
+		if c.Append {
+			cmd.Args = slices.Concat(base.Args, c.Argv)
+		} else {
+			cmd.Args = slices.Clone(c.Argv)
+		}
+	}
+	if len(sp.Command.Env) > 0 {
+		cmd.Env = slices.Concat(base.Env, sp.Command.Env)
+	}
+	switch {
+	case sp.Command.Cwd != "":
+		cmd.Dir = sp.Command.Cwd
+	case sp.Cwd != "":
+		cmd.Dir = sp.Cwd
+	}
+	return cmd
 }

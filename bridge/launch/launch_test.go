@@ -194,6 +194,19 @@ agent "ws" {
 		{name: "two agents, no default", cfg: two, wantErr: "choose one with --agent"},
 		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: `unknown agent "nope"`},
 		{name: "nothing to serve", cfg: empty, wantErr: "no agent to serve"},
+		{
+			name: "claude runs claude by default",
+			cfg:  empty,
+			f:    Flags{Dialect: "claude-stream-json", Set: set(FlagDialect)},
+			want: Agent{Name: "claude", Dialect: "claude-stream-json", Command: &legacy.Command{Path: "claude", Args: []string{}}},
+		},
+		{
+			name: "claude with a wrapper after --",
+			cfg:  empty,
+			f:    Flags{Dialect: "claude-stream-json", Argv: []string{"/opt/claude-wrapper", "--flag"}, Set: set(FlagDialect)},
+			want: Agent{Name: "claude-wrapper", Dialect: "claude-stream-json", Command: &legacy.Command{Path: "/opt/claude-wrapper", Args: []string{"--flag"}}},
+		},
+		{name: "a dialect without a default command", cfg: empty, f: Flags{Dialect: "acp-v0", Set: set(FlagDialect)}, wantErr: "no agent to serve"},
 		{name: "url and command", cfg: empty, f: Flags{URL: "ws://h/", Argv: []string{"x"}}, wantErr: "not both"},
 		{name: "agent and url", cfg: cfg, f: Flags{Agent: "ws", URL: "ws://h/"}, wantErr: "cannot be combined"},
 		{name: "agent and command", cfg: cfg, f: Flags{Agent: "ws", Argv: []string{"x"}}, wantErr: "cannot be combined"},
@@ -307,5 +320,39 @@ func TestScrubber_AgentSecrets(t *testing.T) {
 	cmd := Agent{Command: &legacy.Command{Env: []string{"API_KEY=sk-secret-99", "N=1"}}}
 	if got := NewScrubber(cmd.Secrets()...).Scrub("key sk-secret-99 n 1"); got != "key <redacted> n 1" {
 		t.Errorf("env secrets: %s", got)
+	}
+}
+
+func TestSessionCommand(t *testing.T) {
+	base := legacy.Command{Path: "claude", Args: make([]string, 1, 8), Env: make([]string, 1, 8), Dir: "/configured"}
+	base.Args[0], base.Env[0] = "--configured", "A=1"
+	tests := []struct {
+		name string
+		sp   bridge.Spawn
+		want legacy.Command
+	}{
+		{"configured", bridge.Spawn{}, legacy.Command{Path: "claude", Args: []string{"--configured"}, Env: []string{"A=1"}, Dir: "/configured"}},
+		{"session cwd", bridge.Spawn{Cwd: "/s"}, legacy.Command{Path: "claude", Args: []string{"--configured"}, Env: []string{"A=1"}, Dir: "/s"}},
+		{"appended argv, env, own cwd", bridge.Spawn{Cwd: "/s", Command: translate.Spawn{Argv: []string{"--x", "y"}, Append: true, Env: []string{"B=2"}, Cwd: "/own"}},
+			legacy.Command{Path: "claude", Args: []string{"--configured", "--x", "y"}, Env: []string{"A=1", "B=2"}, Dir: "/own"}},
+		{"replaced argv", bridge.Spawn{Cwd: "/s", Command: translate.Spawn{Argv: []string{"--x"}}},
+			legacy.Command{Path: "claude", Args: []string{"--x"}, Env: []string{"A=1"}, Dir: "/s"}},
+		{"empty argv replaces", bridge.Spawn{Command: translate.Spawn{Argv: []string{}}},
+			legacy.Command{Path: "claude", Args: []string{}, Env: []string{"A=1"}, Dir: "/configured"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sessionCommand(base, tt.sp)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("sessionCommand = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// Links share the configured command: appending for one must not
+	// write into the spare capacity another link's arguments share.
+	a := sessionCommand(base, bridge.Spawn{Command: translate.Spawn{Argv: []string{"--a"}, Append: true, Env: []string{"E=a"}}})
+	b := sessionCommand(base, bridge.Spawn{Command: translate.Spawn{Argv: []string{"--b"}, Append: true, Env: []string{"E=b"}}})
+	if a.Args[1] != "--a" || b.Args[1] != "--b" || a.Env[1] != "E=a" || b.Env[1] != "E=b" {
+		t.Errorf("links share argument storage: %q %q %q %q", a.Args, b.Args, a.Env, b.Env)
 	}
 }
