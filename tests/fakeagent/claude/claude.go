@@ -1,0 +1,567 @@
+// Package fakeclaude is a scripted stand-in for the Claude Code CLI in
+// stream-json mode, for acp-bridge's end-to-end tests of the
+// claude-stream-json dialect. It speaks what Claude Code 2.0.77 speaks on
+// stdin and stdout with --input-format/--output-format stream-json and
+// --permission-prompt-tool stdio, replaying the frames captured in
+// legacy-formats.md §3.3:
+//
+//   - it refuses to start (exit status 2) unless its command line has the
+//     stream-json flags and exactly one of --session-id and --resume with a
+//     UUID, as the real CLI refuses bad flags;
+//   - control requests initialize, interrupt, set_permission_mode and
+//     set_model are answered with control_response;
+//   - each user message runs a script chosen by its text (see Scripts);
+//     tools that need approval ask with control_request can_use_tool and
+//     wait for the control_response;
+//   - an interrupt ends the running turn with "[Request interrupted by
+//     user]" and an error_during_execution result; the process then takes
+//     the next user message.
+//
+// Everything the process receives and sends, its command line and cwd, and
+// the script's milestones ("allow", "deny", "interrupt", "eof"…) are
+// appended to a journal file in the directory EnvJournal names, which the
+// tests read back with ReadJournals.
+package fakeclaude
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// EnvJournal names the directory journals are written to.
+const EnvJournal = "FAKE_CLAUDE_JOURNAL"
+
+// Texts the scripts use, named so that tests can compare exactly.
+const (
+	// ToolOutput is what the "list files" script's Bash tool prints.
+	ToolOutput = "a.txt"
+	// Rejected is the tool result of a denied tool (the real CLI's words).
+	Rejected = "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell you how to proceed."
+	// APIError is the captured text of an unusable backend.
+	APIError = "API Error: 426 Upgrade Required"
+	// LoginError is what the CLI says without credentials.
+	LoginError = "Invalid API key · Please run /login"
+)
+
+// Scripts are the prompt texts the fake CLI knows; any other text is
+// answered with "echo: <text>".
+var Scripts = []string{"list files", "touch", "slow", "crash", "mode", "whoami", "api error", "login"}
+
+// requiredFlags must all be on the command line, each with its value.
+var requiredFlags = [][]string{
+	{"--output-format", "stream-json"},
+	{"--input-format", "stream-json"},
+	{"--verbose"},
+	{"--include-partial-messages"},
+	{"--permission-prompt-tool", "stdio"},
+}
+
+// cli is one fake CLI process.
+type cli struct {
+	argv    []string
+	session string
+	resumed bool
+	model   string
+	j       *journal
+
+	wmu sync.Mutex // one line per write on stdout
+
+	mu       sync.Mutex
+	mode     string
+	turn     *turn
+	next     int                          // control request ids of the CLI
+	answers  map[string]chan gjson.Result // can_use_tool request id → answer
+	bypassOK bool
+}
+
+// turn is the running user message.
+type turn struct {
+	interrupted chan struct{}
+	once        sync.Once
+}
+
+func (t *turn) interrupt() { t.once.Do(func() { close(t.interrupted) }) }
+
+// RunStdio runs the fake CLI on the process's stdin and stdout with the
+// process's arguments, and returns the exit status.
+func RunStdio() int {
+	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}}
+	cwd, _ := os.Getwd()
+	j, err := openJournal(os.Getenv(EnvJournal), c.argv, cwd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake claude:", err)
+		return 1
+	}
+	c.j = j
+	defer j.close()
+	if err := c.parseFlags(); err != nil {
+		j.event("bad flags: " + err.Error())
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return 2
+	}
+	br := bufio.NewReaderSize(os.Stdin, 1<<16)
+	for {
+		line, err := br.ReadBytes('\n')
+		if l := bytes.TrimRight(line, "\r\n"); len(bytes.TrimSpace(l)) > 0 {
+			j.received(l)
+			c.receive(l)
+		}
+		if err != nil {
+			j.event("eof")
+			c.mu.Lock()
+			if c.turn != nil {
+				c.turn.interrupt()
+			}
+			c.mu.Unlock()
+			return 0
+		}
+	}
+}
+
+func (c *cli) parseFlags() error {
+	has := func(flag ...string) bool {
+		for i := range c.argv {
+			if i+len(flag) <= len(c.argv) && slices.Equal(c.argv[i:i+len(flag)], flag) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range requiredFlags {
+		if !has(f...) {
+			return fmt.Errorf("missing %s", strings.Join(f, " "))
+		}
+	}
+	value := func(flag string) string {
+		for i, a := range c.argv {
+			if a == flag && i+1 < len(c.argv) {
+				return c.argv[i+1]
+			}
+		}
+		return ""
+	}
+	sid, resume := value("--session-id"), value("--resume")
+	switch {
+	case (sid == "") == (resume == ""):
+		return fmt.Errorf("want exactly one of --session-id and --resume")
+	case resume != "":
+		c.session, c.resumed = resume, true
+	default:
+		c.session = sid
+	}
+	if len(c.session) != 36 || strings.Count(c.session, "-") != 4 {
+		return fmt.Errorf("invalid session id %q: must be a valid UUID", c.session)
+	}
+	if m := value("--permission-mode"); m != "" {
+		c.mode = m
+	}
+	c.model = value("--model")
+	c.bypassOK = has("--dangerously-skip-permissions")
+	return nil
+}
+
+func (c *cli) send(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.j.sent(b)
+	os.Stdout.Write(append(b, '\n'))
+}
+
+type obj = map[string]any
+
+func (c *cli) controlSuccess(id string, response any) {
+	r := obj{"subtype": "success", "request_id": id}
+	if response != nil {
+		r["response"] = response
+	}
+	c.send(obj{"type": "control_response", "response": r})
+}
+
+func (c *cli) receive(line []byte) {
+	m := gjson.ParseBytes(line)
+	switch m.Get("type").Str {
+	case "control_request":
+		id := m.Get("request_id").Str
+		req := m.Get("request")
+		switch sub := req.Get("subtype").Str; sub {
+		case "initialize":
+			c.controlSuccess(id, obj{
+				"commands": []obj{
+					{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
+					{"name": "review", "description": "Review a pull request", "argumentHint": ""},
+				},
+				"output_style": "default",
+				"models": []obj{
+					{"value": "default", "displayName": "Default (recommended)", "description": "Sonnet 4.5"},
+					{"value": "opus", "displayName": "Opus", "description": "Opus 4.1"},
+				},
+			})
+		case "interrupt":
+			c.j.event("interrupt")
+			c.mu.Lock()
+			if c.turn != nil {
+				c.turn.interrupt()
+			}
+			c.mu.Unlock()
+			c.controlSuccess(id, nil)
+		case "set_permission_mode":
+			mode := req.Get("mode").Str
+			if mode == "bypassPermissions" && !c.bypassOK {
+				c.send(obj{"type": "control_response", "response": obj{"subtype": "error", "request_id": id,
+					"error": "Cannot set permission mode to bypassPermissions because the session was not launched with --dangerously-skip-permissions"}})
+				return
+			}
+			c.mu.Lock()
+			c.mode = mode
+			c.mu.Unlock()
+			c.j.event("mode " + mode)
+			c.controlSuccess(id, nil)
+		case "set_model":
+			c.j.event("model " + req.Get("model").Str)
+			c.controlSuccess(id, nil)
+		default:
+			c.send(obj{"type": "control_response", "response": obj{"subtype": "error", "request_id": id, "error": "Unsupported control request subtype: " + sub}})
+		}
+	case "control_response":
+		id := m.Get("response.request_id").Str
+		c.mu.Lock()
+		ch := c.answers[id]
+		delete(c.answers, id)
+		c.mu.Unlock()
+		if ch == nil {
+			c.j.event("violation: control_response for unknown request " + id)
+			return
+		}
+		ch <- m.Get("response")
+	case "user":
+		c.mu.Lock()
+		if c.turn != nil {
+			c.mu.Unlock()
+			c.j.event("violation: user message while a turn runs")
+			return
+		}
+		t := &turn{interrupted: make(chan struct{})}
+		c.turn = t
+		c.mu.Unlock()
+		var text []string
+		for _, b := range m.Get("message.content").Array() {
+			if b.Get("type").Str == "text" {
+				text = append(text, b.Get("text").Str)
+			}
+		}
+		go c.run(t, strings.Join(text, ""))
+	default:
+		c.j.event("violation: unknown message " + m.Get("type").Str)
+	}
+}
+
+func (c *cli) streamEvent(ev obj) {
+	c.send(obj{"type": "stream_event", "event": ev, "session_id": c.session, "parent_tool_use_id": nil, "uuid": "u"})
+}
+
+func (c *cli) streamText(index int, parts ...string) {
+	c.streamEvent(obj{"type": "content_block_start", "index": index, "content_block": obj{"type": "text", "text": ""}})
+	for _, p := range parts {
+		c.streamEvent(obj{"type": "content_block_delta", "index": index, "delta": obj{"type": "text_delta", "text": p}})
+	}
+	c.streamEvent(obj{"type": "content_block_stop", "index": index})
+}
+
+func (c *cli) assistant(id string, content ...obj) {
+	c.send(obj{"type": "assistant", "message": obj{"id": id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content},
+		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+}
+
+func (c *cli) toolResult(id string, content string, isError bool) {
+	c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
+		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+}
+
+// result ends the turn. The turn is over before the result is written:
+// the bridge may send the next user message as soon as it reads it.
+func (c *cli) result(subtype string, isError bool, text string) {
+	c.mu.Lock()
+	c.turn = nil
+	c.mu.Unlock()
+	c.send(obj{"type": "result", "subtype": subtype, "is_error": isError, "duration_ms": 5, "num_turns": 1, "result": text,
+		"session_id": c.session, "total_cost_usd": 0.00063, "usage": obj{"input_tokens": 3, "output_tokens": 5}, "permission_denials": []any{}, "uuid": "u"})
+}
+
+// say sends one whole text message, streamed.
+func (c *cli) say(msgID, text string) {
+	c.streamEvent(obj{"type": "message_start", "message": obj{"id": msgID, "type": "message", "role": "assistant", "content": []any{}}})
+	c.streamText(0, text)
+	c.assistant(msgID, obj{"type": "text", "text": text})
+	c.streamEvent(obj{"type": "message_stop"})
+}
+
+// askPermission sends can_use_tool and waits for the answer (nil when the
+// turn was interrupted first).
+func (c *cli) askPermission(t *turn, toolID string, input obj) (gjson.Result, bool) {
+	c.mu.Lock()
+	c.next++
+	id := fmt.Sprintf("ff7f898a-0000-4000-8000-%012d", c.next)
+	ch := make(chan gjson.Result, 1)
+	c.answers[id] = ch
+	c.mu.Unlock()
+	c.send(obj{"type": "control_request", "request_id": id, "request": obj{
+		"subtype": "can_use_tool", "tool_name": "Bash", "input": input,
+		"permission_suggestions": []obj{{"type": "addRules", "rules": []obj{{"toolName": "Bash", "ruleContent": input["command"]}}, "behavior": "allow", "destination": "localSettings"}},
+		"decision_reason":        "This command requires approval", "tool_use_id": toolID,
+	}})
+	select {
+	case a := <-ch:
+		return a, true
+	case <-t.interrupted:
+		return gjson.Result{}, false
+	}
+}
+
+// run plays the script for one user message, then ends the turn.
+func (c *cli) run(t *turn, text string) {
+	c.mu.Lock()
+	mode := c.mode
+	c.mu.Unlock()
+	c.send(obj{"type": "system", "subtype": "init", "cwd": mustCwd(), "session_id": c.session, "tools": []string{"Task", "Bash", "Read", "Edit", "Write", "TodoWrite"},
+		"mcp_servers": []any{}, "model": "claude-sonnet-4-5", "permissionMode": mode, "apiKeySource": "ANTHROPIC_API_KEY", "claude_code_version": "2.0.77", "uuid": "u"})
+	interrupted := func() {
+		c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"type": "text", "text": "[Request interrupted by user]"}}},
+			"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+		c.result("error_during_execution", false, "")
+	}
+	switch text {
+	case "list files":
+		// The captured run (legacy-formats.md §3.3).
+		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_fake", "type": "message", "role": "assistant", "content": []any{}}})
+		c.streamText(0, "I'll list ", "the files.")
+		c.assistant("msg_fake", obj{"type": "text", "text": "I'll list the files."})
+		c.streamEvent(obj{"type": "content_block_start", "index": 1, "content_block": obj{"type": "tool_use", "id": "toolu_fake1", "name": "Bash", "input": obj{}}})
+		c.streamEvent(obj{"type": "content_block_delta", "index": 1, "delta": obj{"type": "input_json_delta", "partial_json": `{"command": "ls", "description": "List files"}`}})
+		c.streamEvent(obj{"type": "content_block_stop", "index": 1})
+		c.assistant("msg_fake", obj{"type": "tool_use", "id": "toolu_fake1", "name": "Bash", "input": obj{"command": "ls", "description": "List files"}})
+		c.streamEvent(obj{"type": "message_stop"})
+		c.toolResult("toolu_fake1", ToolOutput, false)
+		c.say("msg_fake2", "All done.")
+		c.result("success", false, "All done.")
+	case "touch":
+		input := obj{"command": "touch made-by-tool.txt", "description": "Create file"}
+		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_t", "type": "message", "role": "assistant", "content": []any{}}})
+		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "tool_use", "id": "toolu_touch", "name": "Bash", "input": obj{}}})
+		c.assistant("msg_t", obj{"type": "tool_use", "id": "toolu_touch", "name": "Bash", "input": input})
+		c.streamEvent(obj{"type": "message_stop"})
+		a, ok := c.askPermission(t, "toolu_touch", input)
+		if !ok {
+			interrupted()
+			return
+		}
+		behavior := a.Get("response.behavior").Str
+		switch {
+		case behavior == "allow" && a.Get("response.updatedInput.command").Str == input["command"]:
+			ev := "allow"
+			if a.Get("response.updatedPermissions.0.rules.0.ruleContent").Str == input["command"] {
+				ev = "allow-always"
+			}
+			c.j.event(ev)
+			if err := os.WriteFile("made-by-tool.txt", nil, 0o644); err != nil {
+				c.toolResult("toolu_touch", err.Error(), true)
+			} else {
+				c.toolResult("toolu_touch", "", false)
+			}
+			c.say("msg_t2", "Created.")
+		case behavior == "deny":
+			c.j.event("deny")
+			c.toolResult("toolu_touch", Rejected, true)
+			if a.Get("response.interrupt").Bool() {
+				interrupted()
+				return
+			}
+			c.say("msg_t2", "Not created.")
+		default:
+			c.j.event("violation: can_use_tool answer " + a.Raw)
+		}
+		c.result("success", false, "")
+	case "slow":
+		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_s", "type": "message", "role": "assistant", "content": []any{}}})
+		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "text", "text": ""}})
+		c.streamEvent(obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "text_delta", "text": "Working"}})
+		select {
+		case <-t.interrupted:
+			interrupted()
+		case <-time.After(30 * time.Second):
+			c.result("success", false, "")
+		}
+	case "crash":
+		c.say("msg_c", "About to crash.")
+		c.j.event("crash")
+		os.Exit(3)
+	case "mode":
+		c.say("msg_m", "mode is "+mode)
+		c.result("success", false, "")
+	case "whoami":
+		c.say("msg_w", fmt.Sprintf("session %s resumed %v", c.session, c.resumed))
+		c.result("success", false, "")
+	case "api error":
+		c.send(obj{"type": "assistant", "message": obj{"id": "msg_e", "type": "message", "role": "assistant", "model": "<synthetic>",
+			"content": []obj{{"type": "text", "text": APIError}}}, "parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+		c.result("success", true, APIError)
+	case "login":
+		c.send(obj{"type": "assistant", "message": obj{"id": "msg_l", "type": "message", "role": "assistant", "model": "<synthetic>",
+			"content": []obj{{"type": "text", "text": LoginError}}}, "parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+		c.result("success", true, LoginError)
+	default:
+		c.say("msg_echo", "echo: "+text)
+		c.result("success", false, "")
+	}
+}
+
+func mustCwd() string {
+	d, _ := os.Getwd()
+	return d
+}
+
+// Journal is what one fake CLI process saw, read back by ReadJournals.
+type Journal struct {
+	File string
+	Pid  int
+	Cwd  string
+	// Argv is the process's command line after the program name.
+	Argv []string
+	// Received and Sent hold every line read and written, in order.
+	Received, Sent []string
+	// Events are the script's milestones and "violation: …" entries.
+	Events  []string
+	Started time.Time
+}
+
+// Requests returns the received control requests with subtype.
+func (j Journal) Requests(subtype string) []string {
+	var out []string
+	for _, l := range j.Received {
+		if gjson.Get(l, "type").Str == "control_request" && gjson.Get(l, "request.subtype").Str == subtype {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// UserMessages returns the received user messages.
+func (j Journal) UserMessages() []string {
+	var out []string
+	for _, l := range j.Received {
+		if gjson.Get(l, "type").Str == "user" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// HasEvent reports whether ev was recorded.
+func (j Journal) HasEvent(ev string) bool { return slices.Contains(j.Events, ev) }
+
+// Violations returns the events that record a broken protocol rule.
+func (j Journal) Violations() []string {
+	var out []string
+	for _, e := range j.Events {
+		if strings.HasPrefix(e, "violation: ") || strings.HasPrefix(e, "bad flags: ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type entry struct {
+	Kind    string   `json:"k"`
+	Line    string   `json:"l,omitempty"`
+	Pid     int      `json:"pid,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Started int64    `json:"started,omitempty"`
+}
+
+type journal struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openJournal(dir string, argv []string, cwd string) (*journal, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("claude-%d.jsonl", os.Getpid())), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &journal{f: f}
+	j.write(entry{Kind: "start", Pid: os.Getpid(), Cwd: cwd, Argv: argv, Started: time.Now().UnixNano()})
+	return j, nil
+}
+
+func (j *journal) write(e entry) {
+	if j == nil {
+		return
+	}
+	b, _ := json.Marshal(e)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, _ = j.f.Write(append(b, '\n'))
+}
+
+func (j *journal) received(l []byte) { j.write(entry{Kind: "recv", Line: string(l)}) }
+func (j *journal) sent(l []byte)     { j.write(entry{Kind: "sent", Line: string(l)}) }
+func (j *journal) event(ev string)   { j.write(entry{Kind: "event", Line: ev}) }
+
+func (j *journal) close() {
+	if j != nil {
+		_ = j.f.Close()
+	}
+}
+
+// ReadJournals reads every journal in dir, oldest process first. Processes
+// may still be writing; an incomplete last line is ignored.
+func ReadJournals(dir string) ([]Journal, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "claude-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Journal
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		j := Journal{File: name}
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			var e entry
+			if json.Unmarshal(l, &e) != nil {
+				continue
+			}
+			switch e.Kind {
+			case "start":
+				j.Pid, j.Cwd, j.Argv, j.Started = e.Pid, e.Cwd, e.Argv, time.Unix(0, e.Started)
+			case "recv":
+				j.Received = append(j.Received, e.Line)
+			case "sent":
+				j.Sent = append(j.Sent, e.Line)
+			case "event":
+				j.Events = append(j.Events, e.Line)
+			}
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b Journal) int { return a.Started.Compare(b.Started) })
+	return out, nil
+}
