@@ -145,7 +145,11 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 	title := t.viewTool(name, input).title
 	t.nextCall++
 	ref := t.nextCall
-	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input}
+	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input, exitPlan: name == "ExitPlanMode"}
+	options := permissionOptions
+	if p.exitPlan {
+		options = exitPlanOptions
+	}
 	if s := req.Get("permission_suggestions"); s.IsArray() {
 		p.suggestions = compactJSON([]byte(s.Raw))
 	}
@@ -154,7 +158,7 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 		Options   []permissionOption `json:"options"`
 		SessionID string             `json:"sessionId"`
 		ToolCall  toolCall           `json:"toolCall"`
-	}{permissionOptions, t.session, toolCall{ToolCallID: toolID, RawInput: input, Title: &title}})})
+	}{options, t.session, toolCall{ToolCallID: toolID, RawInput: input, Title: &title}})})
 }
 
 // controlCancel handles the CLI withdrawing one of its control requests: a

@@ -163,6 +163,11 @@ type ctlRequest struct {
 	method, value string
 }
 
+type reopen struct {
+	ref    translate.Ref
+	method string
+}
+
 // permission is one outstanding session/request_permission.
 type permission struct {
 	requestID string          // the CLI's control request_id
@@ -172,6 +177,8 @@ type permission struct {
 	// suggestions are the CLI's permission_suggestions, echoed back as
 	// updatedPermissions when the user allows always.
 	suggestions json.RawMessage
+	// exitPlan marks ExitPlanMode, whose options are modes.
+	exitPlan bool
 }
 
 // tool is what the translator knows of one tool use.
@@ -230,7 +237,10 @@ type translator struct {
 	openRef  translate.Ref
 	openKind string // "session/new", "session/load" or "session/resume"
 	openErr  json.RawMessage
-	closed   bool
+	// reopens are session/load and resume requests for this session that
+	// came while it was starting; they are answered with openRef.
+	reopens []reopen
+	closed  bool
 
 	mode     string
 	model    string

@@ -170,6 +170,14 @@ func (t *translator) openSession(m translate.Msg) []translate.Out {
 	switch {
 	case session == "":
 		return []translate.Out{failf(m.Ref, translate.CodeInternalError, "%s reached the claude translator without a session id from the engine", m.Method)}
+	case m.Method != "session/new" && session == t.session && t.open == openDone && !t.closed:
+		// The session is open here already: its CLI goes on as it is.
+		return t.answerOpen(m.Ref, m.Method)
+	case m.Method != "session/new" && session == t.session && t.open == openPending:
+		// Answered with the request that is starting it. (Failing it
+		// would make the engine close the session's link.)
+		t.reopens = append(t.reopens, reopen{m.Ref, m.Method})
+		return nil
 	case t.open != openNone:
 		return []translate.Out{failf(m.Ref, translate.CodeInternalError, "a Claude Code process holds one session; this one already serves %s (the engine must start a process per session)", t.session)}
 	}
@@ -196,7 +204,15 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 	if errText != "" {
 		t.open = openFailed
 		t.openErr = translate.Errorf(translate.CodeInternalError, "Claude Code refused to start the session: %s", errText).JSON()
-		return []translate.Out{fail(ref, t.openErr)}
+		var outs []translate.Out
+		if ref != 0 {
+			outs = append(outs, fail(ref, t.openErr))
+		}
+		for _, r := range t.reopens {
+			outs = append(outs, fail(r.ref, t.openErr))
+		}
+		t.reopens = nil
+		return outs
 	}
 	t.open = openDone
 	var r struct {
@@ -220,23 +236,12 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 	}
 	var outs []translate.Out
 	if ref != 0 {
-		result := t.sessionState()
-		switch t.openKind {
-		case "session/new":
-			outs = append(outs, reply(ref, struct {
-				SessionID string `json:"sessionId"`
-				sessionState
-			}{t.session, result}))
-		case "session/load":
-			// The history lives in the CLI's own files, which a pure
-			// translator cannot read; the session still continues.
-			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteNoReplay, Session: t.session,
-				Body: json.RawMessage("session " + t.session + " was resumed without replaying its history to the editor")})
-			outs = append(outs, reply(ref, result))
-		default:
-			outs = append(outs, reply(ref, result))
-		}
+		outs = t.answerOpen(ref, t.openKind)
 	}
+	for _, r := range t.reopens {
+		outs = append(outs, t.answerOpen(r.ref, r.method)...)
+	}
+	t.reopens = nil
 	if cmds := availableCommands(r.Commands); len(cmds) > 0 {
 		outs = append(outs, t.update(struct {
 			SessionUpdate     string             `json:"sessionUpdate"`
@@ -244,6 +249,27 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 		}{"available_commands_update", cmds}))
 	}
 	return outs
+}
+
+// answerOpen answers the request that opened (or reopened) the session.
+func (t *translator) answerOpen(ref translate.Ref, method string) []translate.Out {
+	result := t.sessionState()
+	switch method {
+	case "session/new":
+		return []translate.Out{reply(ref, struct {
+			SessionID string `json:"sessionId"`
+			sessionState
+		}{t.session, result})}
+	case "session/load":
+		// The history lives in the CLI's own files, which a pure
+		// translator cannot read; the session still continues.
+		return []translate.Out{
+			{Kind: translate.Note, Method: noteNoReplay, Session: t.session,
+				Body: json.RawMessage("session " + t.session + " was resumed without replaying its history to the editor")},
+			reply(ref, result),
+		}
+	}
+	return []translate.Out{reply(ref, result)}
 }
 
 type availableCommand struct {
@@ -435,6 +461,7 @@ func (t *translator) abandon(ref translate.Ref) []translate.Out {
 	if t.openRef == ref {
 		t.openRef = 0
 	}
+	t.reopens = slices.DeleteFunc(t.reopens, func(r reopen) bool { return r.ref == ref })
 	for _, c := range t.ctl {
 		if c.ref == ref {
 			c.ref = 0
@@ -465,6 +492,10 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 		outs = append(outs, failf(t.openRef, translate.CodeInternalError, "the session was closed before Claude Code started"))
 		t.openRef = 0
 	}
+	for _, r := range t.reopens {
+		outs = append(outs, failf(r.ref, translate.CodeInternalError, "the session was closed before Claude Code started"))
+	}
+	t.reopens = nil
 	ids := make([]string, 0, len(t.ctl))
 	for id := range t.ctl {
 		ids = append(ids, id)
@@ -657,6 +688,15 @@ var permissionOptions = []permissionOption{
 	{"reject_once", "Reject", optReject},
 }
 
+// exitPlanOptions are asked instead when the CLI wants to leave plan mode
+// (ExitPlanMode): the option ids are the mode to switch to, as the
+// reference adapter offers them; "plan" keeps planning.
+var exitPlanOptions = []permissionOption{
+	{"allow_always", "Yes, and auto-accept edits", "acceptEdits"},
+	{"allow_once", "Yes, and manually approve edits", "default"},
+	{"reject_once", "No, keep planning", "plan"},
+}
+
 // editorResponse handles the editor's answer to a permission request.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	if t.stale[m.Ref] {
@@ -680,6 +720,9 @@ func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	}
 	switch r.Outcome.Outcome {
 	case "selected":
+		if p.exitPlan {
+			return t.exitPlanAnswer(p, r.Outcome.OptionID), nil
+		}
 		switch r.Outcome.OptionID {
 		case optAllow:
 			return []translate.Out{controlSuccess(p.requestID, allow(p.input, nil))}, nil
@@ -692,6 +735,25 @@ func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 		return []translate.Out{controlSuccess(p.requestID, deny("The user cancelled the tool use", true))}, nil
 	}
 	return []translate.Out{controlSuccess(p.requestID, deny("The editor answered the permission request with an option that was not offered", false))}, nil
+}
+
+// exitPlanAnswer answers ExitPlanMode: leaving plan mode for the chosen
+// mode (kept by the CLI for the session, and shown to the editor), or
+// staying in it.
+func (t *translator) exitPlanAnswer(p *permission, option string) []translate.Out {
+	switch option {
+	case "acceptEdits", "default":
+		t.mode = option
+		setMode := marshal([]any{map[string]string{"type": "setMode", "mode": option, "destination": "session"}})
+		return []translate.Out{
+			controlSuccess(p.requestID, allow(p.input, setMode)),
+			t.modeUpdate(),
+			t.configUpdate(),
+		}
+	case "plan":
+		return []translate.Out{controlSuccess(p.requestID, deny("The user wants to keep planning", false))}
+	}
+	return []translate.Out{controlSuccess(p.requestID, deny("The editor answered the permission request with an option that was not offered", false))}
 }
 
 // allow is a can_use_tool answer allowing the tool with its input
