@@ -144,3 +144,24 @@ dialect "echo-chat" {
     message = frame.text
   }
 }
+
+# Claude Code through its stream-json and control protocol. The bridge starts
+# one CLI per session in the session's cwd: the command below, then the
+# stream-json flags, --session-id (or --resume for session/load and
+# session/resume), --model, --permission-mode, --mcp-config with the editor's
+# MCP servers, --add-dir, and extra_args. Log in once with `claude /login`.
+#
+# agent "claude" {
+#   dialect = "claude-stream-json"
+#   command = ["claude"]
+#   options {
+#     # --model, and the model option's first value. Default: the CLI's.
+#     model = "sonnet"
+#     # --permission-mode: default, acceptEdits, plan or bypassPermissions.
+#     permission_mode = "default"
+#     # Model choices offered until the CLI lists its own.
+#     models = ["sonnet", "opus", "haiku"]
+#     # Appended to every CLI command line.
+#     extra_args = ["--max-turns", "50"]
+#   }
+# }
