@@ -366,6 +366,78 @@ func TestClaude_CancelMidTurn(t *testing.T) {
 	}
 }
 
+// Two permission requests pending at once (two subagents, peers.md:
+// claude-agent-acp #830, #851): each reaches the editor as its own request,
+// session/new and other requests are served meanwhile, and the answers,
+// given in the reverse order, reach the right tool.
+func TestClaude_ConcurrentPermissions(t *testing.T) {
+	t.Parallel()
+	e := newClaudeEditor(t, "")
+	type ask struct {
+		tool   acp.ToolCallId
+		answer chan acp.PermissionOptionId
+	}
+	asks := make(chan ask, 2)
+	e.Fake.OnPermission(func(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		a := ask{p.ToolCall.ToolCallId, make(chan acp.PermissionOptionId, 1)}
+		asks <- a
+		select {
+		case id := <-a.answer:
+			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(id)}, nil
+		case <-ctx.Done():
+			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+		}
+	})
+	e.Initialize(t)
+	cwd := t.TempDir()
+	sid := e.NewSession(t, cwd)
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		r, err := e.Prompt(ctxT(t), sid, "two tools")
+		if err != nil {
+			t.Errorf("prompt: %v", err)
+		}
+		done <- r
+	}()
+	pending := map[acp.ToolCallId]ask{}
+	for len(pending) < 2 {
+		select {
+		case a := <-asks:
+			pending[a.tool] = a
+		case <-time.After(WaitTimeout):
+			t.Fatalf("%d permission requests reached the editor, want 2 at once", len(pending))
+		}
+	}
+	// Neither pending request holds up the rest of the bridge.
+	other := e.NewSession(t, "")
+	if r, err := e.Prompt(ctxT(t), other, "hello"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt in another session while permissions are pending = %+v, %v", r, err)
+	}
+	if l := e.RawCall(t, "session/list", `{}`); l.Get("error.code").Int() != -32601 {
+		t.Errorf("session/list = %s, want -32601", l)
+	}
+	pending["toolu_b"].answer <- "allow"
+	e.journalIn(t, cwd, "b allowed", func(j fakeclaude.Journal) bool { return j.HasEvent("allow toolu_b") })
+	pending["toolu_a"].answer <- "reject"
+	select {
+	case r := <-done:
+		if r.StopReason != acp.StopReasonEndTurn {
+			t.Errorf("stopReason = %s", r.StopReason)
+		}
+	case <-time.After(WaitTimeout):
+		t.Fatal("the prompt did not end")
+	}
+	j := e.journalIn(t, cwd, "a denied", func(j fakeclaude.Journal) bool { return j.HasEvent("deny toolu_a") })
+	if j.HasEvent("deny toolu_b") || j.HasEvent("allow toolu_a") {
+		t.Errorf("answers reached the wrong tools: %q", j.Events)
+	}
+	got, _ := updates(e.Editor, sid, -1)
+	got = slices.DeleteFunc(got, func(s string) bool { return s == "available_commands_update" })
+	if want := []string{"tool_call pending execute", "tool_call pending execute", "tool_call_update completed", "tool_call_update failed"}; !slices.Equal(got, want) {
+		t.Errorf("updates = %q, want %q", got, want)
+	}
+}
+
 // Modes and the model option reach the CLI as control requests; a mode the
 // CLI refuses fails with its reason.
 func TestClaude_ModeSwitch(t *testing.T) {

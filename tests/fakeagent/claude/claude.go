@@ -55,7 +55,7 @@ const (
 
 // Scripts are the prompt texts the fake CLI knows; any other text is
 // answered with "echo: <text>".
-var Scripts = []string{"list files", "touch", "slow", "crash", "mode", "whoami", "api error", "login"}
+var Scripts = []string{"list files", "touch", "two tools", "slow", "crash", "mode", "whoami", "api error", "login"}
 
 // requiredFlags must all be on the command line, each with its value.
 var requiredFlags = [][]string{
@@ -394,6 +394,30 @@ func (c *cli) run(t *turn, text string) {
 			c.j.event("violation: can_use_tool answer " + a.Raw)
 		}
 		c.result("success", false, "")
+	case "two tools":
+		// Two subagents ask at once; each waits for its own answer.
+		c.assistant("msg_2", obj{"type": "tool_use", "id": "toolu_a", "name": "Bash", "input": obj{"command": "make a"}},
+			obj{"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": obj{"command": "make b"}})
+		var wg sync.WaitGroup
+		for _, id := range []string{"toolu_a", "toolu_b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a, ok := c.askPermission(t, id, obj{"command": "make " + id[len(id)-1:]})
+				if !ok {
+					return
+				}
+				c.j.event(a.Get("response.behavior").Str + " " + id)
+				c.toolResult(id, "done "+id, a.Get("response.behavior").Str != "allow")
+			}()
+		}
+		wg.Wait()
+		select {
+		case <-t.interrupted:
+			interrupted()
+		default:
+			c.result("success", false, "")
+		}
 	case "slow":
 		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_s", "type": "message", "role": "assistant", "content": []any{}}})
 		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "text", "text": ""}})
