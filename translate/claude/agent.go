@@ -51,6 +51,11 @@ func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	if t.session == "" || t.closed {
 		return []translate.Out{note("CLI message " + typ + " with no session open")}, nil
 	}
+	if t.staleTurns > 0 && (typ == "stream_event" || typ == "assistant" || typ == "user") {
+		// Output of a turn the engine gave up on (see result): the
+		// editor already saw it end.
+		return nil, nil
+	}
 	switch typ {
 	case "system":
 		return t.system(msg), nil
@@ -125,7 +130,7 @@ func quoteSubtype(s string) string {
 // Each request gets its own Call, whatever else is pending, so several
 // subagents asking at once never block each other or the session.
 func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.Out {
-	if t.session == "" || t.closed || t.turn == nil || t.turn.cancelled {
+	if t.session == "" || t.closed || t.turn == nil || t.turn.cancelled || t.staleTurns > 0 {
 		return []translate.Out{controlSuccess(requestID, deny("No prompt is running: the turn was cancelled or has ended", true))}
 	}
 	name := req.Get("tool_name").Str
@@ -399,6 +404,14 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 
 // result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).
 func (t *translator) result(msg gjson.Result) []translate.Out {
+	if t.staleTurns > 0 {
+		// The end of a turn the engine gave up on, which the CLI finished
+		// before the prompt that came after it.
+		t.staleTurns--
+		t.stream.reset("")
+		clear(t.tools)
+		return nil
+	}
 	tr := t.turn
 	if tr == nil {
 		return []translate.Out{t.note("result with no prompt running")}

@@ -256,10 +256,13 @@ type translator struct {
 	// answers are ignored.
 	stale map[translate.Ref]bool
 
-	turn     *turn
-	tools    map[string]*tool
-	nextTool uint64
-	stream   stream
+	turn *turn
+	// staleTurns counts abandoned turns the CLI has not ended yet, whose
+	// results come before the running turn's.
+	staleTurns int
+	tools      map[string]*tool
+	nextTool   uint64
+	stream     stream
 }
 
 func newTranslator(o Options) *translator {

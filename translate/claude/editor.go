@@ -47,6 +47,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		// The engine has answered what was pending and withdrawn the
 		// editor's calls; this translator's process is gone.
 		t.turn = nil
+		t.staleTurns = 0
 		clear(t.perms)
 		clear(t.ctl)
 		t.closed = true
@@ -395,6 +396,11 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	}
 	if len(blocks) == 0 {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "session/prompt needs at least one content block")}
+	}
+	if t.turn != nil {
+		// The engine answered the running turn itself (abandoned); the
+		// CLI ends it, interrupted, before it takes this message.
+		t.staleTurns++
 	}
 	t.turn = &turn{ref: m.Ref}
 	type message struct {
