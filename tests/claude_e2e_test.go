@@ -220,6 +220,64 @@ func TestClaude_StreamingAndFlags(t *testing.T) {
 	}
 }
 
+// The editor's MCP servers reach the CLI through --mcp-config and its extra
+// directories through --add-dir, after the options block's model and mode
+// and before its extra arguments.
+func TestClaude_SessionFlags(t *testing.T) {
+	t.Parallel()
+	// A configured agent: its command is the test binary with one
+	// argument of its own, its options block the dialect's.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "acp-bridge.hcl")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `agent "claude" {
+  dialect = "claude-stream-json"
+  command = [%q, "--configured-arg"]
+  options {
+    model           = "opus"
+    permission_mode = "acceptEdits"
+    extra_args      = ["--max-turns", "7"]
+  }
+}
+`, exe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { claudeCheckJournals(t, dir) })
+	tr := Transport{Name: "config", Start: func(t *testing.T) Agent {
+		return Agent{Env: []string{"FAKE_AGENT=claude", fakeclaude.EnvJournal + "=" + dir, "GORACE=atexit_sleep_ms=0"}}
+	}}
+	e := &claudeEditor{Editor: NewEditor(t, tr, EditorOptions{Args: []string{"--config", cfg, "--log-level", "debug"}}), journalDir: dir}
+	e.Initialize(t)
+	cwd, lib := t.TempDir(), t.TempDir()
+	ns, err := e.Conn.NewSession(ctxT(t), acp.NewSessionRequest{Cwd: cwd, AdditionalDirectories: []string{lib}, McpServers: []acp.McpServer{
+		{Stdio: &acp.McpServerStdio{Name: "files", Command: "/bin/mcp-files", Args: []string{"--root", cwd}, Env: []acp.EnvVariable{{Name: "TOKEN", Value: "t"}}}},
+		{Http: &acp.McpServerHttpInline{Name: "web", Url: "https://mcp.example/x", Headers: []acp.HttpHeader{}}},
+	}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	if ns.Modes == nil || ns.Modes.CurrentModeId != "acceptEdits" {
+		t.Errorf("modes = %+v, want the configured acceptEdits", ns.Modes)
+	}
+	j := e.journalIn(t, cwd, "start", func(j fakeclaude.Journal) bool { return len(j.Received) > 0 })
+	mcp := fmt.Sprintf(`{"mcpServers":{"files":{"type":"stdio","command":"/bin/mcp-files","args":["--root",%q],"env":{"TOKEN":"t"}},"web":{"type":"http","url":"https://mcp.example/x","headers":{}}}}`, cwd)
+	want := append([]string{"--configured-arg"}, claude.StreamFlags...)
+	want = append(want, "--model", "opus", "--permission-mode", "acceptEdits", "--session-id", claude.SessionUUID(string(ns.SessionId)),
+		"--mcp-config", mcp, "--add-dir", lib, "--max-turns", "7")
+	if !slices.Equal(j.Argv, want) {
+		t.Errorf("CLI argv = %q\nwant %q", j.Argv, want)
+	}
+	if r, err := e.Prompt(ctxT(t), ns.SessionId, "mode"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", r, err)
+	}
+	if c := e.Fake.Chunks(ns.SessionId); c[len(c)-1] != "mode is acceptEdits" {
+		t.Errorf("chunks %q, want the CLI started in acceptEdits", c)
+	}
+}
+
 // A tool that needs approval: the editor allows once, always, or rejects;
 // the CLI gets the matching control_response.
 func TestClaude_Permission(t *testing.T) {
