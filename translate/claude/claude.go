@@ -37,19 +37,32 @@
 //     with empty rawInput when the block starts streaming, the same
 //     tool_call again with the full input once the CLI has it. TodoWrite
 //     is shown as a plan, never as a tool call.
+//     Tool calls still without a result when the turn ends are closed as
+//     failed, so that no editor shows them running.
 //   - Permissions: every can_use_tool becomes its own
-//     session/request_permission, whatever else is pending. An answer the
-//     translator did not offer, an error answer and an unknown outcome deny
-//     the tool (never allow it); "cancelled" denies it with interrupt.
+//     session/request_permission, whatever else is pending, with the
+//     reference's options (always allow, allow, reject; for ExitPlanMode
+//     the mode to continue in). "Always" echoes the CLI's suggestions as
+//     updatedPermissions, or a session rule for the tool when it made none.
+//     An answer the translator did not offer, an error answer and an
+//     unknown outcome deny the tool (never allow it); "cancelled" denies it
+//     with interrupt.
 //   - session/cancel sends the CLI an interrupt, withdraws the editor's
 //     pending permission requests ($/cancel_request) and denies them toward
 //     the CLI at once, so neither side waits on the other; the turn's
 //     result then answers the prompt "cancelled", whatever its subtype.
 //   - A second session/prompt while one runs is refused (-32600): the CLI
 //     would queue it and the two turns' results could not be told apart.
+//     A prompt sent after the engine abandoned the running one (its cancel
+//     grace ran out) waits behind it: the abandoned turn's output and
+//     result are dropped.
 //   - session/load cannot replay history yet (the CLI keeps it, the bridge
 //     has no transcript to read it from): the session is resumed and the
-//     answer comes without replay, reported as a Note.
+//     answer comes without replay, reported as a Note. A load or resume
+//     of a session whose CLI runs here already is answered from it.
+//   - authenticate cannot log in (Claude Code's login is interactive, in
+//     the CLI): it fails with the command to run. A turn that fails for
+//     want of a login fails with the ACP auth-required error.
 //   - Message kinds and system subtypes this package does not know (newer
 //     CLIs add them) are reported as Notes and otherwise ignored.
 package claude
