@@ -244,7 +244,6 @@ type translator struct {
 	opts Options
 
 	session  string // the ACP session id; "" until a session is opened
-	uuid     string // the CLI's session id
 	cwd      string
 	open     openState
 	openRef  translate.Ref
@@ -255,10 +254,9 @@ type translator struct {
 	reopens []reopen
 	closed  bool
 
-	mode     string
-	model    string
-	models   []modelInfo
-	commands []json.RawMessage
+	mode   string
+	model  string
+	models []modelInfo
 
 	nextCtl uint64
 	ctl     map[string]*ctlRequest

@@ -183,7 +183,6 @@ func (t *translator) openSession(m translate.Msg) []translate.Out {
 		return []translate.Out{failf(m.Ref, translate.CodeInternalError, "a Claude Code process holds one session; this one already serves %s (the engine must start a process per session)", t.session)}
 	}
 	t.session = session
-	t.uuid = SessionUUID(session)
 	t.cwd = filepath.Clean(*p.Cwd)
 	t.open = openPending
 	t.openRef = m.Ref
@@ -221,7 +220,6 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 		Models   []modelInfo       `json:"models"`
 	}
 	_ = json.Unmarshal(response, &r)
-	t.commands = r.Commands
 	var models []modelInfo
 	for _, mi := range r.Models {
 		if mi.Value != "" {
