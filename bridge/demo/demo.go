@@ -1,16 +1,14 @@
 // Package demo is `acp-bridge demo`: a few seconds that show a newcomer what
 // the bridge does, with no network and no configuration. It starts a built-in
-// agent that speaks the legacy Zed ACP 0.0.x protocol (legacy-formats.md §1)
-// behind a real WebSocket on loopback, runs the real bridge engine in-process
-// with the acp-v0 dialect, and drives one scripted ACP v1 session through it
-// from a small built-in editor: a prompt that streams, runs a tool after a
-// permission request and ends its turn, then a prompt the editor cancels
-// mid-stream. The conversation is printed readably, or, with Raw, as every
-// ACP line on the editor side and every legacy frame on the agent side, which
-// shows the translation both ways.
-//
-// The editor is hand-written JSON-RPC over pipes, not acp-go-sdk: the SDK is
-// a test-only dependency and must not become part of the binary.
+// agent that speaks a WebSocket JSON format of its own, not ACP (Open
+// Interpreter's LMC, legacy-formats.md §7), on loopback, puts the real bridge
+// in front of it with the open-interpreter rule profile (composed by package
+// launch, as the command line composes it), and drives one scripted ACP v1
+// session through it from a small built-in editor (package acpclient): a
+// prompt that streams, runs a tool after a permission request and ends its
+// turn, then a prompt the editor cancels mid-stream. The conversation is
+// printed readably, or, with Raw, as every ACP line on the editor side and
+// every frame on the agent side, which shows the translation both ways.
 package demo
 
 import (
@@ -31,7 +29,6 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/translate"
-	"github.com/acp-bridge/acp-bridge/translate/acpv0"
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 )
@@ -39,7 +36,7 @@ import (
 // Options configures Run.
 type Options struct {
 	// Raw prints every ACP line the editor sends ("→ ") and receives ("← "),
-	// and every legacy frame the agent receives ("→agent ") and sends
+	// and every frame the agent receives ("→agent ") and sends
 	// ("agent→ "), instead of the readable view.
 	Raw bool
 	// Out is where the conversation is printed; nil means io.Discard. Only
@@ -129,8 +126,8 @@ func Run(ctx context.Context, opt Options) error {
 	}()
 	url := "ws://" + ln.Addr().String() + "/"
 
-	// The bridge: composed exactly as `acp-bridge --dialect acp-v0 --url URL`
-	// composes it, on pipes instead of stdio.
+	// The bridge: composed exactly as `acp-bridge --dialect open-interpreter
+	// --url URL` composes it, on pipes instead of stdio.
 	b, err := bridgeFor(url, version, log.Named("bridge"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -158,7 +155,7 @@ func Run(ctx context.Context, opt Options) error {
 		},
 	})
 
-	p.header(url, acpv0.Dialect.Name)
+	p.header(url, demoDialect)
 	scriptCtx, cancelScript := context.WithTimeout(ctx, scriptTimeout)
 	scriptErr := ed.script(scriptCtx, cwd)
 	cancelScript()
@@ -195,10 +192,14 @@ func Run(ctx context.Context, opt Options) error {
 	return p.failed()
 }
 
+// demoDialect is the rule profile the demo agent's format is bridged with.
+const demoDialect = "open-interpreter"
+
 // bridgeFor composes the bridge in front of the demo agent at url through
-// package launch, as the command line would for --dialect acp-v0 --url url.
+// package launch, as the command line would for --dialect open-interpreter
+// --url url.
 func bridgeFor(url, version string, log hclog.Logger) (*bridge.Bridge, error) {
-	flags := launch.Flags{URL: url, Dialect: acpv0.Dialect.Name, Set: map[string]bool{launch.FlagDialect: true}}
+	flags := launch.Flags{URL: url, Dialect: demoDialect, Set: map[string]bool{launch.FlagDialect: true}}
 	spec, err := launch.ResolveAgent(&config.Config{}, flags, func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, err
@@ -660,13 +661,14 @@ func (p *printer) header(url, dialect string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.raw {
-		p.write("# acp-bridge demo --raw: scripted ACP v1 editor ⇄ acp-bridge (dialect " + dialect + ") ⇄ built-in Zed ACP 0.0.x agent on " + url + "\n")
+		p.write("# acp-bridge demo --raw: scripted ACP v1 editor ⇄ acp-bridge (dialect " + dialect + ") ⇄ built-in Open Interpreter-style agent on " + url + "\n")
 		p.write("# \"→ \" editor to bridge and \"← \" bridge to editor: ACP v1, one JSON-RPC message per line\n")
-		p.write("# \"→agent \" bridge to agent and \"agent→ \" agent to bridge: legacy 0.0.x WebSocket frames\n")
+		p.write("# \"→agent \" bridge to agent and \"agent→ \" agent to bridge: the agent's own LMC JSON over a WebSocket (not JSON-RPC)\n")
 		return
 	}
-	p.write("acp-bridge demo: a scripted ACP v1 editor talks to a built-in legacy agent through the real bridge.\n\n")
-	p.write("  scripted editor (ACP v1)  ⇄  acp-bridge, dialect " + dialect + "  ⇄  Zed ACP 0.0.x agent on " + url + "\n\n")
+	p.write("acp-bridge demo: a scripted ACP v1 editor talks to a built-in agent that speaks its own WebSocket JSON,\n")
+	p.write("through the real bridge and a rule profile that translates it.\n\n")
+	p.write("  scripted editor (ACP v1)  ⇄  acp-bridge, dialect " + dialect + "  ⇄  Open Interpreter LMC agent on " + url + "\n\n")
 }
 
 func (p *printer) footer() {
@@ -677,9 +679,10 @@ func (p *printer) footer() {
 		p.write("# done: every editor request was answered and the bridge shut down cleanly\n")
 		return
 	}
-	p.write("\nDone: the real bridge engine translated ACP v1 to Zed ACP 0.0.x and back over a real WebSocket;\n")
+	p.write("\nDone: the real bridge engine translated ACP v1 to the agent's own WebSocket JSON and back, through the\n")
+	p.write("open-interpreter rule profile (acp-bridge dialects show open-interpreter);\n")
 	p.write("every editor request was answered and the bridge shut down cleanly.\n")
-	p.write("Run `acp-bridge demo --raw` to see each ACP line and the legacy frames they were translated to and from.\n")
+	p.write("Run `acp-bridge demo --raw` to see each ACP line and the agent's frames they were translated to and from.\n")
 }
 
 // failed returns the first error writing to Out.

@@ -73,30 +73,27 @@ func TestRun_Readable(t *testing.T) {
 	out := runDemo(t, false)
 	t.Logf("output:\n%s", out)
 	for _, want := range []string{
-		"ws://127.0.0.1:",         // the header names the agent's address
-		"editor → initialize",     // the handshake
-		"editor → session/new",    // session minted by the bridge
-		"you    > " + filesPrompt, // first prompt
-		"agent  (thinking) ",      // a translated thought chunk
-		"agent  I'll look at the files in this directory with `ls -la`.", // streamed chunks joined on one line
-		"ls -la  [execute] pending",                                      // the translated confirmation's tool call
-		"permission? options: ",                                          // the translated permission request
-		"→ chose ",                                                       // the scripted choice
-		"✓ ls -la: completed",                                            // updateToolCall finished → completed
-		"turn   end_turn",                                                // sendUserMessage null → end_turn
-		"you    > " + slowPrompt,                                         // second prompt
-		"agent  Counting: 1 2",                                           // streamed before the cancel
-		"editor → session/cancel",                                        // the editor cancels
-		"turn   cancelled",                                               // abort error → stopReason cancelled
-		"--raw",                                                          // footer
+		"ws://127.0.0.1:",                                    // the header names the agent's address
+		"editor → initialize",                                // the handshake
+		"editor → session/new",                               // session minted by the bridge
+		"you    > " + filesPrompt,                            // first prompt
+		"agent  Let me look at the files in this directory.", // streamed message parts joined on one line
+		"Run shell code  [execute] pending — ls -la",         // the code block became a tool call
+		"permission? options: Run it / Don't run it",         // "complete" with the code not run: approval asked
+		"→ chose Run it",                                     // the scripted choice
+		"Run shell code: in_progress",                        // console output → tool_call_update
+		"✓ Run shell code: completed",                        // the next message closes the code block
+		"agent  There are ",                                  // the agent's summary after running it
+		"turn   end_turn",                                    // status complete → end_turn
+		"you    > " + slowPrompt,                             // second prompt
+		"agent  Counting: 1 2",                               // streamed before the cancel
+		"editor → session/cancel",                            // the editor cancels
+		"turn   cancelled",                                   // stop command, complete → stopReason cancelled
+		"--raw",                                              // footer
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
-	}
-	// The scripted user allows once.
-	if !strings.Contains(out, "→ chose Allow") && !strings.Contains(out, "→ chose allow") {
-		t.Errorf("output does not show the allow option being chosen")
 	}
 	// The readable view prints no raw frames.
 	if strings.Contains(out, `"jsonrpc"`) {
@@ -130,20 +127,26 @@ func TestRun_Raw(t *testing.T) {
 		{"→ ", `"outcome":"selected"`},
 		{"← ", `"stopReason":"end_turn"`},
 		{"← ", `"stopReason":"cancelled"`},
-		// Agent side: legacy 0.0.x frames.
-		{"→agent ", `"protocolVersion":"0.0.9"`},
-		{"→agent ", `"method":"sendUserMessage"`},
-		{"→agent ", `"method":"cancelSendMessage"`},
-		{"agent→ ", `"method":"streamAssistantMessageChunk"`},
-		{"agent→ ", `"method":"requestToolCallConfirmation"`},
-		{"agent→ ", `"method":"updateToolCall"`},
-		{"agent→ ", `"This operation was aborted"`},
+		// Agent side: the agent's own LMC JSON, no JSON-RPC.
+		{"→agent ", `{"auth":`},
+		{"agent→ ", `{"auth":true}`},
+		{"→agent ", `{"role":"user","type":"message","content":"list the files"}`},
+		{"agent→ ", `"type":"code","format":"shell","content":"ls -la"`},
+		{"→agent ", `"type":"command","content":"go"`},
+		{"agent→ ", `"type":"console","format":"output"`},
+		{"→agent ", `"type":"command","content":"stop"`},
+		{"agent→ ", `{"role":"server","type":"status","content":"complete"}`},
 	} {
 		if !has(c.prefix, c.substr) {
 			t.Errorf("raw output has no %q line containing %s", c.prefix, c.substr)
 		}
 	}
 	for _, l := range lines {
+		if strings.HasPrefix(l, "→agent ") || strings.HasPrefix(l, "agent→ ") {
+			if strings.Contains(l, `"jsonrpc"`) {
+				t.Errorf("the agent's side is not its own format: %q", l)
+			}
+		}
 		switch {
 		case strings.HasPrefix(l, "→ "), strings.HasPrefix(l, "← "),
 			strings.HasPrefix(l, "→agent "), strings.HasPrefix(l, "agent→ "),

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -13,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 )
@@ -36,6 +34,8 @@ const (
 	agentWriteWait = 5 * time.Second
 	// agentReadLimit is the largest frame the agent accepts.
 	agentReadLimit = 1 << 20
+	// chunkDelay paces streamed text.
+	chunkDelay = 30 * time.Millisecond
 	// slowChunkDelay paces the slow script, so that an editor's cancel
 	// lands mid-turn.
 	slowChunkDelay = 100 * time.Millisecond
@@ -43,31 +43,20 @@ const (
 	slowCount = 20
 )
 
-// legacyProtocolVersion is what every Gemini CLI release that spoke the old
-// protocol advertised (legacy-formats.md §1.1).
-const legacyProtocolVersion = "0.0.9"
-
-// abortError is the exact error Gemini CLI answers a cancelled
-// sendUserMessage with (legacy-formats.md §1.4, "Cancel (captured)"): a
-// cancelled turn ends with an error, not a null result.
-var abortError = json.RawMessage(`{"code":-32603,"message":"Internal error","data":{"details":"This operation was aborted"}}`)
-
-// notGeneratingError is Gemini's answer to cancelSendMessage when no turn is
-// running (legacy-formats.md §1.4).
-var notGeneratingError = json.RawMessage(`{"code":-32603,"message":"Internal error","data":{"details":"Not currently generating"}}`)
-
 // Agent is the demo's built-in agent: an http.Handler that upgrades each
-// request to a WebSocket (one JSON-RPC message per text frame) and speaks the
-// legacy Zed ACP 0.0.x protocol on it, shaped like the frames captured from
-// Gemini CLI (legacy-formats.md §1): every message is a request with an id,
-// each side counts its ids from 0, "void" methods answer null, and there is
-// no banner. Each connection is one conversation, as each Gemini process is.
+// request to a WebSocket and speaks Open Interpreter's LMC protocol on it
+// (legacy-formats.md §7), a JSON format of its own that is not JSON-RPC:
+// {"auth":KEY} first (any key will do here), a prompt as the user
+// start/message/end triple, streamed assistant messages and code blocks
+// with start and end markers, console output, {"role":"server","type":
+// "status","content":"complete"} at the end of a turn, and commands ("go",
+// "stop") as a user command triple. Each connection is one conversation.
 //
-// On sendUserMessage the agent runs a script chosen by the prompt's text. A
-// prompt mentioning "count" or "slow" streams numbers slowly, so that a
-// cancel lands mid-turn; any other prompt streams a thought and some text,
-// asks to run `ls -la` (requestToolCallConfirmation), and on approval
-// reports the output (updateToolCall) and ends the turn.
+// A prompt mentioning "count" or "slow" streams numbers slowly until the
+// "stop" command, so that a cancel lands mid-turn. Any other prompt streams
+// some text and a shell code block (`ls -la`), then stops for approval, as
+// the server does with auto_run off; on "go" it reports the listing and
+// ends the turn.
 //
 // The zero value is ready to use. Fields must not be changed once the Agent
 // serves. Close ends every conversation.
@@ -110,20 +99,10 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(agentReadLimit)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &agentConn{
-		a:       a,
-		ws:      ws,
-		ctx:     ctx,
-		cancel:  cancel,
-		log:     a.logger().With("remote", r.RemoteAddr),
-		pending: make(map[int64]chan agentReply),
-	}
+	c := &agentConn{a: a, ws: ws, in: make(chan []byte, 64), log: a.logger().With("remote", r.RemoteAddr)}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		cancel()
 		ws.Close()
 		return
 	}
@@ -133,7 +112,11 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.conns[c] = struct{}{}
 	a.mu.Unlock()
 
-	c.serve()
+	done := make(chan struct{})
+	go c.converse(done)
+	c.readLoop()
+	<-done
+	ws.Close()
 
 	a.mu.Lock()
 	delete(a.conns, c)
@@ -166,49 +149,18 @@ func (a *Agent) tap(dir Direction, frame []byte) {
 	}
 }
 
-// agentReply is the bridge's answer to one of the agent's requests.
-type agentReply struct {
-	result json.RawMessage
-	err    json.RawMessage
-}
-
-// agentTurn is one running sendUserMessage.
-type agentTurn struct {
-	id     json.RawMessage // the bridge's request id, copied
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed once the turn's answer is written
-}
-
-// agentConn is one conversation. Its read loop (serve) owns the WebSocket's
-// read side and answers the bridge's requests; each turn runs on its own
-// goroutine and makes requests to the bridge. Writes from both are
-// serialised by wmu, which also orders request ids on the wire.
+// agentConn is one conversation. readLoop owns the WebSocket's read side and
+// hands frames to converse, which owns the write side.
 type agentConn struct {
-	a      *Agent
-	ws     *websocket.Conn
-	ctx    context.Context // done when the read loop ends
-	cancel context.CancelFunc
-	log    hclog.Logger
-
-	wmu    sync.Mutex
-	nextID int64 // guarded by wmu; the agent's own ids count from 0
-
-	mu      sync.Mutex
-	pending map[int64]chan agentReply // awaited requests by id
-	turn    *agentTurn                // the running turn, nil when idle
-
-	turns sync.WaitGroup
+	a   *Agent
+	ws  *websocket.Conn
+	in  chan []byte // frames read; closed when the connection ends
+	log hclog.Logger
 }
 
-// serve reads frames until the connection fails, then stops the running
-// turn and waits for it.
-func (c *agentConn) serve() {
-	defer func() {
-		c.cancel()
-		c.turns.Wait()
-		c.ws.Close()
-	}()
+// readLoop reads frames until the connection fails.
+func (c *agentConn) readLoop() {
+	defer close(c.in)
 	for {
 		typ, frame, err := c.ws.ReadMessage()
 		if err != nil {
@@ -216,313 +168,159 @@ func (c *agentConn) serve() {
 			return
 		}
 		if typ != websocket.TextMessage {
-			c.log.Warn("ignoring a non-text frame", "type", typ)
 			continue
 		}
 		c.a.tap(ToAgent, frame)
-		c.handle(frame)
+		c.in <- frame
 	}
 }
 
-// handle dispatches one frame from the bridge.
-func (c *agentConn) handle(frame []byte) {
-	env, perr := translate.ParseEnvelope(frame)
-	if perr != nil {
-		c.log.Warn("unusable frame", "error", perr)
-		if env.ID != nil {
-			c.send(translate.ErrorFrame(env.ID, perr.JSON()))
-		}
+// converse plays the conversation: the key, then one script per prompt.
+func (c *agentConn) converse(done chan<- struct{}) {
+	defer close(done)
+	defer c.drain()
+	first, ok := <-c.in
+	if !ok {
 		return
 	}
-	switch {
-	case env.IsResponse():
-		id, err := strconv.ParseInt(string(env.ID), 10, 64)
-		if err != nil {
-			c.log.Warn("answer with a non-numeric id", "id", string(env.ID))
+	var auth struct {
+		Auth *string `json:"auth"`
+	}
+	if json.Unmarshal(first, &auth) != nil || auth.Auth == nil {
+		c.send(`{"auth":false}`)
+		return
+	}
+	c.send(`{"auth":true}`) // the demo has no key to check
+	for {
+		text, ok := c.triple()
+		if !ok {
 			return
 		}
-		c.mu.Lock()
-		ch := c.pending[id]
-		delete(c.pending, id)
-		c.mu.Unlock()
-		// Answers to fire-and-forget requests (the stream chunks, which
-		// Gemini does not await either, legacy-formats.md §1.5) have no
-		// waiter and are dropped here.
-		if ch != nil {
-			ch <- agentReply{result: clone(env.Result), err: clone(env.Error)}
+		if strings.Contains(text, "count") || strings.Contains(text, "slow") {
+			c.countScript()
+		} else {
+			c.filesScript()
 		}
-	case env.IsNotification():
-		// The protocol has no notifications (legacy-formats.md §1.2).
-		c.log.Warn("ignoring a notification", "method", env.Method)
-	case env.IsRequest():
-		c.request(env)
+		c.send(`{"role":"server","type":"status","content":"complete"}`)
 	}
 }
 
-// request answers one request from the bridge.
-func (c *agentConn) request(env translate.Envelope) {
-	id := clone(env.ID)
-	switch env.Method {
-	case "initialize":
-		c.send(translate.ResultFrame(id, json.RawMessage(`{"protocolVersion":"`+legacyProtocolVersion+`","isAuthenticated":true}`)))
-	case "authenticate":
-		c.send(translate.ResultFrame(id, json.RawMessage("null")))
-	case "sendUserMessage":
-		var p struct {
-			Chunks []struct {
-				Text *string `json:"text"`
-				Path *string `json:"path"`
-			} `json:"chunks"`
+// drain discards what is left to read, so that readLoop is never blocked.
+func (c *agentConn) drain() {
+	for range c.in {
+	}
+}
+
+// triple reads a user start/content/end triple (a message or a command)
+// and returns its content.
+func (c *agentConn) triple() (string, bool) {
+	first, ok := <-c.in
+	if !ok {
+		return "", false
+	}
+	return c.tripleFrom(first)
+}
+
+// tripleFrom reads the rest of a triple whose first frame has been read.
+func (c *agentConn) tripleFrom(first []byte) (string, bool) {
+	content := contentOf(first)
+	for range 2 {
+		f, ok := <-c.in
+		if !ok {
+			return "", false
 		}
-		if err := json.Unmarshal(env.Params, &p); err != nil {
-			c.send(translate.ErrorFrame(id, translate.Errorf(translate.CodeInvalidParams, "%v", err).JSON()))
-			return
+		if s := contentOf(f); s != "" {
+			content = s
 		}
-		var prompt strings.Builder
-		for _, ch := range p.Chunks {
-			switch {
-			case ch.Text != nil:
-				prompt.WriteString(*ch.Text)
-			case ch.Path != nil:
-				prompt.WriteString("@" + *ch.Path)
+	}
+	return content, true
+}
+
+func contentOf(frame []byte) string {
+	var m struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(frame, &m)
+	return m.Content
+}
+
+// filesScript streams some text and a shell block, stops for approval, and
+// on "go" reports the listing.
+func (c *agentConn) filesScript() {
+	c.message("Let me look", " at the files", " in this directory.")
+	c.send(`{"role":"assistant","type":"code","format":"shell","start":true}`)
+	c.send(`{"role":"assistant","type":"code","format":"shell","content":"ls -la"}`)
+	c.send(`{"role":"assistant","type":"code","format":"shell","end":true}`)
+	// auto_run is off: the server stops here until told to run the code.
+	c.send(`{"role":"server","type":"status","content":"complete"}`)
+	cmd, ok := c.triple()
+	if !ok {
+		return
+	}
+	if cmd != "go" {
+		c.message("Not running it.")
+		return
+	}
+	listing, n := c.listing()
+	c.send(`{"role":"computer","type":"console","format":"output","content":` + quote(listing) + `}`)
+	c.message("There are ", strconv.Itoa(n), " entries in this directory.")
+}
+
+// countScript counts slowly until the "stop" command.
+func (c *agentConn) countScript() {
+	c.send(`{"role":"assistant","type":"message","start":true}`)
+	defer c.send(`{"role":"assistant","type":"message","end":true}`)
+	c.send(`{"role":"assistant","type":"message","content":"Counting:"}`)
+	t := time.NewTicker(slowChunkDelay)
+	defer t.Stop()
+	for i := 1; i <= slowCount; i++ {
+		select {
+		case <-t.C:
+			c.send(`{"role":"assistant","type":"message","content":" ` + strconv.Itoa(i) + `"}`)
+		case f, ok := <-c.in:
+			if !ok {
+				return
+			}
+			// A command triple: its content says what to do ("stop").
+			if !strings.Contains(string(f), `"start":true`) {
+				continue
+			}
+			cmd, ok := c.tripleFrom(f)
+			if !ok || cmd == "stop" {
+				return
 			}
 		}
-		c.startTurn(id, prompt.String())
-	case "cancelSendMessage":
-		c.mu.Lock()
-		t := c.turn
-		c.turn = nil
-		c.mu.Unlock()
-		if t == nil {
-			c.send(translate.ErrorFrame(id, notGeneratingError))
-			return
-		}
-		// Gemini answers the cancel first and then fails the pending
-		// sendUserMessage (legacy-formats.md §1.4).
-		c.send(translate.ResultFrame(id, json.RawMessage("null")))
-		t.cancel()
-	default:
-		c.send(translate.ErrorFrame(id, json.RawMessage(`{"code":-32601,"message":"Method not found"}`)))
 	}
 }
 
-// startTurn runs a new turn for the sendUserMessage id. Like Gemini, a new
-// message while a turn runs aborts the old turn (legacy-formats.md §1.4); the
-// old turn's error is written before the new turn starts.
-func (c *agentConn) startTurn(id json.RawMessage, prompt string) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	t := &agentTurn{id: id, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	c.mu.Lock()
-	prev := c.turn
-	c.turn = t
-	c.mu.Unlock()
-	if prev != nil {
-		prev.cancel()
-		<-prev.done
+// message streams an assistant message in parts.
+func (c *agentConn) message(parts ...string) {
+	c.send(`{"role":"assistant","type":"message","start":true}`)
+	for _, p := range parts {
+		time.Sleep(chunkDelay)
+		c.send(`{"role":"assistant","type":"message","content":` + quote(p) + `}`)
 	}
-	c.log.Debug("turn started", "prompt", prompt)
-	c.turns.Add(1)
-	go func() {
-		defer c.turns.Done()
-		c.runTurn(t, prompt)
-	}()
+	c.send(`{"role":"assistant","type":"message","end":true}`)
 }
 
-// runTurn plays the script for prompt and answers the sendUserMessage: null
-// when the turn is over, the captured abort error when it was cancelled.
-func (c *agentConn) runTurn(t *agentTurn, prompt string) {
-	defer close(t.done)
-	var err error
-	p := strings.ToLower(prompt)
-	if strings.Contains(p, "count") || strings.Contains(p, "slow") {
-		err = c.countScript(t.ctx)
-	} else {
-		err = c.filesScript(t.ctx)
-	}
-	aborted := t.ctx.Err() != nil
-	c.mu.Lock()
-	if c.turn == t {
-		c.turn = nil
-	}
-	c.mu.Unlock()
-	t.cancel()
-	switch {
-	case aborted:
-		c.send(translate.ErrorFrame(t.id, abortError))
-	case err != nil:
-		c.log.Warn("turn failed", "error", err)
-		details, _ := json.Marshal(map[string]any{"code": translate.CodeInternalError, "message": "Internal error", "data": map[string]string{"details": err.Error()}})
-		c.send(translate.ErrorFrame(t.id, details))
-	default:
-		c.send(translate.ResultFrame(t.id, json.RawMessage("null")))
-	}
-}
-
-// filesScript streams a thought and some text, asks to run `ls -la`, and on
-// approval reports its output, as Gemini does for a shell tool that needs
-// approval (legacy-formats.md §1.4).
-func (c *agentConn) filesScript(ctx context.Context) error {
-	steps := []struct {
-		kind, text string
-		delay      time.Duration
-	}{
-		{"thought", "The user wants to see the files here. `ls -la` shows them; running a command needs approval.", 40 * time.Millisecond},
-		{"text", "I'll look at ", 50 * time.Millisecond},
-		{"text", "the files in ", 30 * time.Millisecond},
-		{"text", "this directory ", 60 * time.Millisecond},
-		{"text", "with `ls -la`.", 40 * time.Millisecond},
-	}
-	for _, s := range steps {
-		if err := c.chunk(ctx, s.kind, s.text, s.delay); err != nil {
-			return err
-		}
-	}
-	res, err := c.call(ctx, "requestToolCallConfirmation", map[string]any{
-		"label":   "ls -la",
-		"icon":    "terminal",
-		"content": nil,
-		"confirmation": map[string]any{
-			"type":        "execute",
-			"rootCommand": "ls",
-			"command":     "ls -la",
-			"description": "List the files in the current directory",
-		},
-		"locations": []any{},
-	})
-	if err != nil {
-		return err
-	}
-	var answer struct {
-		ID      *int64 `json:"id"`
-		Outcome string `json:"outcome"`
-	}
-	if err := json.Unmarshal(res, &answer); err != nil || answer.ID == nil {
-		return fmt.Errorf("requestToolCallConfirmation answer %s: want {id, outcome}", res)
-	}
-	switch answer.Outcome {
-	case "allow", "alwaysAllow", "alwaysAllowTool", "alwaysAllowMcpServer":
-	default:
-		// Like Gemini after a rejection: no updateToolCall for that id at
-		// all (legacy-formats.md §1.4, "Rejection").
-		return c.chunk(ctx, "text", " Understood, I won't run it.", 40*time.Millisecond)
-	}
-	if err := sleep(ctx, 80*time.Millisecond); err != nil {
-		return err
-	}
-	listing, entries := c.listing()
-	if _, err := c.call(ctx, "updateToolCall", map[string]any{
-		"toolCallId": *answer.ID,
-		"status":     "finished",
-		"content":    map[string]any{"type": "markdown", "markdown": listing},
-	}); err != nil {
-		return err
-	}
-	if err := c.chunk(ctx, "thought", "The command ran; summarise what it showed.", 40*time.Millisecond); err != nil {
-		return err
-	}
-	summary := []string{" There are ", fmt.Sprintf("%d entries", entries), " in this directory."}
-	for _, s := range summary {
-		if err := c.chunk(ctx, "text", s, 40*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// countScript counts slowly, one chunk per slowChunkDelay.
-func (c *agentConn) countScript(ctx context.Context) error {
-	if err := c.chunk(ctx, "text", "Counting:", 30*time.Millisecond); err != nil {
-		return err
-	}
-	for i := 1; i <= slowCount; i++ {
-		if err := c.chunk(ctx, "text", " "+strconv.Itoa(i), slowChunkDelay); err != nil {
-			return err
-		}
-	}
-	return c.chunk(ctx, "text", ". Done.", 0)
-}
-
-// chunk waits delay, then streams one assistant chunk (kind "text" or
-// "thought") without waiting for the answer, as Gemini does
-// (legacy-formats.md §1.5).
-func (c *agentConn) chunk(ctx context.Context, kind, text string, delay time.Duration) error {
-	if err := sleep(ctx, delay); err != nil {
-		return err
-	}
-	params, _ := json.Marshal(map[string]any{"chunk": map[string]string{kind: text}})
-	_, _, err := c.write("streamAssistantMessageChunk", params, false)
-	return err
-}
-
-// call makes a request to the bridge and waits for its answer.
-func (c *agentConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	b, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	id, ch, err := c.write(method, b, true)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("%s failed: %s", method, r.err)
-		}
-		return r.result, nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-		return nil, ctx.Err()
-	}
-}
-
-// write sends a request with the next id. When await is true it returns the
-// channel the answer will be delivered to, registered in c.pending before the
-// frame is written so that a quick answer cannot be missed.
-func (c *agentConn) write(method string, params json.RawMessage, await bool) (int64, chan agentReply, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	id := c.nextID
-	c.nextID++
-	var ch chan agentReply
-	if await {
-		ch = make(chan agentReply, 1)
-		c.mu.Lock()
-		c.pending[id] = ch
-		c.mu.Unlock()
-	}
-	if err := c.writeLocked(translate.RequestFrame(translate.IntID(uint64(id)), method, params)); err != nil {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-		return id, nil, err
-	}
-	return id, ch, nil
-}
-
-// send writes one frame (an answer to the bridge).
-func (c *agentConn) send(frame []byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.writeLocked(frame); err != nil {
+// send writes one frame; a failed write only logs (the read side ends the
+// conversation).
+func (c *agentConn) send(frame string) {
+	c.a.tap(FromAgent, []byte(frame))
+	c.ws.SetWriteDeadline(time.Now().Add(agentWriteWait))
+	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
 		c.log.Debug("write failed", "error", err)
 	}
 }
 
-func (c *agentConn) writeLocked(frame []byte) error {
-	if err := c.ctx.Err(); err != nil {
-		return err
-	}
-	c.a.tap(FromAgent, frame)
-	c.ws.SetWriteDeadline(time.Now().Add(agentWriteWait))
-	return c.ws.WriteMessage(websocket.TextMessage, frame)
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
-// listing renders the scripted `ls -la` output as markdown, and counts the
-// entries shown. It reads a.Dir when set (names, modes, sizes and times
-// only; nothing is executed) and otherwise returns a fixed sample.
+// listing renders the scripted `ls -la` output, and counts the entries. It
+// reads a.Dir when set (names, modes, sizes and times only; nothing is
+// executed) and otherwise returns a fixed sample.
 func (c *agentConn) listing() (string, int) {
 	const maxEntries = 12
 	var lines []string
@@ -550,7 +348,7 @@ func (c *agentConn) listing() (string, int) {
 		}
 		count = len(lines)
 	}
-	return "```\n" + strings.Join(lines, "\n") + "\n```\n", count
+	return strings.Join(lines, "\n") + "\n", count
 }
 
 // lsLine formats one entry roughly as `ls -l` does.
@@ -560,27 +358,4 @@ func lsLine(e fs.DirEntry) string {
 		return e.Name()
 	}
 	return fmt.Sprintf("%s %8d %s %s", info.Mode().String(), info.Size(), info.ModTime().Format("Jan _2 15:04"), e.Name())
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// clone copies a borrowed slice; nil stays nil.
-func clone(b []byte) json.RawMessage {
-	if b == nil {
-		return nil
-	}
-	return append(json.RawMessage(nil), b...)
 }
