@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -414,7 +415,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	req.session = gjson.GetBytes(env.Params, "sessionId").Str
 	switch env.Method {
 	case "session/new":
-		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
+		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
 		if bind, ok := e.bindSession(env.Method, env.Params); ok {
 			e.openSessionLink(req, env.Params, e.newSessionID(), bind)
 			return
@@ -424,7 +425,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 			return
 		}
 	case "session/load", "session/resume":
-		req.cwd = gjson.GetBytes(env.Params, "cwd").Str
+		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
 		if e.sessions[req.session] == nil {
 			if bind, ok := e.bindSession(env.Method, env.Params); ok {
 				e.openSessionLink(req, env.Params, req.session, bind)
@@ -579,6 +580,19 @@ func (e *engine) freeMemory() {
 	defer e.helperWG.Done()
 	defer e.freeing.Store(false)
 	debug.FreeOSMemory()
+}
+
+// additionalDirs returns the absolute additionalDirectories of a session
+// request (acp-spec.md §9: entries are absolute; others are ignored).
+func additionalDirs(params json.RawMessage) []string {
+	var dirs []string
+	gjson.GetBytes(params, "additionalDirectories").ForEach(func(_, d gjson.Result) bool {
+		if d.Type == gjson.String && filepath.IsAbs(d.Str) {
+			dirs = append(dirs, filepath.Clean(d.Str))
+		}
+		return true
+	})
+	return dirs
 }
 
 // recoverID finds the id of a request that is valid JSON but for bytes that

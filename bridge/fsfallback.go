@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/acp-bridge/acp-bridge/bridge/localfs"
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -24,7 +25,8 @@ func (e *engine) servesFSLocally(method string) bool {
 	return false
 }
 
-// serveLocalFS answers an fs call from disk, confined to the session's cwd,
+// serveLocalFS answers an fs call from disk, confined to the session's cwd
+// and additional directories,
 // off the loop, and feeds the answer back to the translator as the editor's.
 func (e *engine) serveLocalFS(l *link, o translate.Out, s *session) {
 	method := o.Method
@@ -40,7 +42,8 @@ func (e *engine) serveLocalFS(l *link, o translate.Out, s *session) {
 		return
 	}
 	p := gjson.ParseBytes(o.Body)
-	path, root := p.Get("path").Str, s.cwd
+	path := p.Get("path").Str
+	root := rootFor(path, s)
 	line, limit := int(p.Get("line").Int()), int(p.Get("limit").Int())
 	content := p.Get("content").Str
 	e.helperWG.Add(1)
@@ -79,4 +82,16 @@ func fsError(path string, err error) *translate.Error {
 		return translate.Errorf(translate.CodeResourceNotFound, "%s: no such file", path)
 	}
 	return translate.Errorf(translate.CodeInternalError, "%v", err)
+}
+
+// rootFor picks the directory a path is served from: the first of the
+// session's cwd and additionalDirectories that holds it lexically (links are
+// checked by localfs against that root), else cwd, which then refuses it.
+func rootFor(path string, s *session) string {
+	for _, dir := range append([]string{s.cwd}, s.dirs...) {
+		if rel, err := filepath.Rel(dir, filepath.Clean(path)); err == nil && filepath.IsLocal(rel) {
+			return dir
+		}
+	}
+	return s.cwd
 }

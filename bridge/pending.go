@@ -22,8 +22,9 @@ type request struct {
 	key     string          // canonical form of id
 	method  string
 	link    *link
-	session string // sessionId the request names, if any
-	cwd     string // session/new, load, resume: the cwd asked for
+	session string   // sessionId the request names, if any
+	cwd     string   // session/new, load, resume: the cwd asked for
+	dirs    []string // and the additionalDirectories
 	timer   *time.Timer
 	// grace is the cancel grace timer of a cancelled prompt.
 	grace   *time.Timer

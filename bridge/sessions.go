@@ -20,6 +20,9 @@ type session struct {
 	id   string
 	link *link
 	cwd  string
+	// dirs are the session's additionalDirectories (absolute paths), which
+	// files served from disk may come from as well as cwd.
+	dirs []string
 	// prompts are the session/prompt requests still pending, oldest first.
 	prompts []translate.Ref
 	// draining is set when the engine answered a prompt itself after the
@@ -170,7 +173,7 @@ func (e *engine) openSessionLink(req *request, params json.RawMessage, sid strin
 	req.session = sid
 	l := e.newLink(spawn, bind, tr)
 	req.link = l
-	e.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd}
+	e.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd, dirs: req.dirs}
 	e.replayInitialize(l)
 	e.feed(l, msg)
 }
@@ -242,7 +245,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 		}
 		if sid != "" {
 			if s := e.sessions[sid]; s == nil || s.link.down != nil {
-				e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd}
+				e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
 			}
 			if e.b.OnSession != nil {
 				e.b.OnSession(SessionEvent{Kind: SessionOpened, Session: sid, Cwd: req.cwd, Body: result})
