@@ -32,6 +32,14 @@ log_file = ""
 # GB (powers of 1000). From 1KiB to 1GiB. Default "64MiB".
 max_message = "64MiB"
 
+# Budget of each queue of messages waiting for a slow peer (toward each agent,
+# from the agents, toward the editor). When one is full the bridge stops
+# reading from the side that fills it instead of buffering more, which bounds
+# the memory a flood or several large messages in flight can take; a single
+# message larger than the budget still passes, alone. A size as for
+# max_message, from 4KiB to 1GiB. Default "1MiB".
+queue_bytes = "1MiB"
+
 # How long an editor request (other than authenticate and session/prompt,
 # which may legitimately run for a long time: a browser login, a model's
 # whole turn) may wait for the agent before the bridge answers it with an error. A Go duration such as

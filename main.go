@@ -219,6 +219,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
 		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
 		str(launch.FlagMaxMessage, "largest editor message, such as 64MiB (default 64MiB)", ""),
+		str(launch.FlagQueueBytes, "budget of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long a cancelled prompt may take to end (default 5s)", ""),
 	}
@@ -238,6 +239,7 @@ func flagsFrom(c *cli.Context) launch.Flags {
 		LogLevel:       c.String(launch.FlagLogLevel),
 		LogFile:        c.String(launch.FlagLogFile),
 		MaxMessage:     c.String(launch.FlagMaxMessage),
+		QueueBytes:     c.String(launch.FlagQueueBytes),
 		RequestTimeout: c.String(launch.FlagRequestTimeout),
 		CancelGrace:    c.String(launch.FlagCancelGrace),
 		Argv:           c.Args().Slice(),

@@ -46,6 +46,9 @@ type Config struct {
 	LogFile string
 	// MaxMessage is the largest editor message in bytes; 0 = not set.
 	MaxMessage int
+	// QueueBytes bounds each queue of messages waiting for a slow peer, in
+	// bytes; 0 = not set (the engine's 1 MiB).
+	QueueBytes int
 	// RequestTimeout bounds editor requests other than prompts; 0 = not set,
 	// negative = disabled ("0s" or "off" in the file), as bridge.Bridge.
 	RequestTimeout time.Duration
@@ -137,6 +140,7 @@ type rawRoot struct {
 	LogLevel       *hcl.Attribute `hcl:"log_level,optional"`
 	LogFile        *hcl.Attribute `hcl:"log_file,optional"`
 	MaxMessage     *hcl.Attribute `hcl:"max_message,optional"`
+	QueueBytes     *hcl.Attribute `hcl:"queue_bytes,optional"`
 	RequestTimeout *hcl.Attribute `hcl:"request_timeout,optional"`
 	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
@@ -277,6 +281,9 @@ func build(raw *rawRoot, body hcl.Body, dir string) (*Config, hcl.Diagnostics) {
 	cfg.LogFile, _ = e.path(raw.LogFile)
 	if n, ok := e.size(raw.MaxMessage, MessageSizeMin, MessageSizeMax); ok {
 		cfg.MaxMessage = int(n)
+	}
+	if n, ok := e.size(raw.QueueBytes, QueueSizeMin, QueueSizeMax); ok {
+		cfg.QueueBytes = int(n)
 	}
 	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
 	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)

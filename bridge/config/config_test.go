@@ -560,3 +560,13 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParse_QueueBytes(t *testing.T) {
+	cfg, diags := Parse([]byte("queue_bytes = \"256KiB\"\n"), "q.hcl")
+	if diags.HasErrors() || cfg.QueueBytes != 256<<10 {
+		t.Errorf("queue_bytes = %d, %v", cfg.QueueBytes, diags)
+	}
+	if _, diags := Parse([]byte("queue_bytes = \"1KiB\"\n"), "q.hcl"); !diags.HasErrors() || diags[0].Subject == nil {
+		t.Errorf("queue_bytes below the minimum accepted: %v", diags)
+	}
+}

@@ -222,6 +222,13 @@ func ParseDuration(s string, rule DurationRule) (time.Duration, error) {
 	return d, nil
 }
 
+// Bounds of queue_bytes: the budget of each queue toward a slow peer (a
+// message larger than it still passes, alone).
+const (
+	QueueSizeMin = 4 << 10
+	QueueSizeMax = 1 << 30
+)
+
 // Bounds of max_message: below 1 KiB not even initialize fits; above 1 GiB
 // one line would be held in memory whole. DefaultMaxMessage is the engine's
 // default (bridge.Bridge.MaxMessage), used for the agent hop too.

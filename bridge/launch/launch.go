@@ -76,6 +76,7 @@ const (
 	FlagLogLevel       = "log-level"
 	FlagLogFile        = "log-file"
 	FlagMaxMessage     = "max-message"
+	FlagQueueBytes     = "queue-bytes"
 	FlagRequestTimeout = "request-timeout"
 	FlagCancelGrace    = "cancel-grace"
 )
@@ -93,6 +94,7 @@ type Flags struct {
 	PongWait            string
 	LogLevel, LogFile   string
 	MaxMessage          string
+	QueueBytes          string
 	RequestTimeout      string
 	CancelGrace         string
 	// Argv is the agent command after "--".
@@ -105,6 +107,7 @@ type Settings struct {
 	LogLevel       hclog.Level
 	LogFile        string
 	MaxMessage     int
+	QueueBytes     int
 	RequestTimeout time.Duration
 	CancelGrace    time.Duration
 }
@@ -143,6 +146,18 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 			return s, Usagef("--%s: %v", FlagMaxMessage, err)
 		}
 		s.MaxMessage = int(n)
+	}
+	s.QueueBytes = cfg.QueueBytes
+	if f.Set[FlagQueueBytes] {
+		n, err := config.ParseSize(f.QueueBytes)
+		if err == nil && (n < config.QueueSizeMin || n > config.QueueSizeMax) {
+			err = fmt.Errorf("%s is outside the accepted range %s to %s", f.QueueBytes,
+				config.FormatSize(config.QueueSizeMin), config.FormatSize(config.QueueSizeMax))
+		}
+		if err != nil {
+			return s, Usagef("--%s: %v", FlagQueueBytes, err)
+		}
+		s.QueueBytes = int(n)
 	}
 	var err error
 	if s.RequestTimeout, err = durationFlag(f, FlagRequestTimeout, f.RequestTimeout, config.ZeroDisables, s.RequestTimeout); err != nil {
@@ -438,6 +453,7 @@ func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() trans
 		Version:        version,
 		Logger:         logger,
 		MaxMessage:     s.MaxMessage,
+		QueueBytes:     s.QueueBytes,
 		RequestTimeout: s.RequestTimeout,
 		CancelGrace:    s.CancelGrace,
 	}
