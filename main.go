@@ -394,7 +394,7 @@ func validateAction(c *cli.Context) error {
 	}
 	if !diags.HasErrors() {
 		for _, a := range cfg.Agents {
-			_, moreDiags := launch.Dialects[a.Dialect].Configure(a.Options)
+			_, moreDiags := launch.Dialects()[a.Dialect].Configure(a.Options)
 			diags = append(diags, moreDiags...)
 		}
 	}
@@ -422,7 +422,7 @@ func dialectsAction(c *cli.Context) error {
 	}
 	fmt.Fprintln(w, "NAME\tKIND\tLINKS\tSUMMARY")
 	for _, name := range launch.DialectNames() {
-		d := launch.Dialects[name]
+		d := launch.Dialects()[name]
 		links := "shared"
 		if d.PerSession {
 			links = "per-session"
@@ -488,7 +488,7 @@ func dialectsShowAction(c *cli.Context) error {
 		_, err := fmt.Fprintf(os.Stdout, "# from %s\n%s\n", ud.DeclRange, ud.Source)
 		return err
 	}
-	if _, ok := launch.Dialects[name]; ok {
+	if _, ok := launch.Dialects()[name]; ok {
 		return fmt.Errorf("dialect %s is built into acp-bridge in Go; only rule profiles have HCL to show", name)
 	}
 	return launch.Usagef("unknown dialect %q; the known dialects are: %s", name, strings.Join(launch.DialectNames(), ", "))

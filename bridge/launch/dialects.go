@@ -27,7 +27,7 @@ var UserDialects = map[string]*config.UserDialect{}
 func AddUserDialects(cfg *config.Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, ud := range cfg.Dialects {
-		if _, taken := Dialects[ud.Name]; taken && UserDialects[ud.Name] == nil {
+		if _, taken := Dialects()[ud.Name]; taken && UserDialects[ud.Name] == nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dialect name taken",
 				Detail:  fmt.Sprintf("%q is a dialect built into acp-bridge; give your profile another name.", ud.Name),
 				Subject: ud.DeclRange.Ptr()})
@@ -39,7 +39,7 @@ func AddUserDialects(cfg *config.Config) hcl.Diagnostics {
 			continue
 		}
 		p.Env = os.LookupEnv
-		Dialects[ud.Name] = p.Dialect()
+		Dialects()[ud.Name] = p.Dialect()
 		UserDialects[ud.Name] = ud
 	}
 	return diags

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
@@ -30,13 +32,24 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// Dialects are the agent protocols this binary speaks, by name. Nothing
-// registers itself: adding a dialect means adding it here.
-var Dialects = withProfiles(map[string]translate.Dialect{
+// Dialects returns the agent protocols this binary speaks, by name: the Go
+// dialects, the rule profiles shipped in the binary and the configuration's
+// own (AddUserDialects). Nothing registers itself: adding a dialect means
+// adding it here. The profiles are compiled on first use, not at start-up,
+// which a bridge serving another dialect never pays for.
+func Dialects() map[string]translate.Dialect { return dialects() }
+
+var dialects = sync.OnceValue(func() map[string]translate.Dialect {
+	return withProfiles(maps.Clone(goDialects))
+})
+
+// goDialects are the dialects written in Go: serving one of them needs no
+// rule profile compiled.
+var goDialects = map[string]translate.Dialect{
 	acp.Dialect.Name:    acp.Dialect,
 	acpv0.Dialect.Name:  acpv0.Dialect,
 	claude.Dialect.Name: claude.Dialect,
-})
+}
 
 // defaultCommands are the agent commands of dialects that name their own
 // program: `acp-bridge --dialect claude-stream-json` runs `claude` when
@@ -369,7 +382,10 @@ func (nopCloser) Close() error { return nil }
 // Configure finds the agent's dialect and decodes the agent's options with
 // it, writing its diagnostics to diagOut (stderr for the command line).
 func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (translate.Dialect, func() translate.Translator, error) {
-	d, ok := Dialects[spec.Dialect]
+	d, ok := goDialects[spec.Dialect]
+	if !ok {
+		d, ok = Dialects()[spec.Dialect]
+	}
 	if !ok {
 		return d, nil, Usagef("unknown dialect %q; the known dialects are: %s", spec.Dialect, strings.Join(DialectNames(), ", "))
 	}
@@ -388,8 +404,8 @@ func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (trans
 
 // DialectNames lists the known dialects, sorted.
 func DialectNames() []string {
-	names := make([]string, 0, len(Dialects))
-	for name := range Dialects {
+	names := make([]string, 0, len(Dialects()))
+	for name := range Dialects() {
 		names = append(names, name)
 	}
 	sort.Strings(names)
