@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
@@ -109,4 +111,18 @@ func dialectsJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// agentWithoutConfig is the error for --agent NAME when there is no
+// configuration file at the default path, which it names: otherwise the
+// user is told only that no agent is configured, not where one was sought.
+func agentWithoutConfig(f launch.Flags, path string, explicit bool) error {
+	if f.Agent == "" || explicit || path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("--%s %s: no configuration file at %s, the default path (give --%s FILE, or create it with 'acp-bridge config init')",
+		launch.FlagAgent, f.Agent, path, launch.FlagConfig)
 }

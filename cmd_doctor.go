@@ -44,11 +44,8 @@ func doctorAction(c *cli.Context) error {
 	}
 	f := flagsFrom(c)
 	path, explicit := configPath(c)
-	if f.Agent != "" && !explicit {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--%s %s: no configuration file at %s, the default path (give --%s FILE, or create it with 'acp-bridge config init')",
-				launch.FlagAgent, f.Agent, path, launch.FlagConfig)
-		}
+	if err := agentWithoutConfig(f, path, explicit); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(path, explicit)
 	if err != nil {

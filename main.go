@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/demo"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
@@ -330,6 +331,9 @@ func serveAction(c *cli.Context) error {
 			word, hint, strings.Join(c.Args().Slice(), " "))
 	}
 	f := flagsFrom(c)
+	if err := agentWithoutConfig(f, c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig)); err != nil {
+		return err
+	}
 	cfg, err := loadConfig(c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig))
 	if err != nil {
 		return err
@@ -371,8 +375,11 @@ func serveAction(c *cli.Context) error {
 	}
 
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	story := &bridge.StoryLog{Logger: logger}
+	story.Attach(b)
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
+	story.End(stopReason(c.Context, err))
 	if err != nil && c.Context.Err() == nil {
 		logger.Error("bridge stopped", "error", err)
 		return launch.ReportedError{Err: err}
