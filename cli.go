@@ -117,7 +117,9 @@ func dialectsJSON(w io.Writer) error {
 // configuration file at the default path, which it names: otherwise the
 // user is told only that no agent is configured, not where one was sought.
 func agentWithoutConfig(f launch.Flags, path string, explicit bool) error {
-	if f.Agent == "" || explicit || path == "" {
+	// With --url or a command the usage error that they cannot be
+	// combined says more.
+	if f.Agent == "" || f.URL != "" || len(f.Argv) > 0 || explicit || path == "" {
 		return nil
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

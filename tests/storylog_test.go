@@ -119,4 +119,3 @@ func TestStoryLogJSON(t *testing.T) {
 		t.Errorf("want 2 turn lines, got %d:\n%s", turns, stderr)
 	}
 }
-
