@@ -61,6 +61,7 @@ func TestDoctor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stdout, stderr, code := runSelf(t, nil, tt.args...)
+			t.Logf("doctor said:\n%s", stdout)
 			if code != tt.wantCode {
 				t.Errorf("exit status = %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, stdout, stderr)
 			}
