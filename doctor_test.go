@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,6 +39,11 @@ func TestDoctor(t *testing.T) {
 	closedPort := ln.Addr().String()
 	ln.Close()
 
+	cfg := filepath.Join(t.TempDir(), "c.hcl")
+	if err := os.WriteFile(cfg, []byte("agent \"gone\" {\n  command = [\"/nonexistent/agent\"]\n}\nagent \"lmc\" {\n  dialect = \"open-interpreter\"\n  websocket {\n    url = \""+lmcURL+"\"\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := []struct {
 		name     string
 		args     []string
@@ -55,6 +62,10 @@ func TestDoctor(t *testing.T) {
 			[]string{`FAILED   the agent's executable "/nonexistent/agent" was not found`, "to fix:  install it"}},
 		{"wrong dialect", []string{"doctor", "--url", lmcURL, "--dialect", "acp"}, 1,
 			[]string{"ok       WebSocket handshake", "FAILED   initialize", "to fix:  the agent does not seem to speak dialect acp"}},
+		{"configured agent", []string{"doctor", "--config", cfg, "--agent", "lmc"}, 0,
+			[]string{`agent "lmc" (dialect open-interpreter`, "all good"}},
+		{"configured agent missing executable", []string{"--config", cfg, "doctor", "--agent", "gone"}, 1,
+			[]string{`FAILED   the agent's executable "/nonexistent/agent" was not found`}},
 		{"flags before doctor", []string{"--url", "ws://" + closedPort + "/", "doctor"}, 1,
 			[]string{"FAILED   agent unreachable"}},
 	}
