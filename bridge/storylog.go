@@ -33,6 +33,9 @@ type StoryLog struct {
 	asked map[askKey]asked
 }
 
+// maxAsked bounds the requests remembered for their answers' latency.
+const maxAsked = 10000
+
 type sessionStory struct {
 	opened  time.Time
 	turns   int
@@ -120,13 +123,13 @@ func (s *StoryLog) session(ev SessionEvent) {
 		if !st.turn.IsZero() {
 			d = s.now().Sub(st.turn)
 		}
-		args = append(args, "duration", d.Round(time.Millisecond), "updates", st.updates, "bytes", st.bytes)
+		args = append(args, "duration", d.Round(time.Millisecond).String(), "updates", st.updates, "bytes", st.bytes)
 		s.Logger.Info("turn ended", args...)
 		st.turn, st.updates, st.bytes = time.Time{}, 0, 0
 	case SessionClosed, SessionLost:
 		args := []any{"session", ev.Session}
 		if st != nil {
-			args = append(args, "turns", st.turns, "duration", s.now().Sub(st.opened).Round(time.Millisecond))
+			args = append(args, "turns", st.turns, "duration", s.now().Sub(st.opened).Round(time.Millisecond).String())
 		}
 		if ev.Kind == SessionLost {
 			args = append(args, "cause", gjson.GetBytes(ev.Body, "message").Str)
@@ -164,6 +167,11 @@ func (s *StoryLog) tap(ev TapEvent) {
 		method, id = res[0].Str, res[1].Raw
 		switch {
 		case method != "" && id != "":
+			if len(s.asked) >= maxAsked {
+				// Requests of a lost link are never answered; forget
+				// them all rather than grow (only latencies are lost).
+				clear(s.asked)
+			}
 			s.asked[askKey{ev.Hop, ev.Link, ev.Inbound, id}] = asked{method, s.now()}
 			args = append(args, "kind", "request", "method", method, "id", id)
 		case method != "":
@@ -178,7 +186,7 @@ func (s *StoryLog) tap(ev TapEvent) {
 			k := askKey{ev.Hop, ev.Link, !ev.Inbound, id}
 			if a, ok := s.asked[k]; ok {
 				delete(s.asked, k)
-				args = append(args, "method", a.method, "latency", s.now().Sub(a.at).Round(time.Microsecond))
+				args = append(args, "method", a.method, "latency", s.now().Sub(a.at).Round(time.Microsecond).String())
 			}
 		default:
 			args = append(args, "kind", "frame")
@@ -199,7 +207,7 @@ func (s *StoryLog) End(reason string) {
 	}
 	for id, st := range s.sessions {
 		s.Logger.Info("session ended", "session", id, "turns", st.turns,
-			"duration", s.now().Sub(st.opened).Round(time.Millisecond), "reason", reason)
+			"duration", s.now().Sub(st.opened).Round(time.Millisecond).String(), "reason", reason)
 	}
 	s.sessions = nil
 }
