@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/hashicorp/go-hclog"
@@ -60,10 +61,13 @@ func (l lineage) at(name string) *cli.Context {
 	return l.c
 }
 
-func (l lineage) String(name string) string        { return l.at(name).String(name) }
-func (l lineage) StringSlice(name string) []string { return l.at(name).StringSlice(name) }
-func (l lineage) Bool(name string) bool            { return l.at(name).Bool(name) }
-func (l lineage) IsSet(name string) bool           { return l.at(name).IsSet(name) }
+func (l lineage) String(name string) string          { return l.at(name).String(name) }
+func (l lineage) StringSlice(name string) []string   { return l.at(name).StringSlice(name) }
+func (l lineage) Bool(name string) bool              { return l.at(name).Bool(name) }
+func (l lineage) IsSet(name string) bool             { return l.at(name).IsSet(name) }
+func (l lineage) Args() cli.Args                     { return l.c.Args() }
+func (l lineage) Int(name string) int                { return l.at(name).Int(name) }
+func (l lineage) Duration(name string) time.Duration { return l.at(name).Duration(name) }
 
 // quietSettings are the logging settings of a command that prints for a
 // person (demo, doctor): warnings and errors only unless --log-level asks

@@ -251,34 +251,34 @@ func serveFlags() []cli.Flag {
 	}
 }
 
-func flagsFrom(c *cli.Context) launch.Flags {
+func flagsFrom(ctx *cli.Context) launch.Flags {
 	// Flags may be given before or after a subcommand (doctor, config
 	// show): read each where it was set.
-	l := lineage{c}
+	c := lineage{ctx}
 	f := launch.Flags{
-		Agent:          l.String(launch.FlagAgent),
-		URL:            l.String(launch.FlagURL),
-		Dialect:        l.String(launch.FlagDialect),
-		Headers:        l.StringSlice(launch.FlagHeader),
-		Subprotocols:   l.StringSlice(launch.FlagSubprotocol),
-		CAFile:         l.String(launch.FlagCAFile),
-		ConnectTimeout: l.String(launch.FlagConnectTimeout),
-		PingPeriod:     l.String(launch.FlagPingPeriod),
-		PongWait:       l.String(launch.FlagPongWait),
-		LogLevel:       l.String(launch.FlagLogLevel),
-		LogFile:        l.String(launch.FlagLogFile),
-		LogFormat:      l.String(launch.FlagLogFormat),
-		MaxMessage:     l.String(launch.FlagMaxMessage),
-		QueueBytes:     l.String(launch.FlagQueueBytes),
-		RequestTimeout: l.String(launch.FlagRequestTimeout),
-		CancelGrace:    l.String(launch.FlagCancelGrace),
+		Agent:          c.String(launch.FlagAgent),
+		URL:            c.String(launch.FlagURL),
+		Dialect:        c.String(launch.FlagDialect),
+		Headers:        c.StringSlice(launch.FlagHeader),
+		Subprotocols:   c.StringSlice(launch.FlagSubprotocol),
+		CAFile:         c.String(launch.FlagCAFile),
+		ConnectTimeout: c.String(launch.FlagConnectTimeout),
+		PingPeriod:     c.String(launch.FlagPingPeriod),
+		PongWait:       c.String(launch.FlagPongWait),
+		LogLevel:       c.String(launch.FlagLogLevel),
+		LogFile:        c.String(launch.FlagLogFile),
+		LogFormat:      c.String(launch.FlagLogFormat),
+		MaxMessage:     c.String(launch.FlagMaxMessage),
+		QueueBytes:     c.String(launch.FlagQueueBytes),
+		RequestTimeout: c.String(launch.FlagRequestTimeout),
+		CancelGrace:    c.String(launch.FlagCancelGrace),
 		Argv:           c.Args().Slice(),
 		Set:            map[string]bool{},
 	}
 	// IsSet, unlike FlagNames, also counts a flag given by its env twin.
 	for _, fl := range serveFlags() {
 		name := fl.Names()[0]
-		if l.IsSet(name) {
+		if c.IsSet(name) {
 			f.Set[name] = true
 		}
 	}
