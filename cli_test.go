@@ -35,6 +35,8 @@ func TestConventions(t *testing.T) {
 			wantStdout: "ok: 2 agents", wantStderr: "warning: Environment variable not set"},
 		{name: "validate rejects arguments", args: []string{"config", "validate", "my.hcl"}, wantCode: 2, wantStderr: "config validate takes no arguments; give the file with --config my.hcl"},
 		{name: "log-level after subcommand", args: []string{"dialects", "--log-level", "debug"}, wantStdout: "acp-v0"},
+		{name: "log-level after version", args: []string{"version", "--log-level", "debug"}, wantStdout: "acp-bridge dev\n"},
+		{name: "config subcommands in help", args: []string{"config", "--help"}, wantStdout: "init"},
 		{name: "bad log-level after subcommand", args: []string{"demo", "--log-level", "loud"}, wantCode: 2, wantStderr: "--log-level"},
 		{name: "bad log-format", args: []string{"--log-format", "xml", "--url", "ws://h/"}, wantCode: 2, wantStderr: `"xml" is not one of text, json`},
 		{name: "agent without config names the default path", args: []string{"--agent", "work"}, wantCode: 1, wantStderr: "no configuration file at "},

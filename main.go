@@ -160,6 +160,7 @@ func newApp() *cli.App {
 				Name:   "version",
 				Usage:  "print the version to stdout (as --version does)",
 				Action: versionAction,
+				Flags:  commonFlags(),
 			},
 			{
 				Name:  "config",
@@ -198,6 +199,7 @@ func newApp() *cli.App {
 					Name:      "show",
 					Usage:     "print the HCL of a shipped or configured rule profile",
 					ArgsUsage: "NAME",
+					Flags:     commonFlags(),
 					Action:    dialectsShowAction,
 				}},
 			},
