@@ -14,8 +14,10 @@
 # log_file, dir and ca_file are resolved against this file's directory.
 #
 # Secrets: write env("NAME") to take a value from the environment variable
-# NAME, for example a token. An unset variable is an error naming it, unless
-# a default is given as a second argument: env("NAME", "fallback"). Values
+# NAME, for example a token. An unset variable is an error naming it when
+# serving (`config validate` only warns, so this file checks without the
+# variables set), unless a default is given as a second argument:
+# env("NAME", "fallback"). Values
 # computed with env(), header values and agent environment values never
 # appear in acp-bridge's logs.
 

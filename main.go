@@ -8,14 +8,15 @@
 //	acp-bridge --url ws://127.0.0.1:8765/acp    # an ad-hoc WebSocket agent
 //	acp-bridge --dialect acp-v0 -- gemini --experimental-acp
 //
-// Subcommands: version, config validate, dialects, demo.
+// Subcommands: version, config validate|show|init, doctor, dialects, demo.
 //
 // This file is the composition root: it reads flags (each with an
 // ACP_BRIDGE_* environment twin) and the HCL configuration, builds the logger,
 // picks the agent and its dialect, and hands a bridge.Bridge the stdio. Stdout
-// carries nothing but ACP while serving: usage errors, help and logs go to
-// stderr, and stray writes to os.Stdout are diverted there too (see
-// reserveStdout).
+// carries nothing but ACP while serving: usage errors and logs go to stderr,
+// and stray writes to os.Stdout are diverted there too (see reserveStdout).
+// Help and version, which are never serving, print to stdout like any other
+// command's output.
 package main
 
 import (
@@ -31,11 +32,11 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/demo"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/translate/rules"
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -60,7 +61,7 @@ func run(args []string) int {
 	app := newApp()
 	// Whether the agent command was given after "--": urfave/cli hands
 	// bare words and words after "--" over alike.
-	app.Metadata = map[string]any{"dashdash": slices.Contains(args, "--")}
+	app.Metadata = map[string]any{"dashdash": slices.Contains(args, "--"), "args": args}
 	err := app.RunContext(ctx, args)
 	var ue launch.UsageError
 	var re launch.ReportedError
@@ -141,10 +142,12 @@ func newApp() *cli.App {
 		Usage:     "serve an ACP editor on stdio from an agent that speaks another dialect",
 		UsageText: "acp-bridge [flags]\nacp-bridge [flags] --url ws://HOST:PORT/PATH\nacp-bridge [flags] -- COMMAND [ARGS...]\nacp-bridge COMMAND [flags]",
 		Version:   versionString(),
-		// urfave/cli writes help and "Incorrect Usage" to Writer, stdout by
-		// default; in an editor's agent settings a mistyped flag would then
-		// corrupt the ACP stream (ARCHITECTURE.md habit 15).
-		Writer:    os.Stderr,
+		// Help and --version are asked for, never printed while serving, so
+		// they go to stdout (`acp-bridge --help | grep url`). Usage errors
+		// go to stderr without a help dump (onUsageError), so a mistyped
+		// flag in an editor's agent settings writes nothing on the ACP
+		// stream (ARCHITECTURE.md habit 15).
+		Writer:    os.Stdout,
 		ErrWriter: os.Stderr,
 		// Exit codes are decided by run, not by urfave/cli calling os.Exit.
 		ExitErrHandler:  func(*cli.Context, error) {},
@@ -155,8 +158,9 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			{
 				Name:   "version",
-				Usage:  "print the version to stdout",
+				Usage:  "print the version to stdout (as --version does)",
 				Action: versionAction,
+				Flags:  commonFlags(),
 			},
 			{
 				Name:  "config",
@@ -165,11 +169,20 @@ func newApp() *cli.App {
 					Name:         "validate",
 					Usage:        "check the configuration file; print diagnostics to stderr",
 					OnUsageError: onUsageError,
-					Flags: []cli.Flag{&cli.StringFlag{
-						Name:  launch.FlagConfig,
-						Usage: "configuration `FILE` (default: the global --config)",
-					}},
-					Action: validateAction,
+					Flags:        commonFlags(),
+					Action:       validateAction,
+				}, {
+					Name:         "show",
+					Usage:        "print the resolved configuration (secrets masked), the files read and what flags or environment overrode",
+					OnUsageError: onUsageError,
+					Flags:        serveFlags(),
+					Action:       configShowAction,
+				}, {
+					Name:         "init",
+					Usage:        "write a commented starter configuration file at --config's path; never overwrites",
+					OnUsageError: onUsageError,
+					Flags:        commonFlags(),
+					Action:       configInitAction,
 				}},
 				OnUsageError: onUsageError,
 			},
@@ -177,10 +190,16 @@ func newApp() *cli.App {
 				Name:   "dialects",
 				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL",
 				Action: dialectsAction,
+				Flags: append(commonFlags(), &cli.BoolFlag{
+					Name:  "json",
+					Usage: "print the list as a JSON array, for scripts",
+				}),
+				OnUsageError: onUsageError,
 				Subcommands: []*cli.Command{{
 					Name:      "show",
 					Usage:     "print the HCL of a shipped or configured rule profile",
 					ArgsUsage: "NAME",
+					Flags:     commonFlags(),
 					Action:    dialectsShowAction,
 				}},
 			},
@@ -188,11 +207,19 @@ func newApp() *cli.App {
 				Name:         "demo",
 				Usage:        "play a scripted session against a built-in legacy agent",
 				OnUsageError: onUsageError,
-				Flags: []cli.Flag{&cli.BoolFlag{
+				Flags: append(commonFlags(), &cli.BoolFlag{
 					Name:  "raw",
 					Usage: "print every ACP line and every agent frame instead of the readable view",
-				}},
+				}),
 				Action: demoAction,
+			},
+			{
+				Name:         "doctor",
+				Usage:        "dial the agent you would serve, run initialize and session/new, and say what works and what to fix",
+				UsageText:    "acp-bridge doctor [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
+				OnUsageError: onUsageError,
+				Flags:        serveFlags(),
+				Action:       doctorAction,
 			},
 		},
 	}
@@ -213,19 +240,23 @@ func serveFlags() []cli.Flag {
 		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
 		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
 		str(launch.FlagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// (websocket agents)", ""),
-		str(launch.FlagConnectTimeout, "bound the WebSocket dial and handshake (default 10s)", ""),
-		str(launch.FlagPingPeriod, "WebSocket ping interval; 0s derives it from --pong-wait, off disables keepalive", ""),
-		str(launch.FlagPongWait, "how long a WebSocket agent may stay silent (default 30s)", ""),
+		str(launch.FlagConnectTimeout, "bound the WebSocket dial and handshake to `DURATION` (default 10s)", ""),
+		str(launch.FlagPingPeriod, "WebSocket ping interval `DURATION`; 0s derives it from --pong-wait, off disables keepalive", ""),
+		str(launch.FlagPongWait, "how long (`DURATION`) a WebSocket agent may stay silent (default 30s)", ""),
 		str(launch.FlagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
 		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
-		str(launch.FlagMaxMessage, "largest editor message, such as 64MiB (default 64MiB)", ""),
-		str(launch.FlagQueueBytes, "budget of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
-		str(launch.FlagRequestTimeout, "timeout of editor requests other than prompts; 0s or off disables (default 60s)", ""),
-		str(launch.FlagCancelGrace, "how long a cancelled prompt may take to end (default 5s)", ""),
+		str(launch.FlagLogFormat, "log `FORMAT`: text, or json (one JSON object a line, for log collectors)", ""),
+		str(launch.FlagMaxMessage, "largest editor message `SIZE`, such as 64MiB (default 64MiB)", ""),
+		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
+		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
+		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
 	}
 }
 
-func flagsFrom(c *cli.Context) launch.Flags {
+func flagsFrom(ctx *cli.Context) launch.Flags {
+	// Flags may be given before or after a subcommand (doctor, config
+	// show): read each where it was set.
+	c := lineage{ctx}
 	f := launch.Flags{
 		Agent:          c.String(launch.FlagAgent),
 		URL:            c.String(launch.FlagURL),
@@ -238,6 +269,7 @@ func flagsFrom(c *cli.Context) launch.Flags {
 		PongWait:       c.String(launch.FlagPongWait),
 		LogLevel:       c.String(launch.FlagLogLevel),
 		LogFile:        c.String(launch.FlagLogFile),
+		LogFormat:      c.String(launch.FlagLogFormat),
 		MaxMessage:     c.String(launch.FlagMaxMessage),
 		QueueBytes:     c.String(launch.FlagQueueBytes),
 		RequestTimeout: c.String(launch.FlagRequestTimeout),
@@ -301,6 +333,9 @@ func serveAction(c *cli.Context) error {
 			word, hint, strings.Join(c.Args().Slice(), " "))
 	}
 	f := flagsFrom(c)
+	if err := agentWithoutConfig(f, c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig)); err != nil {
+		return err
+	}
 	cfg, err := loadConfig(c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig))
 	if err != nil {
 		return err
@@ -342,8 +377,11 @@ func serveAction(c *cli.Context) error {
 	}
 
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	story := &bridge.StoryLog{Logger: logger}
+	story.Attach(b)
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
+	story.End(stopReason(c.Context, err))
 	if err != nil && c.Context.Err() == nil {
 		logger.Error("bridge stopped", "error", err)
 		return launch.ReportedError{Err: err}
@@ -369,56 +407,16 @@ func versionAction(c *cli.Context) error {
 	return err
 }
 
-func validateAction(c *cli.Context) error {
-	path, explicit := c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig)
-	if path == "" {
-		// The local flag shadows the global one; ask the parent context,
-		// whose lookup reaches the root's flags (and their env twins).
-		parent := c.Lineage()[1]
-		path, explicit = parent.String(launch.FlagConfig), parent.IsSet(launch.FlagConfig)
-	}
-	if path == "" {
-		return launch.Usagef("no configuration file: give --%s FILE", launch.FlagConfig)
-	}
-	if !explicit {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("no configuration file at %s (give --%s FILE)", path, launch.FlagConfig)
-		}
-	}
-	cfg, diags := config.Load(path)
-	if !diags.HasErrors() {
-		diags = append(diags, launch.AddUserDialects(cfg)...)
-	}
-	if !diags.HasErrors() {
-		diags = append(diags, cfg.Validate(launch.DialectNames())...)
-	}
-	if !diags.HasErrors() {
-		for _, a := range cfg.Agents {
-			_, moreDiags := launch.Dialects()[a.Dialect].Configure(a.Options)
-			diags = append(diags, moreDiags...)
-		}
-	}
-	if len(diags) > 0 {
-		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
-	}
-	if diags.HasErrors() {
-		return launch.ReportedError{Err: diags}
-	}
-	noun := "agents"
-	if len(cfg.Agents) == 1 {
-		noun = "agent"
-	}
-	_, err := fmt.Fprintf(os.Stdout, "ok: %d %s\n", len(cfg.Agents), noun)
-	return err
-}
-
 func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	if path := c.String(launch.FlagConfig); path != "" {
+	if path, explicit := configPath(c); path != "" {
 		// The configuration's own dialect blocks are listed too.
-		if _, err := loadConfig(path, c.IsSet(launch.FlagConfig)); err != nil {
+		if _, err := loadConfig(path, explicit); err != nil {
 			return err
 		}
+	}
+	if c.Bool("json") {
+		return dialectsJSON(os.Stdout)
 	}
 	fmt.Fprintln(w, "NAME\tKIND\tLINKS\tSUMMARY")
 	for _, name := range launch.DialectNames() {
@@ -434,16 +432,9 @@ func dialectsAction(c *cli.Context) error {
 
 func demoAction(c *cli.Context) error {
 	// The demo prints to stdout; its logs stay quiet on stderr unless asked.
-	s := launch.Settings{LogLevel: hclog.Warn}
-	if c.IsSet(launch.FlagLogLevel) {
-		l, err := launch.ParseLevel(c.String(launch.FlagLogLevel))
-		if err != nil {
-			return launch.Usagef("--%s: %v", launch.FlagLogLevel, err)
-		}
-		s.LogLevel = l
-	}
-	if c.IsSet(launch.FlagLogFile) {
-		s.LogFile = c.String(launch.FlagLogFile)
+	s, err := quietSettings(c)
+	if err != nil {
+		return err
 	}
 	logger, closeLog, err := launch.NewLogger(s)
 	if err != nil {
@@ -451,10 +442,11 @@ func demoAction(c *cli.Context) error {
 	}
 	defer closeLog.Close()
 	return demo.Run(c.Context, demo.Options{
-		Raw:     c.Bool("raw"),
-		Out:     os.Stdout,
-		Logger:  logger,
-		Version: versionString(),
+		Raw:      c.Bool("raw"),
+		Out:      os.Stdout,
+		Logger:   logger,
+		Version:  versionString(),
+		Progress: launch.NewProgress(os.Stderr),
 	})
 }
 
@@ -479,8 +471,8 @@ func dialectsShowAction(c *cli.Context) error {
 		_, err := os.Stdout.Write(src)
 		return err
 	}
-	if path := c.String(launch.FlagConfig); path != "" {
-		if _, err := loadConfig(path, c.IsSet(launch.FlagConfig)); err != nil {
+	if path, explicit := configPath(c); path != "" {
+		if _, err := loadConfig(path, explicit); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -211,14 +212,33 @@ func DefaultPath() string {
 // diagnostics have errors, the Config holds only Files (possibly empty, when
 // the file could not be read), for WriteDiagnostics.
 func Load(path string) (*Config, hcl.Diagnostics) {
-	if src, err := os.ReadFile(path); err == nil {
-		if diags := checkNesting(src, path); diags.HasErrors() {
-			return &Config{}, diags
-		}
+	return load(path, false)
+}
+
+// Check is Load for checking a file rather than serving it: an environment
+// variable that env() reads and that is not set is a warning, not an error,
+// and a placeholder stands in for its value.
+func Check(path string) (*Config, hcl.Diagnostics) {
+	return load(path, true)
+}
+
+func load(path string, lenient bool) (*Config, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		// HCL's own message leaves out the cause (missing, a directory,
+		// permission denied); the *PathError names the file and the cause.
+		return &Config{}, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Failed to read file",
+			Detail:   fmt.Sprintf("Could not read the configuration file: %v.", err),
+		}}
+	}
+	if diags := checkNesting(src, path); diags.HasErrors() {
+		return &Config{}, diags
 	}
 	p := hclparse.NewParser()
-	file, diags := p.ParseHCLFile(path)
-	return decodeFile(p, file, filepath.Dir(path), diags)
+	file, diags := p.ParseHCL(src, path)
+	return decodeFile(p, file, filepath.Dir(path), diags, lenient)
 }
 
 // Parse decodes configuration source read from filename, which names it in
@@ -229,17 +249,17 @@ func Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	}
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCL(src, filename)
-	return decodeFile(p, file, filepath.Dir(filename), diags)
+	return decodeFile(p, file, filepath.Dir(filename), diags, false)
 }
 
-func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagnostics) (*Config, hcl.Diagnostics) {
+func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagnostics, lenient bool) (*Config, hcl.Diagnostics) {
 	partial := &Config{Files: p.Files()}
 	if diags.HasErrors() || file == nil {
 		return partial, diags
 	}
 	var raw rawRoot
 	diags = append(diags, gohcl.DecodeBody(file.Body, evalContext(), &raw)...)
-	cfg, moreDiags := build(&raw, file.Body, dir)
+	cfg, moreDiags := build(&raw, file.Body, dir, lenient)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
 		return partial, diags
@@ -267,8 +287,8 @@ func blockRange(body hcl.Body, def hcl.Range) hcl.Range {
 
 // build evaluates and checks the decoded arguments. It keeps going after an
 // error so that one run reports every problem in the file.
-func build(raw *rawRoot, body hcl.Body, dir string) (*Config, hcl.Diagnostics) {
-	e := &evaluator{ctx: evalContext(), dir: dir}
+func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.Diagnostics) {
+	e := &evaluator{ctx: evalContext(), dir: dir, lenient: lenient}
 	cfg := &Config{}
 	if s, ok := e.str(raw.LogLevel); ok {
 		level := strings.ToLower(s)
@@ -471,8 +491,33 @@ func (c *Config) Agent(name string) (*Agent, error) {
 
 // WriteDiagnostics renders diags with source snippets from files (typically
 // Config.Files) to w, which should be os.Stderr: stdout belongs to ACP.
+//
+// Each diagnostic starts with a file:line:column line, the form editors and
+// terminals make clickable, followed by HCL's rendering with the source line.
 func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
-	return hcl.NewDiagnosticTextWriter(w, files, 0, false).WriteDiagnostics(diags)
+	var buf bytes.Buffer
+	tw := hcl.NewDiagnosticTextWriter(&buf, files, 0, false)
+	for _, d := range diags {
+		buf.Reset()
+		if err := tw.WriteDiagnostic(d); err != nil {
+			return err
+		}
+		text := buf.String()
+		if d.Subject != nil {
+			sev := "error"
+			if d.Severity == hcl.DiagWarning {
+				sev = "warning"
+			}
+			// The header replaces HCL's own "Error: summary" line.
+			_, text, _ = strings.Cut(text, "\n")
+			s := d.Subject.Start
+			text = fmt.Sprintf("%s:%d:%d: %s: %s\n", d.Subject.Filename, s.Line, s.Column, sev, d.Summary) + text
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -226,6 +227,46 @@ func TestLoad_missingFile(t *testing.T) {
 	}
 }
 
+// A file that cannot be read is named with the OS's cause.
+func TestLoad_unreadableNamesCause(t *testing.T) {
+	dir := t.TempDir() // a directory is not a readable file
+	_, diags := Load(dir)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), dir) || !strings.Contains(diags.Error(), "is a directory") {
+		t.Errorf("Load(directory) = %v; want the path and the cause", diags)
+	}
+}
+
+// Check makes an unset env() variable a warning at its position, with a
+// placeholder standing in, and still reports the file's real errors; Load
+// keeps it an error.
+func TestCheck_unsetEnvIsAWarning(t *testing.T) {
+	src := "agent \"a\" {\n  command = [\"x\"]\n  env = { KEY = env(\"ACP_BRIDGE_TEST_UNSET_VAR\") }\n}\n"
+	path := filepath.Join(t.TempDir(), "c.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := Check(path)
+	if diags.HasErrors() || len(diags) != 1 || diags[0].Severity != hcl.DiagWarning {
+		t.Fatalf("Check = %v; want one warning", diags)
+	}
+	if d := diags[0]; d.Subject == nil || d.Subject.Start.Line != 3 || !strings.Contains(d.Detail, "ACP_BRIDGE_TEST_UNSET_VAR") {
+		t.Errorf("warning = %+v", d)
+	}
+	if len(cfg.Agents) != 1 {
+		t.Errorf("Check's config has %d agents", len(cfg.Agents))
+	}
+	if _, diags := Load(path); !diags.HasErrors() {
+		t.Error("Load accepted an unset env() variable")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	if err := os.WriteFile(bad, []byte(src+"log_level = \"loud\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := Check(bad); !diags.HasErrors() {
+		t.Error("Check hid a real error behind the warning")
+	}
+}
+
 func TestWriteDiagnostics(t *testing.T) {
 	cfg, diags := Load("testdata/bad_values.hcl")
 	var b strings.Builder
@@ -233,7 +274,7 @@ func TestWriteDiagnostics(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"Error: Invalid log level", "on testdata/bad_values.hcl line 1:", `log_level       = "loud"`} {
+	for _, want := range []string{"testdata/bad_values.hcl:1:19: error: Invalid log level\n", "on testdata/bad_values.hcl line 1:", `log_level       = "loud"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("WriteDiagnostics output lacks %q:\n%s", want, out)
 		}

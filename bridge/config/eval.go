@@ -52,6 +52,25 @@ var envFunc = function.New(&function.Spec{
 	},
 })
 
+// lenientEnv is env() for Check: an unset variable without a default
+// yields a placeholder and is reported to missing, instead of being an
+// error, so that the rest of the file is still checked.
+func lenientEnv(missing func(name string)) function.Function {
+	return function.New(&function.Spec{
+		Params:   []function.Parameter{{Name: "name", Type: cty.String}},
+		VarParam: &function.Parameter{Name: "default", Type: cty.String},
+		Type:     function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			name := args[0].AsString()
+			if _, ok := os.LookupEnv(name); !ok && len(args) == 1 {
+				missing(name)
+				return cty.StringVal("unset-" + name).Mark(fromEnv), nil
+			}
+			return envFunc.Call(args)
+		},
+	})
+}
+
 func evalContext() *hcl.EvalContext {
 	return &hcl.EvalContext{Functions: map[string]function.Function{"env": envFunc}}
 }
@@ -59,9 +78,11 @@ func evalContext() *hcl.EvalContext {
 // evaluator evaluates arguments and accumulates diagnostics. Its methods
 // return ok=false for an absent or null argument or after an error.
 type evaluator struct {
-	ctx   *hcl.EvalContext
-	dir   string // directory of the file, for relative paths
-	diags hcl.Diagnostics
+	ctx *hcl.EvalContext
+	// lenient (Check) makes an unset environment variable a warning.
+	lenient bool
+	dir     string // directory of the file, for relative paths
+	diags   hcl.Diagnostics
 }
 
 func (e *evaluator) errorf(rng hcl.Range, summary, format string, args ...any) {
@@ -73,13 +94,36 @@ func (e *evaluator) errorf(rng hcl.Range, summary, format string, args ...any) {
 	})
 }
 
+// eval evaluates attr's expression. When lenient, an env() of an unset
+// variable is a warning and a placeholder stands in for its value.
+func (e *evaluator) eval(attr *hcl.Attribute) (cty.Value, hcl.Diagnostics) {
+	if !e.lenient {
+		return attr.Expr.Value(e.ctx)
+	}
+	var missing []string
+	ctx := &hcl.EvalContext{Functions: map[string]function.Function{
+		"env": lenientEnv(func(name string) { missing = append(missing, name) }),
+	}}
+	v, diags := attr.Expr.Value(ctx)
+	for _, name := range missing {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Environment variable not set",
+			Detail: fmt.Sprintf("%s is not set. Serving this agent fails until it is (or give a default with env(%q, \"…\")); checking the file does not need it.",
+				name, name),
+			Subject: attr.Expr.Range().Ptr(),
+		})
+	}
+	return v, diags
+}
+
 // value evaluates attr, converts it to ty and returns it unmarked, with the
 // paths of the parts that came from env().
 func (e *evaluator) value(attr *hcl.Attribute, ty cty.Type) (cty.Value, []cty.PathValueMarks, bool) {
 	if attr == nil {
 		return cty.NilVal, nil, false
 	}
-	v, diags := attr.Expr.Value(e.ctx)
+	v, diags := e.eval(attr)
 	e.diags = append(e.diags, diags...)
 	if diags.HasErrors() || v.IsNull() {
 		return cty.NilVal, nil, false
@@ -244,7 +288,7 @@ func (e *evaluator) size(attr *hcl.Attribute, lo, hi int64) (int64, bool) {
 	if attr == nil {
 		return 0, false
 	}
-	v, diags := attr.Expr.Value(e.ctx)
+	v, diags := e.eval(attr)
 	e.diags = append(e.diags, diags...)
 	if diags.HasErrors() || v.IsNull() {
 		return 0, false

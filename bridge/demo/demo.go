@@ -46,6 +46,10 @@ type Options struct {
 	Logger hclog.Logger
 	// Version is the bridge version reported in agentInfo; "" means "dev".
 	Version string
+	// Progress, if not nil, shows which step the demo is on while it
+	// waits (launch.NewProgress gives one only for a terminal). Its status
+	// line is erased before each write to Out.
+	Progress *launch.Progress
 }
 
 // Demo timing.
@@ -84,7 +88,9 @@ func Run(ctx context.Context, opt Options) error {
 	if version == "" {
 		version = "dev"
 	}
-	p := &printer{w: out, raw: opt.Raw}
+	p := &printer{w: out, raw: opt.Raw, progress: opt.Progress}
+	defer opt.Progress.Clear()
+	p.step("starting the demo agent (a WebSocket server on loopback)")
 
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -128,6 +134,7 @@ func Run(ctx context.Context, opt Options) error {
 
 	// The bridge: composed exactly as `acp-bridge --dialect open-interpreter
 	// --url URL` composes it, on pipes instead of stdio.
+	p.step("starting the bridge in front of it")
 	b, err := bridgeFor(url, version, log.Named("bridge"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -163,6 +170,7 @@ func Run(ctx context.Context, opt Options) error {
 	// Shut down as an editor does: close the bridge's input and wait for
 	// Serve to return. After a successful script every editor request has
 	// its answer already; after a failed one Serve answers the rest.
+	p.step("shutting the bridge down")
 	ed.conn.Close()
 	var serveErr error
 	select {
@@ -241,6 +249,7 @@ func newEditor(p *printer, log hclog.Logger) *editor {
 func (e *editor) script(ctx context.Context, cwd string) error {
 	// initialize: the editor can read and write files itself, so the
 	// engine's local fs fallback stays out of the way.
+	e.p.step("initialize: the bridge dials the agent")
 	res, err := e.call(ctx, "initialize", map[string]any{
 		"protocolVersion": 1,
 		"clientCapabilities": map[string]any{
@@ -254,6 +263,7 @@ func (e *editor) script(ctx context.Context, cwd string) error {
 	}
 	e.p.line("editor", fmt.Sprintf("→ %-18s %s", "initialize", describeAgent(res)))
 
+	e.p.step("session/new")
 	res, err = e.call(ctx, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 	if err != nil {
 		return err
@@ -267,6 +277,7 @@ func (e *editor) script(ctx context.Context, cwd string) error {
 	// First turn: streaming, a tool call behind a permission request, the
 	// end of the turn.
 	e.p.line("you", "> "+filesPrompt)
+	e.p.step("first prompt: waiting for the agent")
 	res, err = e.call(ctx, "session/prompt", promptParams(session, filesPrompt))
 	if err != nil {
 		return err
@@ -278,6 +289,7 @@ func (e *editor) script(ctx context.Context, cwd string) error {
 
 	// Second turn: the agent streams slowly and the editor cancels it.
 	e.p.line("you", "> "+slowPrompt)
+	e.p.step("second prompt: the editor cancels it mid-stream")
 	seen := e.afterChunks(cancelAfterChunks)
 	prompt, err := e.conn.Start("session/prompt", promptParams(session, slowPrompt))
 	if err != nil {
@@ -547,6 +559,17 @@ type printer struct {
 	raw  bool
 	open string // key of the line left open, "" at the start of a line
 	err  error  // first write error
+	// progress shows the current step between lines; nil for none.
+	progress *launch.Progress
+}
+
+// step shows what the demo is waiting for, when nothing is half printed.
+func (p *printer) step(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open == "" {
+		p.progress.Step("demo: %s", text)
+	}
 }
 
 // labelWidth aligns the readable view's text after its labels.
@@ -556,6 +579,7 @@ func (p *printer) write(s string) {
 	if p.err != nil {
 		return
 	}
+	p.progress.Clear()
 	_, p.err = io.WriteString(p.w, s)
 }
 

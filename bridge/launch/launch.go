@@ -88,6 +88,7 @@ const (
 	FlagPongWait       = "pong-wait"
 	FlagLogLevel       = "log-level"
 	FlagLogFile        = "log-file"
+	FlagLogFormat      = "log-format"
 	FlagMaxMessage     = "max-message"
 	FlagQueueBytes     = "queue-bytes"
 	FlagRequestTimeout = "request-timeout"
@@ -106,6 +107,7 @@ type Flags struct {
 	PingPeriod          string
 	PongWait            string
 	LogLevel, LogFile   string
+	LogFormat           string
 	MaxMessage          string
 	QueueBytes          string
 	RequestTimeout      string
@@ -117,8 +119,11 @@ type Flags struct {
 
 // Settings are the bridge-wide Settings after precedence is applied.
 type Settings struct {
-	LogLevel       hclog.Level
-	LogFile        string
+	LogLevel hclog.Level
+	LogFile  string
+	// LogFormat is "text" (the default) or "json": hclog's JSON format,
+	// one object a line, for log collectors.
+	LogFormat      string
 	MaxMessage     int
 	QueueBytes     int
 	RequestTimeout time.Duration
@@ -148,6 +153,12 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 	}
 	if f.Set[FlagLogFile] {
 		s.LogFile = f.LogFile
+	}
+	if f.Set[FlagLogFormat] {
+		if err := CheckLogFormat(f.LogFormat); err != nil {
+			return s, err
+		}
+		s.LogFormat = strings.ToLower(f.LogFormat)
 	}
 	if f.Set[FlagMaxMessage] {
 		n, err := config.ParseSize(f.MaxMessage)
@@ -372,6 +383,10 @@ func NewScrubbedLogger(s Settings, sc *Scrubber) (hclog.Logger, io.Closer, error
 		Level:  s.LogLevel,
 		Output: sc.Writer(out),
 		Color:  hclog.ColorOff,
+		// A JSON line's values are escaped by encoding/json, after which
+		// the scrubber still sees every secret whole unless it holds a
+		// character JSON escapes; NewScrubber adds the escaped forms.
+		JSONFormat: s.LogFormat == "json",
 	}), closer, nil
 }
 
@@ -498,4 +513,13 @@ func sessionCommand(base legacy.Command, sp bridge.Spawn) legacy.Command {
 		cmd.Dir = sp.Cwd
 	}
 	return cmd
+}
+
+// CheckLogFormat accepts the values of --log-format: text or json.
+func CheckLogFormat(s string) error {
+	switch strings.ToLower(s) {
+	case "", "text", "json":
+		return nil
+	}
+	return Usagef("--%s: %q is not one of text, json", FlagLogFormat, s)
 }

@@ -2,9 +2,11 @@ package launch
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -27,6 +29,13 @@ func NewScrubber(values ...string) *Scrubber {
 	for _, v := range values {
 		if v = strings.TrimSpace(v); len(v) >= minSecret {
 			vs = append(vs, v)
+			// A JSON log line (--log-format json) or a quoted text value
+			// carries the secret escaped: scrub that form too.
+			for _, quoted := range []string{jsonString(v), strconv.Quote(v)} {
+				if q := quoted[1 : len(quoted)-1]; q != v {
+					vs = append(vs, q)
+				}
+			}
 		}
 	}
 	if len(vs) == 0 {
@@ -105,4 +114,10 @@ func (spec Agent) Secrets() []string {
 		}
 	}
 	return out
+}
+
+// jsonString is v as a JSON string, quotes included.
+func jsonString(v string) string {
+	b, _ := json.Marshal(v) // a string always marshals
+	return string(b)
 }

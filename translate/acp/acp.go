@@ -20,7 +20,7 @@ import (
 // Dialect is the ACP v1 relay.
 var Dialect = translate.Dialect{
 	Name:    "acp",
-	Summary: "ACP v1 agent, relayed faithfully (ids re-numbered per hop, everything else byte for byte)",
+	Summary: "ACP v1 agent, relayed: ids renumbered per hop, initialize gains _meta[\"acp-bridge\"] (the agent keeps its agentInfo), multi-line frames compacted, null results repaired to {}",
 	Relay:   true,
 	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		if options != nil {
