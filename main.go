@@ -83,13 +83,19 @@ func run(args []string) int {
 // the nearest flag to a mistyped one ("--ulr": did you mean "--url"?).
 func onUsageError(c *cli.Context, err error, _ bool) error {
 	const undefined = "flag provided but not defined: -"
-	if msg := err.Error(); strings.HasPrefix(msg, undefined) && c != nil && c.Command != nil {
-		var names []string
-		for _, f := range c.Command.Flags {
-			names = append(names, f.Names()...)
-		}
-		if s := nearest(strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-"), names); s != "" {
-			return launch.UsageError{Err: fmt.Errorf("%w. Did you mean --%s?", err, s)}
+	if msg := err.Error(); strings.HasPrefix(msg, undefined) {
+		// The flag package names the flag with one dash whatever the user
+		// typed; say it as people write it.
+		name := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
+		err = fmt.Errorf("unknown flag --%s", name)
+		if c != nil && c.Command != nil {
+			var names []string
+			for _, f := range c.Command.Flags {
+				names = append(names, f.Names()...)
+			}
+			if s := nearest(name, names); s != "" {
+				return launch.UsageError{Err: fmt.Errorf("%w. Did you mean --%s?", err, s)}
+			}
 		}
 	}
 	return launch.UsageError{Err: err}

@@ -78,7 +78,7 @@ func TestCommandLine(t *testing.T) {
 		wantStderr string // substring
 	}{
 		{name: "version", args: []string{"version"}, wantStdout: "acp-bridge dev\n"},
-		{name: "unknown flag", args: []string{"--bogus"}, wantCode: 2, wantStderr: "flag provided but not defined: -bogus"},
+		{name: "unknown flag", args: []string{"--bogus"}, wantCode: 2, wantStderr: "unknown flag --bogus"},
 		{name: "unknown subcommand flag", args: []string{"demo", "--bogus"}, wantCode: 2, wantStderr: "-bogus"},
 		{name: "no agent", args: nil, wantCode: 2, wantStderr: "no agent to serve"},
 		{name: "agent with url", args: []string{"--agent", "a", "--url", "ws://h/"}, wantCode: 2, wantStderr: "cannot be combined"},
