@@ -68,9 +68,12 @@ func Release(n int) {
 	}
 }
 
+// freeOSMemory is debug.FreeOSMemory, replaced in tests.
+var freeOSMemory = debug.FreeOSMemory
+
 func release() {
 	for {
-		debug.FreeOSMemory()
+		freeOSMemory()
 		if state.CompareAndSwap(1, 0) {
 			return
 		}
