@@ -50,6 +50,9 @@ func main() {
 // run executes the command line and returns the exit status: 0, 1 for a
 // runtime or configuration error, 2 for a usage error.
 func run(args []string) int {
+	if len(args) == 2 && args[1] == stderrFilterCommand {
+		return stderrFilterMain() // see main_crash_unix.go
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -366,6 +369,7 @@ func serveAction(c *cli.Context) error {
 		}
 	}
 
+	defer scrubStderr(spec.Secrets())() // crash output too: see main_crash_unix.go
 	logger, closeLog, err := launch.NewScrubbedLogger(s, launch.NewScrubber(spec.Secrets()...))
 	if err != nil {
 		return err

@@ -99,7 +99,7 @@ type benchAgent struct {
 
 type connKey struct{}
 
-func startAgent(b *testing.B) *benchAgent {
+func startAgent(b testing.TB) *benchAgent {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,7 +123,7 @@ func startAgent(b *testing.B) *benchAgent {
 
 // close stops the agent and waits for every handler; hijacked connections
 // are not the http.Server's to close, so they are closed here.
-func (a *benchAgent) close(b *testing.B) {
+func (a *benchAgent) close(b testing.TB) {
 	_ = a.srv.Close()
 	a.mu.Lock()
 	for c := range a.conns {
@@ -197,8 +197,13 @@ func (a *benchAgent) answer(conn *websocket.Conn, bc *batchConn, msg io.Reader, 
 	// arriving is enough to route it.
 	id := gjson.GetBytes(head, "id").Raw
 	method := gjson.GetBytes(head, "method").Str
-	if method == "_bench/echo" {
+	switch method {
+	case "_bench/echo":
 		return echo(conn, id, head, msg, copyBuf)
+	case "_bench/sink":
+		return sink(conn, id, msg, copyBuf)
+	case "_bench/emit":
+		return emit(conn, id, int(gjson.GetBytes(head, "params.n").Int()))
 	}
 	if !whole {
 		return fmt.Errorf("%q message larger than %d bytes", method, len(buf))
@@ -431,7 +436,7 @@ type editorEnd struct {
 	id   int
 }
 
-func startRelay(b *testing.B, name string, run relay, url string) *editorEnd {
+func startRelay(b testing.TB, name string, run relay, url string) *editorEnd {
 	b.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -476,7 +481,7 @@ func (e *editorEnd) call(method, params string) ([]byte, error) {
 }
 
 // handshake is what an editor does first; it is never timed.
-func (e *editorEnd) handshake(b *testing.B) {
+func (e *editorEnd) handshake(b testing.TB) {
 	b.Helper()
 	e.arm()
 	if _, err := e.call("initialize", `{"protocolVersion":1,"clientCapabilities":{}}`); err != nil {
@@ -546,7 +551,7 @@ func (e *editorEnd) echoLarge(size int) error {
 }
 
 // close ends the editor's input and waits for the relay to finish.
-func (e *editorEnd) close(b *testing.B) {
+func (e *editorEnd) close(b testing.TB) {
 	e.in.Close()
 	e.out.SetReadDeadline(time.Now().Add(waitTimeout))
 	if _, err := io.Copy(io.Discard, e.br); err != nil {
@@ -594,7 +599,7 @@ type directEnd struct {
 	id   int
 }
 
-func dialDirect(b *testing.B, url string) *directEnd {
+func dialDirect(b testing.TB, url string) *directEnd {
 	b.Helper()
 	d := websocket.Dialer{ReadBufferSize: bufSize, WriteBufferSize: bufSize}
 	conn, _, err := d.Dial(url, nil)
@@ -683,7 +688,7 @@ func cpuTime() time.Duration {
 
 // noLeaks returns a function to defer that fails the benchmark unless the
 // number of goroutines is back to what it is now.
-func noLeaks(b *testing.B) func() {
+func noLeaks(b testing.TB) func() {
 	before := runtime.NumGoroutine()
 	return func() {
 		deadline := time.Now().Add(5 * time.Second)

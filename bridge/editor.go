@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/reclaim"
 )
 
 // editorMsg is one message for the editor, written as head, body and tail
@@ -142,7 +143,9 @@ func (ew *editorWriter) writeLoop() {
 				ew.err = err
 				return
 			}
+			n := batch[i].size()
 			batch[i] = editorMsg{} // let a large message go as soon as it is written
+			reclaim.Release(n)
 		}
 		ew.mu.Lock()
 		ew.spare = batch[:0]

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
@@ -145,7 +146,9 @@ func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error, 
 		if !ok {
 			return
 		}
-		if err := conn.Write(ctx, frame); err != nil {
+		err := conn.Write(ctx, frame)
+		reclaim.Release(len(frame)) // written (or failed): the frame is garbage
+		if err != nil {
 			writeErr <- err
 			t := time.NewTimer(writeFailGrace)
 			defer t.Stop()

@@ -19,6 +19,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/acp-bridge/acp-bridge/internal/reclaim"
 )
 
 // Defaults for the zero-valued fields of WebSocket.
@@ -536,13 +538,21 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	// it once into a slice of its exact length.
 	c.parts = append(c.parts[:0], c.small[:])
 	defer c.releaseChunks()
+	total := len(c.small)
 	for {
 		chunk := chunkPool.Get()
 		n, err := c.readFull(r, chunk[:])
 		c.parts = append(c.parts, chunk[:n])
+		total += n
 		if err == io.EOF {
-			// bytes.Join does not zero the memory it then overwrites.
-			return bytes.Join(c.parts, nil), nil
+			// Collect before the message's slice adds to the heap, and
+			// after the copy, when the chunks the pool does not keep are
+			// garbage (see package reclaim).
+			reclaim.Collect(total)
+			msg := bytes.Join(c.parts, nil) // which does not zero what it overwrites
+			c.releaseChunks()
+			reclaim.Collect(total)
+			return msg, nil
 		}
 		if err != nil {
 			return nil, err
@@ -553,6 +563,9 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 // releaseChunks returns the chunks of c.parts (all but the first, which is
 // c.small) to the pool.
 func (c *WSConn) releaseChunks() {
+	if len(c.parts) == 0 {
+		return // released already
+	}
 	for _, p := range c.parts[1:] {
 		chunkPool.Put((*[chunkSize]byte)(p[:chunkSize]))
 	}

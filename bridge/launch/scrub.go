@@ -16,7 +16,8 @@ import (
 // Authorization header in a 401 body, a child that prints its token on
 // stderr, an error that repeats a URL's query.
 type Scrubber struct {
-	r *strings.Replacer // nil: nothing to scrub
+	r      *strings.Replacer // nil: nothing to scrub
+	values []string
 }
 
 // minSecret is the shortest value scrubbed: shorter ones ("1", "yes") would
@@ -25,6 +26,20 @@ const minSecret = 4
 
 // NewScrubber returns a Scrubber for values.
 func NewScrubber(values ...string) *Scrubber {
+	vs := secretValues(values)
+	if len(vs) == 0 {
+		return &Scrubber{}
+	}
+	pairs := make([]string, 0, 2*len(vs))
+	for _, v := range vs {
+		pairs = append(pairs, v, "<redacted>")
+	}
+	return &Scrubber{r: strings.NewReplacer(pairs...), values: vs}
+}
+
+// secretValues returns the values worth scrubbing, longest first, so that a
+// token inside a longer header value does not leave the rest of it behind.
+func secretValues(values []string) []string {
 	var vs []string
 	for _, v := range values {
 		if v = strings.TrimSpace(v); len(v) >= minSecret {
@@ -38,18 +53,16 @@ func NewScrubber(values ...string) *Scrubber {
 			}
 		}
 	}
-	if len(vs) == 0 {
-		return &Scrubber{}
-	}
-	// Longest first, so that a token inside a longer header value does not
-	// leave the rest of it behind.
 	slices.SortFunc(vs, func(a, b string) int { return len(b) - len(a) })
-	vs = slices.Compact(vs)
-	pairs := make([]string, 0, 2*len(vs))
-	for _, v := range vs {
-		pairs = append(pairs, v, "<redacted>")
+	return slices.Compact(vs)
+}
+
+// Values returns the secret values scrubbed, longest first.
+func (sc *Scrubber) Values() []string {
+	if sc == nil {
+		return nil
 	}
-	return &Scrubber{r: strings.NewReplacer(pairs...)}
+	return sc.values
 }
 
 // Scrub returns s without secrets.

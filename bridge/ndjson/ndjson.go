@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/acp-bridge/acp-bridge/internal/reclaim"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.
@@ -69,9 +71,10 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 }
 
-// readLine returns one line, without its terminator, in a slice of exactly
-// its size. A line that fits the read buffer (the usual case) is copied
-// once; a longer one is gathered in pieces and joined once, so that reading
+// readLine returns one line, without its terminator, in a slice of its own.
+// A line that fits the read buffer (the usual case) is copied
+// once; a longer one is gathered in pieces and joined once (with spare
+// capacity, see spare), so that reading
 // a 60 MiB line allocates about twice its size, not the five times that
 // growing one slice would, and nothing of it is kept afterwards. The
 // per-frame budget restarts at every line.
@@ -114,6 +117,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				return nil, &TooLongError{Max: r.max, Head: head, Tail: trimEOL(tail)}
 			}
 			line := trimEOL(join(pieces, n))
+			reclaim.Collect(n) // the pieces, before the line is passed on
 			if len(line) > r.max {
 				return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
 			}
@@ -128,10 +132,16 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 }
 
-// join concatenates pieces of n bytes in all into one exact-size slice,
+// spare is the capacity a joined line has beyond its bytes: room for a
+// relay to write a longer JSON-RPC id (up to 20 digits) into the line in
+// place rather than copy a line of many megabytes.
+const spare = 20
+
+// join concatenates pieces of n bytes in all into one slice of that length,
 // letting each piece go as soon as it is copied.
 func join(pieces [][]byte, n int) []byte {
-	out := make([]byte, 0, n)
+	reclaim.Collect(n) // earlier garbage, before the line's slice adds to the heap
+	out := make([]byte, 0, n+spare)
 	for i, p := range pieces {
 		out = append(out, p...)
 		pieces[i] = nil

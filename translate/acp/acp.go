@@ -204,25 +204,47 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 // the usual compact form.
 const passLarge = 64 << 10
 
-// spliceID rewrites the id of the editor's request in place to the
-// agent-hop id when the frame is large and the new id fits in the old one's
-// bytes (padded with spaces, which JSON allows), and returns the frame; nil
-// when it cannot. The params must be the editor's own: the engine rewrites
-// none but initialize's, which is small.
+// spliceID rewrites the id of the editor's request to the agent-hop id in
+// the frame's own memory when the frame is large, and returns the frame;
+// nil when it cannot. Every other byte stays as the editor wrote it (no
+// padding): when the new id is shorter, the shorter side of the frame, the
+// bytes before the id or those after it, moves up to close the gap; when it
+// is longer, the bytes after the id move into the frame's spare capacity
+// (the engine's line reader leaves some), and without that the frame is
+// rebuilt. The params must be the editor's own: the engine rewrites none
+// but initialize's, which is small. m.Body may be moved by the splice; the
+// relay does not use it afterwards.
 func spliceID(m translate.Msg, id uint64) []byte {
-	if len(m.Frame) < passLarge || m.IDAt <= 0 {
+	f, at := m.Frame, m.IDAt
+	if len(f) < passLarge || at <= 0 || at >= len(f) {
 		return nil
 	}
-	n := tokenLen(m.Frame[m.IDAt:])
-	newID := strconv.AppendUint(nil, id, 10)
-	if n == 0 || len(newID) > n || m.IDAt+n > len(m.Frame) {
+	n := tokenLen(f[at:])
+	if n == 0 || at+n > len(f) {
 		return nil
 	}
-	copy(m.Frame[m.IDAt:], newID)
-	for i := m.IDAt + len(newID); i < m.IDAt+n; i++ {
-		m.Frame[i] = ' '
+	var buf [20]byte
+	newID := strconv.AppendUint(buf[:0], id, 10)
+	end := at + n // the first byte after the old id
+	switch d := len(newID) - n; {
+	case d == 0:
+	case d < 0 && at <= len(f)-end:
+		// Shorter, and the head is the smaller side: move it up by -d.
+		copy(f[-d:], f[:at])
+		f = f[-d:] // the id is still at offset at
+	case d < 0:
+		// Shorter, and the tail is the smaller side: move it down.
+		copy(f[at+len(newID):], f[end:])
+		f = f[:len(f)+d]
+	case d <= cap(f)-len(f):
+		// Longer, with room after the frame: move the tail up.
+		f = f[:len(f)+d]
+		copy(f[end+d:], f[end:len(f)-d])
+	default:
+		return nil
 	}
-	return m.Frame
+	copy(f[at:], newID)
+	return f
 }
 
 // tokenLen is the length of the id token at the start of b: a string

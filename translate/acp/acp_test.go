@@ -2,12 +2,10 @@ package acp_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/translate"
-	"github.com/tidwall/gjson"
 
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
@@ -36,49 +34,68 @@ func FuzzFromAgent(f *testing.F) {
 	translatetest.FuzzAgent(f, acp.Dialect, "", fuzzSetup)
 }
 
-// A large editor request goes to the agent in its own bytes, with the
-// agent-hop id written over the editor's (padded with spaces) instead of a
-// rebuilt copy; when the new id does not fit, the frame is rebuilt.
+// A large editor request goes to the agent in its own bytes, with only the
+// editor's id replaced by the agent-hop id (no padding: every other byte is
+// the editor's), instead of a rebuilt copy. A shorter id closes the gap by
+// moving the smaller side of the frame, the id's head or its tail.
 func TestRelay_LargeRequestSplicedInPlace(t *testing.T) {
 	big := strings.Repeat("x", 70<<10)
-	for _, tc := range []struct {
-		id     string
-		splice bool
-	}{{`"editor-7"`, true}, {`12345`, true}, {`0`, true}, {`"a\"b"`, true}} {
+	for _, tc := range []struct{ head, id, tail string }{
+		{`{"jsonrpc":"2.0","id":`, `"editor-7"`, `,"method":"_x/big","params":{"p":"` + big + `"}}`},
+		{`{"jsonrpc":"2.0","id":`, `12345`, `,"method":"_x/big","params":{"p":"` + big + `"}}`},
+		{`{"jsonrpc":"2.0","id":`, `0`, `,"method":"_x/big","params":{"p":"` + big + `"}}`},
+		{`{"jsonrpc":"2.0", "id" : `, `"a\"b"`, ` ,"method":"_x/big","params":{"p":"` + big + `"}}`},
+		// The id after the payload: the tail is the smaller side.
+		{`{"jsonrpc":"2.0","method":"_x/big","params":{"p":"` + big + `"},"id":`, `"editor-7"`, `}`},
+	} {
 		r := acp.New()
-		frame := []byte(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"_x/big","params":{"p":"` + big + `"}}`)
-		at := bytes.Index(frame, []byte(`"id":`)) + len(`"id":`)
-		params := frame[bytes.Index(frame, []byte(`{"p"`)) : len(frame)-1]
-		outs, err := r.FromEditor(translate.Msg{Kind: translate.Request, Ref: 1, Method: "_x/big", Body: params, Frame: frame, IDAt: at})
+		frame := []byte(tc.head + tc.id + tc.tail)
+		frame = frame[:len(frame):len(frame)]
+		params := frame[bytes.Index(frame, []byte(`{"p"`)):]
+		params = params[:bytes.IndexByte(params, '}')+1]
+		outs, err := r.FromEditor(translate.Msg{Kind: translate.Request, Ref: 1, Method: "_x/big", Body: params, Frame: frame, IDAt: len(tc.head)})
 		if err != nil || len(outs) != 1 {
 			t.Fatalf("id %s: outs %v, err %v", tc.id, len(outs), err)
 		}
 		got := outs[0].Body
-		if !json.Valid(got) || gjson.GetBytes(got, "id").Raw != "1" || gjson.GetBytes(got, "params.p").Str != big {
-			t.Errorf("id %s: frame to the agent is not the request with id 1: %.80s", tc.id, got)
+		if want := tc.head + "1" + tc.tail; string(got) != want {
+			t.Errorf("id %s: frame to the agent is not the editor's with id 1: %.80s…%.40s", tc.id, got, got[len(got)-40:])
 		}
-		if spliced := &got[0] == &frame[0]; spliced != tc.splice {
-			t.Errorf("id %s: spliced in place = %v, want %v", tc.id, spliced, tc.splice)
+		if !sameMemory(got, frame) {
+			t.Errorf("id %s: the frame was copied, not spliced in place", tc.id)
 		}
 	}
 }
 
-func TestRelay_LargeRequestRebuiltWhenIDDoesNotFit(t *testing.T) {
-	r := acp.New()
-	for ref := translate.Ref(1); ref <= 9; ref++ {
-		r.FromEditor(translate.Msg{Kind: translate.Request, Ref: ref, Method: "_x", Body: []byte(`{}`)})
-	}
+// A longer agent-hop id moves the tail into the frame's spare capacity;
+// with none, the frame is rebuilt and the editor's left as it was.
+func TestRelay_LargeRequestLongerID(t *testing.T) {
 	big := strings.Repeat("x", 70<<10)
-	frame := []byte(`{"jsonrpc":"2.0","id":0,"method":"_x/big","params":{"p":"` + big + `"}}`)
-	params := frame[bytes.Index(frame, []byte(`{"p"`)) : len(frame)-1]
-	outs, _ := r.FromEditor(translate.Msg{Kind: translate.Request, Ref: 10, Method: "_x/big", Body: params, Frame: frame, IDAt: 22})
-	got := outs[0].Body
-	if gjson.GetBytes(got, "id").Raw != "10" || gjson.GetBytes(got, "params.p").Str != big || &got[0] == &frame[0] {
-		t.Errorf("frame to the agent: %.60s (in place: %v)", got, &got[0] == &frame[0])
+	head, tail := `{"jsonrpc":"2.0","id":`, `,"method":"_x/big","params":{"p":"`+big+`"}}`
+	for _, spare := range []int{0, 1, 20} {
+		r := acp.New()
+		for ref := translate.Ref(1); ref <= 9; ref++ {
+			r.FromEditor(translate.Msg{Kind: translate.Request, Ref: ref, Method: "_x", Body: []byte(`{}`)})
+		}
+		frame := append(make([]byte, 0, len(head)+1+len(tail)+spare), head+"0"+tail...)
+		params := frame[bytes.Index(frame, []byte(`{"p"`)) : len(frame)-1]
+		outs, _ := r.FromEditor(translate.Msg{Kind: translate.Request, Ref: 10, Method: "_x/big", Body: params, Frame: frame, IDAt: len(head)})
+		got := outs[0].Body
+		if string(got) != head+"10"+tail {
+			t.Errorf("spare %d: frame to the agent: %.60s", spare, got)
+		}
+		if inPlace := sameMemory(got, frame); inPlace != (spare > 0) {
+			t.Errorf("spare %d: in place = %v, want %v", spare, inPlace, spare > 0)
+		}
+		if spare == 0 && string(frame) != head+"0"+tail {
+			t.Errorf("the editor's frame was changed although it was not used: %.40s", frame)
+		}
 	}
-	if gjson.GetBytes(frame, "id").Raw != "0" {
-		t.Errorf("the editor's frame was changed although it was not used: %.40s", frame)
-	}
+}
+
+// sameMemory reports whether a and b are slices of one backing array.
+func sameMemory(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // TestFromAgent_deepFrames: a hostile agent's deeply nested frame is refused
