@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
-	"github.com/acp-bridge/acp-bridge/internal/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 )
 
 // editorMsg is one message for the editor, written as head, body and tail

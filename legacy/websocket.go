@@ -20,7 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/acp-bridge/acp-bridge/internal/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 )
 
 // Defaults for the zero-valued fields of WebSocket.

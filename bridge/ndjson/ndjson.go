@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/acp-bridge/acp-bridge/internal/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.
