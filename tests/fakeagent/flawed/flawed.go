@@ -26,7 +26,7 @@
 //	late-updates               a session/update after the session/prompt response
 //	early-updates              a session/update for a new session before the session/new response
 //	dangling-permission        on cancel, ends the turn without waiting for its pending permission request
-//	unstable-variants          sends an update variant only the unstable schema has ("notice")
+//	unstable-variants          sends an update variant only the unstable schema has ("subagent_update")
 //	unsupported-client-methods calls fs/write_text_file and terminal/create although the client did not advertise them
 //	null-results               session/set_mode and authenticate answer a null result
 //	wrong-unknown-code         an unknown method is answered -32603 instead of -32601
@@ -661,7 +661,7 @@ func (a *agent) run(s *session, text string, caps json.RawMessage, cancel chan s
 		a.chunk(s.id, part)
 	}
 	if a.on(UnstableVariants) {
-		a.update(s.id, map[string]any{"sessionUpdate": "notice", "message": "an unstable notice"})
+		a.update(s.id, map[string]any{"sessionUpdate": "subagent_update", "subagentId": "sub-1"})
 	}
 	if a.on(SchemaViolation) {
 		a.update(s.id, map[string]any{"sessionUpdate": "agent_message_chunk", "content": "a string is not a ContentBlock"})
