@@ -195,6 +195,7 @@ func newApp() *cli.App {
 				Action: demoAction,
 			},
 			checkCommand(),
+			compareCommand(),
 		},
 	}
 }
