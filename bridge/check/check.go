@@ -229,8 +229,8 @@ func ids() []string {
 	return out
 }
 
-func runOne(ctx context.Context, o *Options, s Scenario) Result {
-	res := Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
+func runOne(ctx context.Context, o *Options, s Scenario) (res Result) {
+	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	dctx, cancel := context.WithTimeout(ctx, o.Timeout)

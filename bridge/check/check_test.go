@@ -107,6 +107,9 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 				if r.Status != w {
 					t.Errorf("%s: %s (%s), want %s", r.ID, r.Status, r.Reason, w)
 				}
+				if r.Duration <= 0 {
+					t.Errorf("%s: duration %v", r.ID, r.Duration)
+				}
 				if r.Status == Fail && len(r.Transcript) == 0 {
 					t.Errorf("%s: FAIL without transcript lines", r.ID)
 				}
