@@ -160,7 +160,16 @@ func (r *run) turn(text string, ids map[string]string) (Turn, error) {
 	if err != nil {
 		return t, err
 	}
-	sent := time.Since(r.start)
+	// Latencies count from the moment the prompt was written (its
+	// transcript time), not from when Send returned: the agent may answer
+	// before that.
+	var sent time.Duration
+	for _, m := range r.messages()[start:] {
+		if m.Out && m.id == id {
+			sent = m.At
+			break
+		}
+	}
 	if cancel {
 		m, err := r.await(r.opts.CancelAfter, func(m Msg) bool { return isUpdate(m, r.sid) || (m.IsResponse() && m.id == id) })
 		if err == nil && m.IsResponse() {
