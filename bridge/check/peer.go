@@ -158,6 +158,12 @@ func (p *peer) write(raw []byte) (Msg, error) {
 	m.At = time.Since(p.start)
 	m.N = len(p.transcript)
 	p.transcript = append(p.transcript, m)
+	if m.IsRequest() {
+		// Requests written raw (invalid on purpose) get answers too.
+		if _, ok := p.sent[m.id]; !ok {
+			p.sent[m.id] = m.method
+		}
+	}
 	p.mu.Unlock()
 	return m, p.conn.Send(raw)
 }

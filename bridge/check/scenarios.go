@@ -17,6 +17,33 @@ type run struct {
 	*peer
 	init gjson.Result // the initialize result
 	sid  string
+	// prior are the schema findings of the scenarios run before this one.
+	prior []finding
+}
+
+// finding is one message that does not match the schema.
+type finding struct {
+	scenario string
+	line     string // FormatLine of the message
+	probs    []string
+}
+
+// findings validates every message the agent wrote on this connection.
+func (r *run) findings(scenario string) []finding {
+	s, err := LoadSchema()
+	if err != nil {
+		return nil
+	}
+	var out []finding
+	for _, m := range r.messages() {
+		if m.Out || !m.obj {
+			continue // stdout-purity judges non-JSON lines
+		}
+		if p := r.validate(s, m); len(p) > 0 {
+			out = append(out, finding{scenario, FormatLine(m), p})
+		}
+	}
+	return out
 }
 
 // clientCapabilities are what check advertises: a plain editor that can
@@ -119,9 +146,10 @@ var scenarios = []Scenario{
 	{"invalid-request", Mandatory, "an invalid request is answered -32600", scInvalidRequest},
 	{"unknown-session", Mandatory, "a prompt for an unknown session id is an error", scUnknownSession},
 	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scStdoutPurity},
-	{"schema", Mandatory, "every message the agent writes matches the ACP v1 schema", scSchema},
 	{"set-mode", Capability, "session/set_mode answers an object", scSetMode},
 	{"client-requests", Capability, "agent→client requests are well formed", scClientRequests},
+	// Last: it reports the schema findings of every scenario before it.
+	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v1 schema", scSchema},
 }
 
 func scInitialize(r *run) verdict {
@@ -498,30 +526,29 @@ func scSchema(r *run) verdict {
 	if v, ok := r.basicSession(); !ok {
 		return v
 	}
-	s, err := LoadSchema()
-	if err != nil {
+	if _, err := LoadSchema(); err != nil {
 		return notRun("%v", err)
 	}
-	var bad []int
-	var probs []string
-	n := 0
-	for _, m := range r.messages() {
-		if m.Out || !m.obj {
-			continue
+	own := r.findings("schema")
+	all := append(append([]finding(nil), r.prior...), own...)
+	if len(all) == 0 {
+		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
+	}
+	var probs, extra []string
+	for _, f := range all {
+		if len(probs) < 5 {
+			probs = append(probs, fmt.Sprintf("%s: %s", f.scenario, strings.Join(f.probs, "; ")))
 		}
-		n++
-		if p := r.validate(s, m); len(p) > 0 {
-			bad = append(bad, m.N)
-			probs = append(probs, fmt.Sprintf("#%d: %s", m.N, strings.Join(p, "; ")))
+		if len(extra) < 10 {
+			extra = append(extra, "("+f.scenario+") "+f.line)
 		}
 	}
-	if len(bad) > 0 {
-		if len(probs) > 5 {
-			probs = append(probs[:5], fmt.Sprintf("… and %d more", len(probs)-5))
-		}
-		return fail(bad, "%d message(s) do not match the ACP v1 schema: %s", len(bad), strings.Join(probs, " | "))
+	if len(all) > 5 {
+		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
 	}
-	return pass("%d messages match", n)
+	v := fail(nil, "%d message(s) do not match the ACP v1 schema: %s", len(all), strings.Join(probs, " | "))
+	v.extra = extra
+	return v
 }
 
 var envelopeKeys = map[string]bool{"jsonrpc": true, "id": true, "method": true, "params": true, "result": true, "error": true}
@@ -572,6 +599,9 @@ func (r *run) validate(s *Schema, m Msg) []string {
 			probs = append(probs, fmt.Sprintf("method %q is not an agent→client method of ACP v1", m.method))
 		}
 	case m.IsNotification():
+		if m.method == "$/cancel_request" && !r.agentSent(m.Get("params.requestId").Raw, m.N) {
+			probs = append(probs, fmt.Sprintf("params.requestId: %s is not the id of a request the agent sent (ids are per direction, acp-spec.md §13.2)", m.Get("params.requestId").Raw))
+		}
 		if def := s.NotificationDef(m.method); def != "" {
 			probs = append(probs, prefix("params.", s.Validate(def, params))...)
 		} else if !strings.HasPrefix(m.method, "_") {
@@ -581,6 +611,17 @@ func (r *run) validate(s *Schema, m Msg) []string {
 		probs = append(probs, "neither a request, a response nor a notification")
 	}
 	return probs
+}
+
+// agentSent reports whether the agent sent a request with raw id before
+// transcript index before.
+func (r *run) agentSent(id string, before int) bool {
+	for _, m := range r.messages()[:before] {
+		if !m.Out && m.IsRequest() && m.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 func orAbsent(v gjson.Result) string {
