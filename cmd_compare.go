@@ -26,9 +26,9 @@ func compareCommand() *cli.Command {
 			"stop reasons, error codes. Latencies are reported, and compared only with --latency-tolerance.",
 		OnUsageError: onUsageError,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "a", Usage: "agent A: a `COMMAND` line or a ws:// URL", Required: true},
-			&cli.StringFlag{Name: "b", Usage: "agent B: a `COMMAND` line or a ws:// URL", Required: true},
-			&cli.GenericFlag{Name: "prompt", Usage: "a prompt `TEXT` (repeatable, in order)", Required: true, Value: &promptList{}},
+			&cli.StringFlag{Name: "a", Usage: "agent A: a `COMMAND` line or a ws:// URL"},
+			&cli.StringFlag{Name: "b", Usage: "agent B: a `COMMAND` line or a ws:// URL"},
+			&cli.GenericFlag{Name: "prompt", Usage: "a prompt `TEXT` (repeatable, in order)", Value: &promptList{}},
 			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
 			&cli.BoolFlag{Name: "exit-code", Usage: "exit with status 1 when the agents differ"},
 			&cli.BoolFlag{Name: "text", Usage: "compare the merged message text too, not only the shape"},
@@ -42,6 +42,10 @@ func compareCommand() *cli.Command {
 }
 
 func compareAction(c *cli.Context) error {
+	prompts := *c.Generic("prompt").(*promptList)
+	if c.String("a") == "" || c.String("b") == "" || len(prompts) == 0 {
+		return launch.Usagef("compare needs two agents and a prompt: acp-bridge compare --a 'AGENT A' --b 'AGENT B' --prompt TEXT")
+	}
 	a, err := agentDialer("--a", c.String("a"))
 	if err != nil {
 		return err
@@ -52,7 +56,7 @@ func compareAction(c *cli.Context) error {
 	}
 	cmp, err := check.Compare(c.Context, check.CompareOptions{
 		A: a, B: b,
-		Prompts:          *c.Generic("prompt").(*promptList),
+		Prompts:          prompts,
 		Timeout:          c.Duration("timeout"),
 		CancelAfter:      c.Duration("cancel-after"),
 		Cwd:              c.String("cwd"),

@@ -184,11 +184,22 @@ func TestCheck_Bridge(t *testing.T) {
 
 func TestCheck_Usage(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(BridgeBin, "check")
-	cmd.Env = hermeticEnv(t, nil)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "no agent") {
-		t.Fatalf("check without an agent: %v\n%s", err, out)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check"}, "no agent"},
+		{[]string{"check", "--url", "ws://x", "--", "agent"}, "not both"},
+		{[]string{"check", "--only", "no-such", "--", "agent"}, "unknown scenario"},
+		{[]string{"compare", "--a", "agent"}, "two agents and a prompt"},
+		{[]string{"compare", "--a", "'agent", "--b", "b", "--prompt", "p"}, "unterminated"},
+	} {
+		cmd := exec.Command(BridgeBin, c.args...)
+		cmd.Env = hermeticEnv(t, nil)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: %v, want exit 2 saying %q\n%s", c.args, err, c.want, out)
+		}
 	}
 }

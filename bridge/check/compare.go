@@ -175,7 +175,7 @@ func (r *run) turn(text string, ids map[string]string) (Turn, error) {
 		if err == nil && m.IsResponse() {
 			t.Events = append(t.Events, "(ended before the cancel)")
 		}
-		_ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.holdPermissions = true
 		r.answerHeld()
 	}

@@ -287,10 +287,11 @@ func scCancel(r *run) verdict {
 		return v
 	}
 	r.holdPermissions = true
-	if err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+	cn, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+	if err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
-	cancelN := len(r.messages()) - 1
+	cancelN := cn.N
 	r.answerHeld() // the client answers pending permission requests "cancelled"
 	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
 		if m.method == "session/request_permission" {
@@ -307,7 +308,7 @@ func scCancel(r *run) verdict {
 	if stop := m.Get("result.stopReason"); stop.Str != "cancelled" {
 		return fail([]int{cancelN, m.N}, "the cancelled prompt ended with stopReason %s, want \"cancelled\"", stop.Raw)
 	}
-	took := m.At - r.messages()[cancelN].At
+	took := m.At - cn.At
 	r.settle()
 	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
 		return fail(append([]int{m.N}, late...), "%d session/update(s) after the cancelled turn's answer", len(late))
@@ -334,7 +335,7 @@ func scCancelPermission(r *run) verdict {
 		return skip("the agent asked no permission for %q", r.opts.PermissionPrompt)
 	}
 	permN := m.N
-	if err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+	if _, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
 	// Before the client answers the permission request, the turn must not
@@ -373,7 +374,7 @@ func scConcurrentPrompt(r *run) verdict {
 		return m.IsResponse() && (m.id == idA || m.id == idB)
 	})
 	defer func() {
-		_ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.drain(r.opts.Quiet)
 	}()
 	if err != nil {
@@ -410,10 +411,10 @@ func scNotification(r *run) verdict {
 	}
 	_, _ = r.newSession() // optional: an idle session to cancel
 	from := len(r.messages())
-	_ = r.notify("acp-check/notice", map[string]any{})
-	_ = r.notify("_acp_check/notice", map[string]any{})
+	_, _ = r.notify("acp-check/notice", map[string]any{})
+	_, _ = r.notify("_acp_check/notice", map[string]any{})
 	if r.sid != "" {
-		_ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 	}
 	r.settle()
 	for _, m := range r.messages()[from:] {
