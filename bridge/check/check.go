@@ -258,7 +258,10 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 	}
 	res.Status, res.Reason = v.status, v.reason
 	if v.status == Fail || v.status == NotRun {
-		res.Transcript = append(excerpt(p.messages(), v.lines), v.extra...)
+		if len(v.lines) > 0 || len(v.extra) == 0 {
+			res.Transcript = excerpt(p.messages(), v.lines)
+		}
+		res.Transcript = append(res.Transcript, v.extra...)
 		res.Diagnostics = diag
 	}
 	return res, found

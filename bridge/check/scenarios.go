@@ -24,6 +24,7 @@ type run struct {
 // finding is one message that does not match the schema.
 type finding struct {
 	scenario string
+	n        int    // the message's index in that scenario's transcript
 	line     string // FormatLine of the message
 	probs    []string
 }
@@ -40,7 +41,7 @@ func (r *run) findings(scenario string) []finding {
 			continue // stdout-purity judges non-JSON lines
 		}
 		if p := r.validate(s, m); len(p) > 0 {
-			out = append(out, finding{scenario, FormatLine(m), p})
+			out = append(out, finding{scenario, m.N, FormatLine(m), p})
 		}
 	}
 	return out
@@ -538,7 +539,7 @@ func scSchema(r *run) verdict {
 	var probs, extra []string
 	for _, f := range all {
 		if len(probs) < 5 {
-			probs = append(probs, fmt.Sprintf("%s: %s", f.scenario, strings.Join(f.probs, "; ")))
+			probs = append(probs, fmt.Sprintf("%s #%d: %s", f.scenario, f.n, strings.Join(f.probs, "; ")))
 		}
 		if len(extra) < 10 {
 			extra = append(extra, "("+f.scenario+") "+f.line)
