@@ -230,6 +230,8 @@ func newApp() *cli.App {
 				Flags:        serveFlags(),
 				Action:       doctorAction,
 			},
+			checkCommand(),
+			compareCommand(),
 		},
 	}
 }

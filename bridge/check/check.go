@@ -1,0 +1,302 @@
+// Package check drives an ACP agent the way an editor does and reports how
+// far it is from ACP v1: `acp-bridge check` and `acp-bridge compare`.
+//
+// Each scenario runs on a fresh connection (a new agent process, or a new
+// WebSocket connection), records the wire transcript, and ends in one of
+// four statuses: PASS, FAIL, SKIP (the agent did not advertise or exercise
+// what the scenario needs) or NOT RUN (a step before the one under test
+// failed). Scenarios come in the tiers of the official acp-tck: mandatory
+// (a FAIL, or a NOT RUN, fails the run), capability (checked when the agent
+// has the capability) and advisory (SHOULDs). Every verdict has a reason,
+// and a failure carries the offending lines of the transcript.
+//
+// check talks raw lines rather than through an ACP library because several
+// scenarios must send bytes no library would (malformed JSON, an invalid
+// request) and must see every byte the agent writes.
+package check
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Tier is a scenario's weight, as in the official acp-tck.
+type Tier string
+
+const (
+	Mandatory  Tier = "mandatory"
+	Capability Tier = "capability"
+	Advisory   Tier = "advisory"
+)
+
+// Status is a scenario's verdict.
+type Status string
+
+const (
+	Pass   Status = "PASS"
+	Fail   Status = "FAIL"
+	Skip   Status = "SKIP"
+	NotRun Status = "NOT RUN"
+)
+
+// Options configure a run.
+type Options struct {
+	// Dialer reaches the agent; required.
+	Dialer Dialer
+	// Only restricts the run to these scenario ids (all when empty).
+	Only []string
+	// Timeout bounds every wait for an answer (30s when zero). Real agents
+	// may take seconds to answer a prompt.
+	Timeout time.Duration
+	// Quiet is how long silence is taken to mean nothing more is coming
+	// (300ms when zero).
+	Quiet time.Duration
+	// CancelAfter is how long the cancel scenarios wait for the long
+	// prompt's first update before cancelling anyway (1s when zero).
+	CancelAfter time.Duration
+	// Prompt is a prompt the agent answers with a short streamed reply.
+	Prompt string
+	// LongPrompt keeps the agent busy long enough to be cancelled.
+	LongPrompt string
+	// FilePrompt makes the agent read hello.txt in the session's cwd.
+	FilePrompt string
+	// PermissionPrompt makes the agent ask for permission.
+	PermissionPrompt string
+	// Cwd is the sessions' working directory; a temporary directory with a
+	// hello.txt when empty.
+	Cwd string
+}
+
+// Default prompts: plain requests a real agent handles, worded so that the
+// flawed test agent (tests/fakeagent/flawed) picks the matching script.
+const (
+	DefaultPrompt           = "hello"
+	DefaultLongPrompt       = "Write a long story, at least two thousand words, one paragraph at a time."
+	DefaultFilePrompt       = "Read the file hello.txt in the current directory and tell me what it says."
+	DefaultPermissionPrompt = "Ask for my permission, then create the file acp-check.txt containing ok."
+)
+
+func (o *Options) defaults() (cleanup func(), err error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 300 * time.Millisecond
+	}
+	if o.CancelAfter <= 0 {
+		o.CancelAfter = time.Second
+	}
+	if o.Prompt == "" {
+		o.Prompt = DefaultPrompt
+	}
+	if o.LongPrompt == "" {
+		o.LongPrompt = DefaultLongPrompt
+	}
+	if o.FilePrompt == "" {
+		o.FilePrompt = DefaultFilePrompt
+	}
+	if o.PermissionPrompt == "" {
+		o.PermissionPrompt = DefaultPermissionPrompt
+	}
+	cleanup = func() {}
+	if o.Cwd == "" {
+		dir, err := os.MkdirTemp("", "acp-check-")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("Hello from acp-bridge check.\n"), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		o.Cwd = dir
+		cleanup = func() { os.RemoveAll(dir) }
+	}
+	if abs, err := filepath.Abs(o.Cwd); err == nil {
+		o.Cwd = abs
+	}
+	return cleanup, nil
+}
+
+// Result is one scenario's verdict.
+type Result struct {
+	ID       string        `json:"id"`
+	Tier     Tier          `json:"tier"`
+	Title    string        `json:"title"`
+	Status   Status        `json:"status"`
+	Reason   string        `json:"reason"`
+	Duration time.Duration `json:"duration_ns"`
+	// Transcript holds the offending lines (FAIL, NOT RUN), formatted.
+	Transcript []string `json:"transcript,omitempty"`
+	// Diagnostics is what the agent said on the side (stderr, exit).
+	Diagnostics string `json:"diagnostics,omitempty"`
+}
+
+// Failed reports whether the result fails the run: a mandatory scenario
+// that failed or could not run.
+func (r Result) Failed() bool {
+	return r.Tier == Mandatory && (r.Status == Fail || r.Status == NotRun)
+}
+
+// Report is a whole run.
+type Report struct {
+	Agent   string   `json:"agent"`
+	Results []Result `json:"results"`
+}
+
+// Failed reports whether any mandatory scenario failed or could not run.
+func (r *Report) Failed() bool {
+	for _, x := range r.Results {
+		if x.Failed() {
+			return true
+		}
+	}
+	return false
+}
+
+// Scenario is one check.
+type Scenario struct {
+	ID    string
+	Tier  Tier
+	Title string
+	run   func(*run) verdict
+}
+
+// Scenarios lists every scenario, in the order they run.
+func Scenarios() []Scenario { return slices.Clone(scenarios) }
+
+// verdict is what a scenario returns; lines are transcript indexes to show.
+type verdict struct {
+	status Status
+	reason string
+	lines  []int
+	// extra are offending lines from other scenarios' transcripts,
+	// already formatted.
+	extra []string
+}
+
+func pass(format string, args ...any) verdict {
+	return verdict{status: Pass, reason: fmt.Sprintf(format, args...)}
+}
+
+func skip(format string, args ...any) verdict {
+	return verdict{status: Skip, reason: fmt.Sprintf(format, args...)}
+}
+
+func notRun(format string, args ...any) verdict {
+	return verdict{status: NotRun, reason: fmt.Sprintf(format, args...)}
+}
+
+func fail(lines []int, format string, args ...any) verdict {
+	return verdict{status: Fail, reason: fmt.Sprintf(format, args...), lines: lines}
+}
+
+// Run runs the scenarios o selects, each on a fresh connection, and
+// returns the report. An unknown id in o.Only is an error.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Dialer == nil {
+		return nil, fmt.Errorf("check: no agent to check")
+	}
+	for _, id := range o.Only {
+		if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
+			return nil, fmt.Errorf("check: unknown scenario %q (known: %s)", id, strings.Join(ids(), ", "))
+		}
+	}
+	cleanup, err := o.defaults()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	rep := &Report{Agent: o.Dialer.String()}
+	// Every message of every scenario is validated against the schema;
+	// the schema scenario, which runs last, reports what the others saw.
+	var seen []finding
+	for _, s := range scenarios {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		res, found := runOne(ctx, &o, s, seen)
+		rep.Results = append(rep.Results, res)
+		seen = append(seen, found...)
+	}
+	return rep, nil
+}
+
+func ids() []string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res Result, found []finding) {
+	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	p, err := dialPeer(dctx, o)
+	if err != nil {
+		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
+		return res, nil
+	}
+	r := &run{peer: p, prior: prior}
+	v := s.run(r)
+	p = r.peer                   // a scenario may move to a second connection
+	diag := p.conn.Diagnostics() // before close: how the agent ended on its own
+	p.close()
+	if s.ID != "schema" {
+		found = r.findings(s.ID)
+	}
+	res.Status, res.Reason = v.status, v.reason
+	if v.status == Fail || v.status == NotRun {
+		if len(v.lines) > 0 || len(v.extra) == 0 {
+			res.Transcript = excerpt(p.messages(), v.lines)
+		}
+		res.Transcript = append(res.Transcript, v.extra...)
+		res.Diagnostics = diag
+	}
+	return res, found
+}
+
+// excerpt formats the offending lines, or the transcript's tail when the
+// scenario named none.
+func excerpt(all []Msg, lines []int) []string {
+	var pick []Msg
+	if len(lines) == 0 {
+		pick = all[max(0, len(all)-8):]
+	} else {
+		for _, n := range lines {
+			if n >= 0 && n < len(all) {
+				pick = append(pick, all[n])
+			}
+		}
+	}
+	var out []string
+	for _, m := range pick {
+		out = append(out, FormatLine(m))
+	}
+	return out
+}
+
+// FormatLine renders one transcript line: index, time, direction, bytes
+// (shortened past 400 bytes).
+func FormatLine(m Msg) string {
+	dir := "agent → "
+	if m.Out {
+		dir = "→ agent"
+	}
+	raw := string(m.Raw)
+	if len(raw) > 400 {
+		raw = raw[:400] + fmt.Sprintf("… (%d bytes)", len(m.Raw))
+	}
+	return fmt.Sprintf("#%-3d %8.3fs %s %s", m.N, m.At.Seconds(), dir, raw)
+}
