@@ -437,6 +437,9 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 			}
 		}
 	case "session/prompt":
+		if e.oneTurn(req, env) {
+			return
+		}
 		e.promptStarted(req, env.Params)
 	}
 	l, err := e.route(req.session)
@@ -466,6 +469,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 		}
 		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params})
 		e.armCancelGrace(sid)
+		e.cancelQueued(sid)
 		return
 	}
 	// Every other notification goes to the agent, known or not: the
