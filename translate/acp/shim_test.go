@@ -59,7 +59,9 @@ func TestShimGolden(t *testing.T) {
 func TestShim_RelayTranscriptsUnchanged(t *testing.T) {
 	d := shimDialect
 	d.Configure = func(hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
-		return func() translate.Translator { return acp.NewShim(acp.ShimOptions{Quiet: -1, Off: map[acp.Rule]bool{acp.RuleUnsupportedClientMethods: true}}) }, nil
+		return func() translate.Translator {
+			return acp.NewShim(acp.ShimOptions{Quiet: -1, Off: map[acp.Rule]bool{acp.RuleUnsupportedClientMethods: true}})
+		}, nil
 	}
 	translatetest.Run(t, d, "testdata/relay.txtar")
 }
