@@ -146,6 +146,7 @@ type turnState struct {
 	cancelled bool // the editor cancelled the running turn
 	ended     bool // a turn was answered and no other started since
 	loading   bool // session/load in flight: its updates replay history
+	holding   bool // its turn's answer waits for the quiet period's Tick
 }
 
 // NewShim returns the relay with the rules of opt in front of it.
@@ -219,8 +220,9 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		out := s.held
 		s.held = nil
 		for _, o := range out {
-			if t := s.sessions[o.Session]; t != nil && !t.running {
-				t.ended = true
+			if t := s.sessions[o.Session]; t != nil {
+				t.holding = false
+				t.ended = !t.running
 			}
 		}
 		return out, nil
@@ -356,6 +358,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 				d = DefaultQuiet
 			}
 			o.Session = sid
+			t.holding = true
 			s.held = append(s.held, o)
 			return append(pre, translate.Out{Kind: translate.Timer, Delay: d}), nil
 		}
@@ -564,6 +567,11 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	if sid != "" && t == nil && s.opening > 0 && s.on[RuleEarlyUpdates] {
 		s.early = append(s.early, f)
 		return append(pre, note(RuleEarlyUpdates, sid, "a %q update came before the session's session/new answer; held", kind)), nil
+	}
+	if t != nil && t.holding && turnVariants[kind] && s.on[RuleLateUpdates] {
+		// Sent after the turn's answer, but within the quiet period: it
+		// is written before the answer, where it belongs.
+		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer, within the quiet period; written before the answer", kind))
 	}
 	if t != nil && t.ended && !t.running && !t.loading && turnVariants[kind] && s.on[RuleLateUpdates] {
 		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer", kind))
