@@ -52,6 +52,9 @@ func startFlawed(t *testing.T, defects, config string, flags ...string) *shimRun
 	dir := t.TempDir()
 	r := &shimRun{t: t, report: filepath.Join(dir, "report.json")}
 	args := []string{"--shim", "report=" + r.report}
+	if slices.Contains(flags, "--shim") {
+		args, r.report = nil, "" // the caller's --shim replaces the report
+	}
 	if config != "" {
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
@@ -132,6 +135,10 @@ func (r *shimRun) finish() shimReport {
 	r.b.In.Close()
 	if _, ok := r.b.WaitExit(15 * time.Second); !ok {
 		r.t.Fatalf("bridge did not exit after stdin EOF")
+	}
+	if r.report == "" {
+		r.rep = &shimReport{}
+		return *r.rep
 	}
 	b, err := os.ReadFile(r.report)
 	if err != nil {
@@ -435,5 +442,104 @@ func TestShim_Rules(t *testing.T) {
 				r.b.Out.TakeProblems() // the defect passed through: violations expected
 			})
 		})
+	}
+}
+
+// conformantScript drives the flawed agent with no defect through every
+// kind of exchange (updates, a permission, a file read, a mode change, an
+// unknown method, a cancelled turn) and returns what the editor saw.
+func conformantScript(t *testing.T, flags ...string) ([]string, *shimRun) {
+	r := startFlawed(t, "", "", flags...)
+	if l := r.initialize(`{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":false},"terminal":false}}`); l.Get("error").Exists() {
+		t.Fatalf("initialize: %s", l)
+	}
+	dir := t.TempDir()
+	l := r.call("session/new", `{"cwd":`+quoteJSON(dir)+`,"mcpServers":[]}`)
+	sid := l.Get("result.sessionId").Str
+	r.b.Out.Response(t, r.prompt(sid, "hi"))
+
+	id := r.prompt(sid, "permission")
+	perm, ok := r.b.Out.Find(WaitTimeout, func(l Line) bool { return l.Method() == "session/request_permission" })
+	if !ok {
+		t.Fatal("no permission request")
+	}
+	r.b.WriteLine(`{"jsonrpc":"2.0","id":` + perm.Get("id").Raw + `,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`)
+	r.b.Out.Response(t, id)
+
+	id = r.prompt(sid, "file")
+	read, ok := r.b.Out.Find(WaitTimeout, func(l Line) bool { return l.Method() == "fs/read_text_file" })
+	if !ok {
+		t.Fatal("no fs/read_text_file")
+	}
+	r.b.WriteLine(`{"jsonrpc":"2.0","id":` + read.Get("id").Raw + `,"result":{"content":"hello"}}`)
+	r.b.Out.Response(t, id)
+
+	r.call("session/set_mode", `{"sessionId":"`+sid+`","modeId":"plan"}`)
+	r.call("foo/bar", `{}`)
+	id = r.prompt(sid, "wait-cancel")
+	time.Sleep(50 * time.Millisecond)
+	r.notify("session/cancel", `{"sessionId":"`+sid+`"}`)
+	r.b.Out.Response(t, id)
+	r.finish()
+	var out []string
+	for _, l := range r.b.Out.Lines() {
+		// The session's cwd is the run's own temporary directory.
+		out = append(out, strings.ReplaceAll(string(l.Raw), dir, "$CWD"))
+	}
+	return out, r
+}
+
+// The shim never changes a compliant agent's traffic: what the editor sees
+// with the shim on is byte for byte what it sees with the shim off (the
+// editor's ids are its own in both runs, so no mapping is needed), and the
+// report counts no repair.
+func TestShim_CompliantAgentUnchanged(t *testing.T) {
+	on, ron := conformantScript(t)
+	off, _ := conformantScript(t, "--shim", "off")
+	if len(on) < 15 {
+		t.Fatalf("only %d lines: the script did not run", len(on))
+	}
+	if !slices.Equal(on, off) {
+		t.Errorf("the shim changed a compliant stream:\non:\n%s\noff:\n%s", strings.Join(on, "\n"), strings.Join(off, "\n"))
+	}
+	for _, rule := range ron.finish().Rules {
+		if rule.Hits != 0 {
+			t.Errorf("rule %s counted %d hits on a compliant agent: %s", rule.Rule, rule.Hits, rule.First)
+		}
+	}
+}
+
+// --shim report prints a table on stderr at exit: every rule, its hits and
+// the first example.
+func TestShim_ReportOnStderr(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := StartBridge(t, []string{"--shim", "report", "--", exe}, []string{"FAKE_AGENT=flawed", "FLAWED_DEFECTS=null-results"}, nil)
+	r := &shimRun{t: t, b: b}
+	sid := r.open()
+	r.call("session/set_mode", `{"sessionId":"`+sid+`","modeId":"plan"}`)
+	b.In.Close()
+	if _, ok := b.WaitExit(15 * time.Second); !ok {
+		t.Fatal("bridge did not exit")
+	}
+	stderr := b.Stderr()
+	if !strings.Contains(stderr, "compliance shim report") {
+		t.Fatalf("no report on stderr:\n%s", stderr)
+	}
+	for _, want := range []string{"RULE", "HITS", "FIRST EXAMPLE"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	var objectLine string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "object-results ") {
+			objectLine = line
+		}
+	}
+	if f := strings.Fields(objectLine); len(f) < 3 || f[1] != "1" || !strings.Contains(objectLine, "session/set_mode answered null") {
+		t.Errorf("object-results line = %q, want 1 hit and its example", objectLine)
 	}
 }

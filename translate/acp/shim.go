@@ -76,6 +76,27 @@ var Rules = []Rule{
 	RuleObjectResults, RuleOneTurn, RuleSchema, RuleMethodNotFound,
 }
 
+// Indexes of the rules in Rules, for the shim's switch array (a map
+// lookup per rule per message would cost more than the rules).
+const (
+	iNotificationResponses = iota
+	iEnvelope
+	iStdoutNoise
+	iProtocolVersion
+	iFieldNames
+	iCancelledStopReason
+	iLateUpdates
+	iEarlyUpdates
+	iDanglingPermissions
+	iUnstableVariants
+	iUnsupportedClientMethods
+	iObjectResults
+	iOneTurn
+	iSchema
+	iMethodNotFound
+	numRules
+)
+
 // IsRule reports whether name is a rule's name.
 func IsRule(name string) bool {
 	for _, r := range Rules {
@@ -117,7 +138,7 @@ func (o ShimOptions) On(r Rule) bool { return !o.Off[r] }
 type Shim struct {
 	r   *Relay
 	opt ShimOptions
-	on  map[Rule]bool
+	on  [numRules]bool // by the i… indexes
 
 	// methods are the editor requests in flight on the agent, by Ref.
 	methods map[translate.Ref]string
@@ -138,6 +159,10 @@ type Shim struct {
 	withdrawn map[translate.Ref]bool
 	// held are prompt answers waiting for the quiet period's Tick.
 	held []translate.Out
+	// lastSID and lastTurn cache the last update's session lookup; entries
+	// of sessions are never replaced, only added (or all reset).
+	lastSID  string
+	lastTurn *turnState
 }
 
 // turnState is what the shim knows of one session.
@@ -151,9 +176,9 @@ type turnState struct {
 
 // NewShim returns the relay with the rules of opt in front of it.
 func NewShim(opt ShimOptions) *Shim {
-	s := &Shim{r: New(), opt: opt, on: map[Rule]bool{}}
-	for _, r := range Rules {
-		s.on[r] = opt.On(r)
+	s := &Shim{r: New(), opt: opt}
+	for i, r := range Rules {
+		s.on[i] = opt.On(r)
 	}
 	s.reset()
 	return s
@@ -166,6 +191,7 @@ func (s *Shim) reset() {
 	s.permits = map[translate.Ref]string{}
 	s.withdrawn = map[translate.Ref]bool{}
 	s.capsKnown, s.opening, s.early, s.held = false, 0, nil, nil
+	s.lastSID, s.lastTurn = "", nil
 }
 
 func (s *Shim) session(id string) *turnState {
@@ -236,7 +262,7 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
 	var pre []translate.Out // notes and frames that precede the relay's outputs
 	env, perr := translate.ParseEnvelope(f)
-	if perr != nil && s.on[RuleEnvelope] && env.ID != nil && env.Method == "" && perr.Code == translate.CodeInvalidRequest {
+	if perr != nil && s.on[iEnvelope] && env.ID != nil && env.Method == "" && perr.Code == translate.CodeInvalidRequest {
 		// Both or neither of result and error: the error wins, or the
 		// editor learns the agent said nothing.
 		errObj := env.Error
@@ -252,7 +278,7 @@ func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
 		outs, err := s.r.fromAgent(f, &env, perr)
 		return append(pre, outs...), err
 	}
-	if env.Version != "2.0" && s.on[RuleEnvelope] {
+	if env.Version != "2.0" && s.on[iEnvelope] {
 		// The relay rebuilds what it sends the editor, jsonrpc included.
 		pre = append(pre, note(RuleEnvelope, env.SessionID, "message without \"jsonrpc\":\"2.0\" (%.80s)", f))
 		if env.IsNotification() {
@@ -293,7 +319,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 	n, perr := strconv.ParseUint(string(env.ID), 10, 64)
 	ref, pending := s.r.toEditor[n]
 	if perr != nil || !pending {
-		if s.on[RuleMethodNotFound] && env.Error != nil && string(env.ID) == "null" {
+		if s.on[iMethodNotFound] && env.Error != nil && string(env.ID) == "null" {
 			// An id-less error may answer the one unknown method in flight.
 			if id, ok := s.soleUnknown(); ok {
 				f = translate.ErrorFrame(translate.IntID(id), translate.ErrorObject(env.Error))
@@ -301,7 +327,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 				return s.response(f, &e2, pre)
 			}
 		}
-		if s.on[RuleNotificationResponses] {
+		if s.on[iNotificationResponses] {
 			return append(pre, note(RuleNotificationResponses, "", "dropped a response to no request: %.120s", f)), nil
 		}
 		outs, err := s.r.fromAgent(f, env, nil)
@@ -321,7 +347,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 		var notes []translate.Out
 		o.Body, notes = s.repairResult(method, sid, o.Body)
 		pre = append(pre, notes...)
-	} else if o.Kind == translate.Fail && s.on[RuleMethodNotFound] && !knownMethod(method) {
+	} else if o.Kind == translate.Fail && s.on[iMethodNotFound] && !knownMethod(method) {
 		if code := gjson.GetBytes(o.Body, "code"); code.Int() != translate.CodeMethodNotFound {
 			pre = append(pre, note(RuleMethodNotFound, "", "%s answered %s instead of -32601", method, code.Raw))
 			e := translate.Errorf(translate.CodeMethodNotFound,
@@ -350,7 +376,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 		t := s.session(sid)
 		t.running = false
 		pre = s.withdraw(sid, pre)
-		if s.on[RuleLateUpdates] && s.opt.Quiet >= 0 && o.Kind == translate.Reply {
+		if s.on[iLateUpdates] && s.opt.Quiet >= 0 && o.Kind == translate.Reply {
 			// Updates that come during the quiet period still belong to
 			// the turn: they are written before its answer.
 			d := s.opt.Quiet
@@ -386,7 +412,7 @@ func (s *Shim) soleUnknown() (uint64, bool) {
 func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawMessage, []translate.Out) {
 	var notes []translate.Out
 	if t := bytes.TrimSpace(body); (len(t) == 0 || string(t) == "null") && objectResult[method] {
-		if s.on[RuleObjectResults] {
+		if s.on[iObjectResults] {
 			notes = append(notes, note(RuleObjectResults, sid, "%s answered null", method))
 			return json.RawMessage("{}"), notes
 		}
@@ -395,7 +421,7 @@ func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawM
 	if !knownMethod(method) {
 		return body, nil
 	}
-	if s.on[RuleFieldNames] && bytes.IndexByte(body, '_') >= 0 {
+	if s.on[iFieldNames] && bytes.IndexByte(body, '_') >= 0 {
 		if b, what := camelCase(body); what != "" {
 			notes = append(notes, note(RuleFieldNames, sid, "%s answer: %s", method, what))
 			body = b
@@ -403,7 +429,7 @@ func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawM
 	}
 	switch method {
 	case "initialize":
-		if v := gjson.GetBytes(body, "protocolVersion"); v.Type == gjson.String && s.on[RuleProtocolVersion] {
+		if v := gjson.GetBytes(body, "protocolVersion"); v.Type == gjson.String && s.on[iProtocolVersion] {
 			if f, err := strconv.ParseFloat(v.Str, 64); err == nil && f == float64(int64(f)) && f >= 1 {
 				n := strconv.FormatInt(int64(f), 10)
 				notes = append(notes, note(RuleProtocolVersion, "", "protocolVersion %s became %s", v.Raw, n))
@@ -412,23 +438,23 @@ func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawM
 		}
 	case "session/prompt":
 		v := gjson.GetBytes(body, "stopReason")
-		if v.Str == "canceled" && s.on[RuleFieldNames] {
+		if v.Str == "canceled" && s.on[iFieldNames] {
 			notes = append(notes, note(RuleFieldNames, sid, `stopReason "canceled" became "cancelled"`))
 			body = splice(body, v, `"cancelled"`)
 			v = gjson.GetBytes(body, "stopReason")
 		}
-		if t := s.sessions[sid]; t != nil && t.cancelled && v.Str != "cancelled" && s.on[RuleCancelledStopReason] {
+		if t := s.sessions[sid]; t != nil && t.cancelled && v.Str != "cancelled" && s.on[iCancelledStopReason] {
 			notes = append(notes, note(RuleCancelledStopReason, sid, "a cancelled turn ended with stopReason %s", v.Raw))
 			if v.Exists() {
 				body = splice(body, v, `"cancelled"`)
 			}
 			v = gjson.GetBytes(body, "stopReason")
 		}
-		if s.on[RuleSchema] && !stopReasons[v.Str] {
+		if s.on[iSchema] && !stopReasons[v.Str] {
 			notes = append(notes, note(RuleSchema, sid, "session/prompt answer with stopReason %s", orNone(v.Raw)))
 		}
 	case "session/new":
-		if v := gjson.GetBytes(body, "sessionId"); s.on[RuleSchema] && v.Type != gjson.String {
+		if v := gjson.GetBytes(body, "sessionId"); s.on[iSchema] && v.Type != gjson.String {
 			notes = append(notes, note(RuleSchema, sid, "session/new answer without a string sessionId"))
 		}
 	}
@@ -474,7 +500,7 @@ func (s *Shim) release(id string, post []translate.Out) []translate.Out {
 // that are still pending when its turn ends, and tells the editor to drop
 // them.
 func (s *Shim) withdraw(sid string, out []translate.Out) []translate.Out {
-	if !s.on[RuleDanglingPermissions] {
+	if !s.on[iDanglingPermissions] {
 		return out
 	}
 	for ref, psid := range s.permits {
@@ -499,14 +525,14 @@ func (s *Shim) withdraw(sid string, out []translate.Out) []translate.Out {
 
 // request handles an agent's request to the editor.
 func (s *Shim) request(f []byte, env *translate.Envelope, pre []translate.Out) ([]translate.Out, error) {
-	if s.on[RuleFieldNames] && env.SessionID == "" && bytes.Contains(env.Params, []byte(`"session_id"`)) {
+	if s.on[iFieldNames] && env.SessionID == "" && bytes.Contains(env.Params, []byte(`"session_id"`)) {
 		if b, what := camelCase(f); what != "" {
 			pre = append(pre, note(RuleFieldNames, "", "%s request: %s", env.Method, what))
 			f = b
 			*env, _ = translate.ParseEnvelope(f)
 		}
 	}
-	if s.on[RuleUnsupportedClientMethods] && s.capsKnown {
+	if s.on[iUnsupportedClientMethods] && s.capsKnown {
 		if capName, ok := s.unadvertised(env.Method); ok {
 			e := translate.Errorf(translate.CodeMethodNotFound,
 				"the editor did not advertise %s, so it does not serve %s; check clientCapabilities before calling", capName, env.Method)
@@ -537,7 +563,7 @@ func (s *Shim) unadvertised(method string) (string, bool) {
 
 // update handles a session/update notification.
 func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([]translate.Out, error) {
-	if (env.SessionID == "" || env.UpdateKind == "") && s.on[RuleFieldNames] {
+	if (env.SessionID == "" || env.UpdateKind == "") && s.on[iFieldNames] {
 		if b, what := camelCase(f); what != "" {
 			pre = append(pre, note(RuleFieldNames, "", "session/update: %s", what))
 			f = b
@@ -552,10 +578,10 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	if sid == "" {
 		sid = translate.Get(env.Params, "sessionId").Str
 	}
-	if kind != "" && !stableVariants[kind] && s.on[RuleUnstableVariants] {
+	if kind != "" && !stableVariant(kind) && s.on[iUnstableVariants] {
 		return append(pre, note(RuleUnstableVariants, sid, "dropped a %q update, which the stable ACP v1 schema does not have", kind)), nil
 	}
-	if s.on[RuleSchema] {
+	if s.on[iSchema] {
 		if why := badUpdate(kind, env.Params); why != "" {
 			pre = append(pre, note(RuleSchema, sid, "session/update %s: %s", kind, why))
 			if s.opt.DropInvalid {
@@ -563,17 +589,22 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 			}
 		}
 	}
-	t := s.sessions[sid]
-	if sid != "" && t == nil && s.opening > 0 && s.on[RuleEarlyUpdates] {
+	t := s.lastTurn
+	if sid != s.lastSID || t == nil {
+		// A one-entry cache: a turn's updates name one session.
+		t = s.sessions[sid]
+		s.lastSID, s.lastTurn = sid, t
+	}
+	if sid != "" && t == nil && s.opening > 0 && s.on[iEarlyUpdates] {
 		s.early = append(s.early, f)
 		return append(pre, note(RuleEarlyUpdates, sid, "a %q update came before the session's session/new answer; held", kind)), nil
 	}
-	if t != nil && t.holding && turnVariants[kind] && s.on[RuleLateUpdates] {
+	if t != nil && t.holding && turnVariant(kind) && s.on[iLateUpdates] {
 		// Sent after the turn's answer, but within the quiet period: it
 		// is written before the answer, where it belongs.
 		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer, within the quiet period; written before the answer", kind))
 	}
-	if t != nil && t.ended && !t.running && !t.loading && turnVariants[kind] && s.on[RuleLateUpdates] {
+	if t != nil && t.ended && !t.running && !t.loading && turnVariant(kind) && s.on[iLateUpdates] {
 		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer", kind))
 		if !s.opt.ForwardLate {
 			return pre, nil
@@ -590,11 +621,17 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 func badUpdate(kind string, params []byte) string {
 	switch kind {
 	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk":
-		c := translate.Get(params, "update.content")
-		if !c.IsObject() || c.Get("type").Type != gjson.String {
+		if fastContentBlock(params) {
+			return ""
+		}
+		// One walk: only an object content has a string "type".
+		if translate.Get(params, "update.content.type").Type != gjson.String {
 			return "content is not a content block"
 		}
 	case "tool_call", "tool_call_update":
+		if bytes.Contains(params, []byte(`"toolCallId":"`)) {
+			return "" // the compact form of a string toolCallId
+		}
 		if translate.Get(params, "update.toolCallId").Type != gjson.String {
 			return "no toolCallId"
 		}
@@ -604,18 +641,6 @@ func badUpdate(kind string, params []byte) string {
 
 // Stable ACP v1 schema facts the rules check against.
 var (
-	stableVariants = map[string]bool{
-		"user_message_chunk": true, "agent_message_chunk": true, "agent_thought_chunk": true,
-		"tool_call": true, "tool_call_update": true, "plan": true,
-		"available_commands_update": true, "current_mode_update": true,
-		"config_option_update": true, "session_info_update": true, "usage_update": true,
-	}
-	// turnVariants are the updates that belong to a turn; others
-	// (commands, mode, info) may come between turns.
-	turnVariants = map[string]bool{
-		"user_message_chunk": true, "agent_message_chunk": true, "agent_thought_chunk": true,
-		"tool_call": true, "tool_call_update": true, "plan": true,
-	}
 	stopReasons = map[string]bool{
 		"end_turn": true, "max_tokens": true, "max_turn_requests": true, "refusal": true, "cancelled": true,
 	}
@@ -632,4 +657,37 @@ var (
 // is an extension method (whose errors are the agent's business).
 func knownMethod(m string) bool {
 	return objectResult[m] || len(m) > 0 && m[0] == '_'
+}
+
+// stableVariant reports whether kind is a sessionUpdate variant of the
+// stable ACP v1 schema. (A switch: it runs on every update.)
+func stableVariant(kind string) bool {
+	switch kind {
+	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+		"tool_call", "tool_call_update", "plan",
+		"available_commands_update", "current_mode_update",
+		"config_option_update", "session_info_update", "usage_update":
+		return true
+	}
+	return false
+}
+
+// turnVariant reports whether kind belongs to a turn; the others
+// (commands, mode, info, usage) may come between turns.
+func turnVariant(kind string) bool {
+	switch kind {
+	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+		"tool_call", "tool_call_update", "plan":
+		return true
+	}
+	return false
+}
+
+// fastContentBlock reports that params' first "content" member is, in the
+// compact form every SDK writes, an object whose first member is a string
+// "type": a content block, without walking the JSON. false means "look
+// properly".
+func fastContentBlock(params []byte) bool {
+	i := bytes.Index(params, []byte(`"content":`))
+	return i >= 0 && bytes.HasPrefix(params[i+len(`"content":`):], []byte(`{"type":"`))
 }
