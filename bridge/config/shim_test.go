@@ -39,10 +39,10 @@ shim {
 
 func TestParse_ShimBad(t *testing.T) {
 	for src, want := range map[string]string{
-		"shim {\n  late-update = false\n}\n":        "neither a rule",
-		"shim {\n  one_turn = \"maybe\"\n}\n":        "one_turn must be one of reject, queue",
-		"shim {\n  stdout_noise_limit = 0\n}\n":      "at least 1",
-		"shim {\n  envelope = \"yes please\"\n}\n":   "bool",
+		"shim {\n  late-update = false\n}\n":          "neither a rule",
+		"shim {\n  one_turn = \"maybe\"\n}\n":         "one_turn must be one of reject, queue",
+		"shim {\n  stdout_noise_limit = 0\n}\n":       "at least 1",
+		"shim {\n  envelope = \"yes please\"\n}\n":    "bool",
 		"shim {\n  schema_invalid = \"explode\"\n}\n": "log, drop",
 	} {
 		_, diags := Parse([]byte(src), "s.hcl")
