@@ -301,11 +301,12 @@ var shimCases = []shimCase{
 	}},
 	{rule: "early-updates", defects: "early-updates", run: func(r *shimRun) string {
 		r.open()
-		upd, resp := r.index(isUpdate("available_commands_update")), r.index(isResponse("2"))
-		if upd < 0 {
+		// Held, the update is written right after the answer: wait for it.
+		upd, ok := r.b.Out.Find(WaitTimeout, isUpdate("available_commands_update"))
+		if !ok {
 			return "the early update never reached the editor"
 		}
-		if upd < resp {
+		if upd.N < r.index(isResponse("2")) {
 			return "an update for the new session reached the editor before the session/new answer"
 		}
 		return ""

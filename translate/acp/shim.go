@@ -145,10 +145,9 @@ type Shim struct {
 	// prompts maps a prompt's Ref to its session.
 	prompts  map[translate.Ref]string
 	sessions map[string]*turnState
-	// caps are the client capabilities the agent was told of (the
-	// engine's initialize params); capsKnown once initialize was seen.
-	capsKnown                    bool
-	canRead, canWrite, canTermnl bool
+	// canTerminal is the editor's terminal capability, known once
+	// initialize was seen (capsKnown).
+	capsKnown, canTerminal bool
 	// opening counts session/new, resume and fork requests in flight: while
 	// one is, updates for an unknown session are held in early.
 	opening int
@@ -216,9 +215,7 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		case "initialize":
 			caps := gjson.GetBytes(m.Body, "clientCapabilities")
 			s.capsKnown = true
-			s.canRead = caps.Get("fs.readTextFile").Bool()
-			s.canWrite = caps.Get("fs.writeTextFile").Bool()
-			s.canTermnl = caps.Get("terminal").Bool()
+			s.canTerminal = caps.Get("terminal").Bool()
 		case "session/prompt":
 			sid := gjson.GetBytes(m.Body, "sessionId").Str
 			s.prompts[m.Ref] = sid
@@ -548,15 +545,13 @@ func (s *Shim) request(f []byte, env *translate.Envelope, pre []translate.Out) (
 }
 
 // unadvertised names the client capability method needs when the editor did
-// not advertise it.
+// not advertise it. fs methods are not among them: the engine serves those
+// from disk, confined to the session's directories, when the editor lacks
+// the capability (bridge/fsfallback.go), so they never reach such an editor.
 func (s *Shim) unadvertised(method string) (string, bool) {
 	switch {
-	case method == "fs/read_text_file":
-		return "fs.readTextFile", !s.canRead
-	case method == "fs/write_text_file":
-		return "fs.writeTextFile", !s.canWrite
 	case len(method) > 9 && method[:9] == "terminal/":
-		return "terminal", !s.canTermnl
+		return "terminal", !s.canTerminal
 	}
 	return "", false
 }
