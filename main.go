@@ -194,6 +194,8 @@ func newApp() *cli.App {
 				}},
 				Action: demoAction,
 			},
+			checkCommand(),
+			compareCommand(),
 		},
 	}
 }

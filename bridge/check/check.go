@@ -174,6 +174,9 @@ type verdict struct {
 	status Status
 	reason string
 	lines  []int
+	// extra are offending lines from other scenarios' transcripts,
+	// already formatted.
+	extra []string
 }
 
 func pass(format string, args ...any) verdict {
@@ -209,6 +212,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer cleanup()
 	rep := &Report{Agent: o.Dialer.String()}
+	// Every message of every scenario is validated against the schema;
+	// the schema scenario, which runs last, reports what the others saw.
+	var seen []finding
 	for _, s := range scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
 			continue
@@ -216,7 +222,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		rep.Results = append(rep.Results, runOne(ctx, &o, s))
+		res, found := runOne(ctx, &o, s, seen)
+		rep.Results = append(rep.Results, res)
+		seen = append(seen, found...)
 	}
 	return rep, nil
 }
@@ -229,8 +237,8 @@ func ids() []string {
 	return out
 }
 
-func runOne(ctx context.Context, o *Options, s Scenario) Result {
-	res := Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
+func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res Result, found []finding) {
+	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -238,19 +246,22 @@ func runOne(ctx context.Context, o *Options, s Scenario) Result {
 	p, err := dialPeer(dctx, o)
 	if err != nil {
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
-		return res
+		return res, nil
 	}
-	r := &run{peer: p}
+	r := &run{peer: p, prior: prior}
 	v := s.run(r)
 	p = r.peer                   // a scenario may move to a second connection
 	diag := p.conn.Diagnostics() // before close: how the agent ended on its own
 	p.close()
+	if s.ID != "schema" {
+		found = r.findings(s.ID)
+	}
 	res.Status, res.Reason = v.status, v.reason
 	if v.status == Fail || v.status == NotRun {
-		res.Transcript = excerpt(p.messages(), v.lines)
+		res.Transcript = append(excerpt(p.messages(), v.lines), v.extra...)
 		res.Diagnostics = diag
 	}
-	return res
+	return res, found
 }
 
 // excerpt formats the offending lines, or the transcript's tail when the

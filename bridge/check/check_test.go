@@ -59,7 +59,7 @@ func TestCheck_ConformantAgentPassesAll(t *testing.T) {
 // that must not pass and its status; every other scenario must pass.
 var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.NoReinit:              {"reinitialize": Fail},
-	flawed.AnswerNotifications:   {"notification": Fail},
+	flawed.AnswerNotifications:   {"notification": Fail, "schema": Fail},
 	flawed.NullIDResponses:       {"schema": Fail},
 	flawed.MissingJSONRPC:        {"schema": Fail},
 	flawed.ResultAndError:        {"prompt-stream": Fail, "cancel": Fail, "schema": Fail},
@@ -71,7 +71,7 @@ var defectFails = map[flawed.Defect]map[string]Status{
 		"prompt-stream": NotRun, "cancel": NotRun, "cancel-permission": NotRun, "concurrent-prompt": NotRun,
 		"set-mode": NotRun, "client-requests": NotRun},
 	flawed.AtTypeUpdates:            {"schema": Fail},
-	flawed.CanceledSpelling:         {"cancel": Fail},
+	flawed.CanceledSpelling:         {"cancel": Fail, "schema": Fail},
 	flawed.EndTurnAfterCancel:       {"cancel": Fail},
 	flawed.IgnoreCancel:             {"cancel": Fail, "cancel-permission": Fail},
 	flawed.LateUpdates:              {"prompt-stream": Fail, "cancel": Fail},
@@ -79,7 +79,7 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.DanglingPermission:       {"cancel-permission": Fail},
 	flawed.UnstableVariants:         {"schema": Fail},
 	flawed.UnsupportedClientMethods: {"client-requests": Fail},
-	flawed.NullResults:              {"set-mode": Fail},
+	flawed.NullResults:              {"set-mode": Fail, "schema": Fail},
 	flawed.WrongUnknownCode:         {"unknown-method": Fail},
 	flawed.NoParseError:             {"malformed-json": Fail},
 	flawed.DiesOnGarbage:            {"malformed-json": Fail},
@@ -106,6 +106,9 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 				}
 				if r.Status != w {
 					t.Errorf("%s: %s (%s), want %s", r.ID, r.Status, r.Reason, w)
+				}
+				if r.Duration <= 0 {
+					t.Errorf("%s: duration %v", r.ID, r.Duration)
 				}
 				if r.Status == Fail && len(r.Transcript) == 0 {
 					t.Errorf("%s: FAIL without transcript lines", r.ID)

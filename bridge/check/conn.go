@@ -179,7 +179,9 @@ type wsConn struct {
 	c    *websocket.Conn
 	wmu  sync.Mutex
 	once sync.Once
-	err  error
+
+	mu  sync.Mutex
+	err error // why the reader stopped
 }
 
 func (w *wsConn) Send(msg []byte) error {
@@ -192,7 +194,9 @@ func (w *wsConn) Recv() ([]byte, error) {
 	for {
 		typ, msg, err := w.c.ReadMessage()
 		if err != nil {
+			w.mu.Lock()
 			w.err = err
+			w.mu.Unlock()
 			return nil, io.EOF
 		}
 		if typ == websocket.TextMessage {
@@ -212,6 +216,8 @@ func (w *wsConn) Close() error {
 }
 
 func (w *wsConn) Diagnostics() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.err != nil {
 		return "connection ended: " + w.err.Error() + "\n"
 	}

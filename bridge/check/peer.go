@@ -158,6 +158,12 @@ func (p *peer) write(raw []byte) (Msg, error) {
 	m.At = time.Since(p.start)
 	m.N = len(p.transcript)
 	p.transcript = append(p.transcript, m)
+	if m.IsRequest() {
+		// Requests written raw (invalid on purpose) get answers too.
+		if _, ok := p.sent[m.id]; !ok {
+			p.sent[m.id] = m.method
+		}
+	}
 	p.mu.Unlock()
 	return m, p.conn.Send(raw)
 }
@@ -179,13 +185,13 @@ func (p *peer) request(method string, params any) (string, error) {
 
 func (p *peer) nextIDValue(id string) json.RawMessage { return json.RawMessage(id) }
 
-func (p *peer) notify(method string, params any) error {
+// notify sends a notification and returns it as recorded.
+func (p *peer) notify(method string, params any) (Msg, error) {
 	raw, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
 	if err != nil {
-		return err
+		return Msg{}, err
 	}
-	_, err = p.write(raw)
-	return err
+	return p.write(raw)
 }
 
 func (p *peer) reply(id string, result any, code int, message string) {

@@ -17,6 +17,33 @@ type run struct {
 	*peer
 	init gjson.Result // the initialize result
 	sid  string
+	// prior are the schema findings of the scenarios run before this one.
+	prior []finding
+}
+
+// finding is one message that does not match the schema.
+type finding struct {
+	scenario string
+	line     string // FormatLine of the message
+	probs    []string
+}
+
+// findings validates every message the agent wrote on this connection.
+func (r *run) findings(scenario string) []finding {
+	s, err := LoadSchema()
+	if err != nil {
+		return nil
+	}
+	var out []finding
+	for _, m := range r.messages() {
+		if m.Out || !m.obj {
+			continue // stdout-purity judges non-JSON lines
+		}
+		if p := r.validate(s, m); len(p) > 0 {
+			out = append(out, finding{scenario, FormatLine(m), p})
+		}
+	}
+	return out
 }
 
 // clientCapabilities are what check advertises: a plain editor that can
@@ -111,7 +138,7 @@ var scenarios = []Scenario{
 	{"session-new", Mandatory, "session/new answers a sessionId, no update before it", scSessionNew},
 	{"prompt-stream", Mandatory, "a prompt streams updates before its answer, none after", scPromptStream},
 	{"cancel", Mandatory, "session/cancel ends the turn with cancelled, no update after", scCancel},
-	{"cancel-permission", Capability, "a cancelled turn waits for its pending permission request", scCancelPermission},
+	{"cancel-permission", Advisory, "a cancelled turn waits for its pending permission request", scCancelPermission},
 	{"concurrent-prompt", Advisory, "a second prompt on a busy session does not run alongside", scConcurrentPrompt},
 	{"unknown-method", Mandatory, "an unknown method is answered -32601", scUnknownMethod},
 	{"notification", Mandatory, "notifications are never answered", scNotification},
@@ -119,9 +146,10 @@ var scenarios = []Scenario{
 	{"invalid-request", Mandatory, "an invalid request is answered -32600", scInvalidRequest},
 	{"unknown-session", Mandatory, "a prompt for an unknown session id is an error", scUnknownSession},
 	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scStdoutPurity},
-	{"schema", Mandatory, "every message the agent writes matches the ACP v1 schema", scSchema},
 	{"set-mode", Capability, "session/set_mode answers an object", scSetMode},
 	{"client-requests", Capability, "agent→client requests are well formed", scClientRequests},
+	// Last: it reports the schema findings of every scenario before it.
+	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v1 schema", scSchema},
 }
 
 func scInitialize(r *run) verdict {
@@ -259,10 +287,11 @@ func scCancel(r *run) verdict {
 		return v
 	}
 	r.holdPermissions = true
-	if err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+	cn, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+	if err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
-	cancelN := len(r.messages()) - 1
+	cancelN := cn.N
 	r.answerHeld() // the client answers pending permission requests "cancelled"
 	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
 		if m.method == "session/request_permission" {
@@ -279,7 +308,7 @@ func scCancel(r *run) verdict {
 	if stop := m.Get("result.stopReason"); stop.Str != "cancelled" {
 		return fail([]int{cancelN, m.N}, "the cancelled prompt ended with stopReason %s, want \"cancelled\"", stop.Raw)
 	}
-	took := m.At - r.messages()[cancelN].At
+	took := m.At - cn.At
 	r.settle()
 	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
 		return fail(append([]int{m.N}, late...), "%d session/update(s) after the cancelled turn's answer", len(late))
@@ -306,16 +335,16 @@ func scCancelPermission(r *run) verdict {
 		return skip("the agent asked no permission for %q", r.opts.PermissionPrompt)
 	}
 	permN := m.N
-	if err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+	if _, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
 	// Before the client answers the permission request, the turn must not
-	// end: the agent has a request outstanding in it.
-	r.settle()
-	for _, x := range r.messages() {
-		if x.IsResponse() && x.id == id {
-			return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent must wait for the client's \"cancelled\" outcome", m.id)
-		}
+	// end: the agent has a request outstanding in it. A conformant agent
+	// stays silent, so this costs the whole window; it is generous so that
+	// a slow machine cannot hide an early answer.
+	window := max(r.opts.Quiet, time.Second)
+	if x, err := r.await(window, func(x Msg) bool { return x.IsResponse() && x.id == id }); err == nil {
+		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome", m.id)
 	}
 	r.answerHeld()
 	if _, err := r.await(r.opts.Timeout, func(m Msg) bool {
@@ -345,7 +374,7 @@ func scConcurrentPrompt(r *run) verdict {
 		return m.IsResponse() && (m.id == idA || m.id == idB)
 	})
 	defer func() {
-		_ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.drain(r.opts.Quiet)
 	}()
 	if err != nil {
@@ -382,10 +411,10 @@ func scNotification(r *run) verdict {
 	}
 	_, _ = r.newSession() // optional: an idle session to cancel
 	from := len(r.messages())
-	_ = r.notify("acp-check/notice", map[string]any{})
-	_ = r.notify("_acp_check/notice", map[string]any{})
+	_, _ = r.notify("acp-check/notice", map[string]any{})
+	_, _ = r.notify("_acp_check/notice", map[string]any{})
 	if r.sid != "" {
-		_ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 	}
 	r.settle()
 	for _, m := range r.messages()[from:] {
@@ -498,30 +527,29 @@ func scSchema(r *run) verdict {
 	if v, ok := r.basicSession(); !ok {
 		return v
 	}
-	s, err := LoadSchema()
-	if err != nil {
+	if _, err := LoadSchema(); err != nil {
 		return notRun("%v", err)
 	}
-	var bad []int
-	var probs []string
-	n := 0
-	for _, m := range r.messages() {
-		if m.Out || !m.obj {
-			continue
+	own := r.findings("schema")
+	all := append(append([]finding(nil), r.prior...), own...)
+	if len(all) == 0 {
+		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
+	}
+	var probs, extra []string
+	for _, f := range all {
+		if len(probs) < 5 {
+			probs = append(probs, fmt.Sprintf("%s: %s", f.scenario, strings.Join(f.probs, "; ")))
 		}
-		n++
-		if p := r.validate(s, m); len(p) > 0 {
-			bad = append(bad, m.N)
-			probs = append(probs, fmt.Sprintf("#%d: %s", m.N, strings.Join(p, "; ")))
+		if len(extra) < 10 {
+			extra = append(extra, "("+f.scenario+") "+f.line)
 		}
 	}
-	if len(bad) > 0 {
-		if len(probs) > 5 {
-			probs = append(probs[:5], fmt.Sprintf("… and %d more", len(probs)-5))
-		}
-		return fail(bad, "%d message(s) do not match the ACP v1 schema: %s", len(bad), strings.Join(probs, " | "))
+	if len(all) > 5 {
+		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
 	}
-	return pass("%d messages match", n)
+	v := fail(nil, "%d message(s) do not match the ACP v1 schema: %s", len(all), strings.Join(probs, " | "))
+	v.extra = extra
+	return v
 }
 
 var envelopeKeys = map[string]bool{"jsonrpc": true, "id": true, "method": true, "params": true, "result": true, "error": true}
@@ -572,6 +600,9 @@ func (r *run) validate(s *Schema, m Msg) []string {
 			probs = append(probs, fmt.Sprintf("method %q is not an agent→client method of ACP v1", m.method))
 		}
 	case m.IsNotification():
+		if m.method == "$/cancel_request" && !r.agentSent(m.Get("params.requestId").Raw, m.N) {
+			probs = append(probs, fmt.Sprintf("params.requestId: %s is not the id of a request the agent sent (ids are per direction, acp-spec.md §13.2)", m.Get("params.requestId").Raw))
+		}
 		if def := s.NotificationDef(m.method); def != "" {
 			probs = append(probs, prefix("params.", s.Validate(def, params))...)
 		} else if !strings.HasPrefix(m.method, "_") {
@@ -581,6 +612,17 @@ func (r *run) validate(s *Schema, m Msg) []string {
 		probs = append(probs, "neither a request, a response nor a notification")
 	}
 	return probs
+}
+
+// agentSent reports whether the agent sent a request with raw id before
+// transcript index before.
+func (r *run) agentSent(id string, before int) bool {
+	for _, m := range r.messages()[:before] {
+		if !m.Out && m.IsRequest() && m.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 func orAbsent(v gjson.Result) string {
@@ -609,7 +651,16 @@ func scSetMode(r *run) verdict {
 	if len(modes) == 0 {
 		return skip("the session advertises no modes")
 	}
-	mode := modes[len(modes)-1].Get("id").Str
+	// The first mode other than the current one: the last ones are often
+	// modes an agent may refuse (bypassPermissions needs a launch flag).
+	current := nm.Get("result.modes.currentModeId").Str
+	mode := modes[0].Get("id").Str
+	for _, m := range modes {
+		if id := m.Get("id").Str; id != current {
+			mode = id
+			break
+		}
+	}
 	m, err := r.call("session/set_mode", map[string]any{"sessionId": r.sid, "modeId": mode})
 	if err != nil {
 		return fail(nil, "%s", waitErr("session/set_mode", err))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -65,7 +66,8 @@ func parseSchema(doc []byte) (*Schema, error) {
 		case method == "":
 		case side == "client" && strings.HasSuffix(name, "Request"):
 			s.agentRequests[method] = name
-		case side == "client" && strings.HasSuffix(name, "Notification"):
+		case (side == "client" || side == "protocol") && strings.HasSuffix(name, "Notification"):
+			// "protocol" notifications ($/cancel_request) go both ways.
 			s.agentNotifications[method] = name
 		case side == "agent" && strings.HasSuffix(name, "Response"):
 			s.results[method] = name
@@ -122,6 +124,8 @@ type schemaError struct {
 	// discriminator), hasConst says it is set.
 	konst    any
 	hasConst bool
+	// wantType is the wanted type of a failed "type", got what was there.
+	wantType, got string
 }
 
 func (e schemaError) String() string {
@@ -204,7 +208,7 @@ func (s *Schema) validateObject(sch map[string]any, v any, path string, depth in
 	switch t := sch["type"].(type) {
 	case string:
 		if !typeMatches(t, got) {
-			return append(errs, schemaError{path: path, msg: fmt.Sprintf("want %s, got %s %s", t, got, show(v))})
+			return append(errs, schemaError{path: path, msg: fmt.Sprintf("want %s, got %s %s", t, got, show(v)), wantType: t, got: got + " " + show(v)})
 		}
 	case []any:
 		ok := false
@@ -287,11 +291,20 @@ func (s *Schema) validateObject(sch map[string]any, v any, path string, depth in
 		matched := 0
 		discPath, discOK := "", true // every variant failed on one discriminator
 		var discWant []string
+		typeOK := true // every variant failed on its type alone
+		var types []string
 		for _, b := range branches {
 			be := s.validate(b, v, path, depth+1)
 			if len(be) == 0 {
 				matched++
 				continue
+			}
+			if len(be) == 1 && be[0].wantType != "" && be[0].path == path {
+				if !slices.Contains(types, be[0].wantType) {
+					types = append(types, be[0].wantType)
+				}
+			} else {
+				typeOK = false
 			}
 			if c, ok := constFailure(be); ok && (discPath == "" || discPath == c.path) {
 				discPath = c.path
@@ -304,6 +317,8 @@ func (s *Schema) validateObject(sch map[string]any, v any, path string, depth in
 			}
 		}
 		switch {
+		case matched == 0 && typeOK && len(types) > 0:
+			errs = append(errs, schemaError{path: path, msg: fmt.Sprintf("want %s, got %s", strings.Join(types, " or "), typeOf(v)+" "+show(v))})
 		case matched == 0 && discOK && discPath != "" && len(discWant) > 1:
 			errs = append(errs, schemaError{path: discPath, msg: fmt.Sprintf("%s is not one of %s", show(lookup(v, strings.TrimPrefix(strings.TrimPrefix(discPath, path), "."))), strings.Join(discWant, ", "))})
 		case matched == 0 && best != nil:

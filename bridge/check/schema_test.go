@@ -23,6 +23,9 @@ func TestSchema_NamesTheFailingField(t *testing.T) {
 		{s.ResultDef("initialize"), `{"protocolVersion":1,"agentCapabilities":{}}`, ""},
 		{s.ResultDef("initialize"), `{"protocolVersion":"1"}`, "protocolVersion: want integer, got string"},
 		{s.RequestDef("fs/read_text_file"), `{"sessionId":"s","path":"/a"}`, ""},
+		{s.NotificationDef("$/cancel_request"), `{"requestId":3}`, ""},
+		{s.NotificationDef("$/cancel_request"), `{"requestId":1.5}`, "requestId: want null or integer or string"},
+		{s.ResultDef("session/set_mode"), `null`, "want object, got null"},
 	} {
 		got := strings.Join(s.Validate(c.def, []byte(c.msg)), "; ")
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {

@@ -232,8 +232,8 @@ type agent struct {
 
 type session struct {
 	id, cwd string
-	busy    bool
-	cancel  chan struct{} // closed by session/cancel while busy
+	running int           // prompts running (more than one only under concurrent-prompts)
+	cancel  chan struct{} // closed by session/cancel while running
 }
 
 // msg is an incoming JSON-RPC message, loosely typed so that invalid ones
@@ -325,7 +325,7 @@ func (a *agent) closeAll() {
 		delete(a.pending, k)
 	}
 	for _, s := range a.sessions {
-		if s.busy && s.cancel != nil {
+		if s.running > 0 {
 			select {
 			case <-s.cancel:
 			default:
@@ -415,7 +415,7 @@ func (a *agent) notification(method string, params json.RawMessage) {
 	_ = json.Unmarshal(params, &p)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if s := a.sessions[p.SessionID]; s != nil && s.busy {
+	if s := a.sessions[p.SessionID]; s != nil && s.running > 0 {
 		select {
 		case <-s.cancel:
 		default:
@@ -556,16 +556,16 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		return
 	}
 	cancel := s.cancel
-	if !s.busy || !a.on(ConcurrentPrompts) {
-		if s.busy {
+	if s.running == 0 || !a.on(ConcurrentPrompts) {
+		if s.running > 0 {
 			a.mu.Unlock()
 			a.fail(id, -32602, fmt.Sprintf("Invalid params: session %q already has a prompt running; wait for its answer or cancel it", s.id))
 			return
 		}
-		s.busy = true
 		s.cancel = make(chan struct{})
 		cancel = s.cancel
 	}
+	s.running++
 	caps := a.clientCaps
 	a.mu.Unlock()
 	text := ""
@@ -580,9 +580,7 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		defer a.wg.Done()
 		stop := a.run(s, text, caps, cancel)
 		a.mu.Lock()
-		if s.cancel == cancel {
-			s.busy = false
-		}
+		s.running--
 		a.mu.Unlock()
 		if stop == "" { // ignore-cancel
 			return

@@ -1,0 +1,105 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
+)
+
+func compareFlawed(t *testing.T, a, b flawed.Set, prompts ...string) *Comparison {
+	t.Helper()
+	c, err := Compare(context.Background(), CompareOptions{
+		A: flawedDialer(a), B: flawedDialer(b), Prompts: prompts,
+		Timeout: 5 * time.Second, Quiet: 100 * time.Millisecond, CancelAfter: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func text(c *Comparison) string {
+	var b bytes.Buffer
+	c.WriteText(&b)
+	return b.String()
+}
+
+func TestCompare_IdenticalAgentsDoNotDiffer(t *testing.T) {
+	c := compareFlawed(t, nil, nil, "hello", DefaultFilePrompt, DefaultPermissionPrompt, CancelPrefix+"wait-cancel")
+	if len(c.Differences) != 0 {
+		t.Fatalf("identical agents differ:\n%s", text(c))
+	}
+	// The recordings are real: the permission turn holds the tool call's
+	// lifecycle and the permission request, renumbered.
+	evs := strings.Join(c.A.Turns[2].Events, "\n")
+	for _, want := range []string{"tool_call tc1 kind=edit status=pending", "request session/request_permission tc1 options=allow_once,reject_once", "tool_call_update tc1 status=completed"} {
+		if !strings.Contains(evs, want) {
+			t.Errorf("permission turn lacks %q:\n%s", want, evs)
+		}
+	}
+	if got := c.A.Turns[0].Events; len(got) != 1 || got[0] != `agent_message_chunk "Hello, world."` {
+		t.Errorf("hello turn events %q, want the three chunks merged", got)
+	}
+	if c.A.Turns[3].StopReason != "cancelled" || c.A.Turns[0].End <= 0 || c.A.Turns[0].FirstUpdate <= 0 {
+		t.Errorf("turns %+v", c.A.Turns)
+	}
+}
+
+func TestCompare_OneKnownDifference(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		b       flawed.Set
+		prompts []string
+		area, a string
+		bWant   string
+	}{
+		{"late-updates", flawed.Set{flawed.LateUpdates: true}, []string{"hello"},
+			`turn 1 "hello" updates`, "-", "#2 late agent_message_chunk"},
+		{"canceled-spelling", flawed.Set{flawed.CanceledSpelling: true}, []string{"hello", CancelPrefix + "wait-cancel"},
+			`turn 2 "!cancel wait-cancel" stopReason`, "cancelled", "canceled"},
+		{"capabilities", flawed.Set{flawed.BadProtocolVersion: true}, []string{"hello"},
+			"capabilities", "protocolVersion=1", "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compareFlawed(t, nil, tc.b, tc.prompts...)
+			want := Difference{tc.area, tc.a, tc.bWant}
+			if tc.name == "capabilities" {
+				// protocolVersion differs: one line per side.
+				if len(c.Differences) != 2 || c.Differences[0].B != "protocolVersion=99" && c.Differences[1].B != "protocolVersion=99" {
+					t.Fatalf("differences:\n%s", text(c))
+				}
+				return
+			}
+			if len(c.Differences) != 1 || c.Differences[0] != want {
+				t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, text(c))
+			}
+		})
+	}
+}
+
+func TestCompare_JSONRoundTrip(t *testing.T) {
+	o := CompareOptions{A: flawedDialer(nil), B: flawedDialer(flawed.Set{flawed.SchemaViolation: true}), Prompts: []string{"hello"},
+		Timeout: 5 * time.Second, Quiet: 100 * time.Millisecond}
+	c, err := Compare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// schema-violation adds a chunk whose content is a string: the shape
+	// differs (a second chunk event) whatever the text.
+	if len(c.Differences) != 1 {
+		t.Fatalf("differences:\n%s", text(c))
+	}
+	var b bytes.Buffer
+	if err := c.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Comparison
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Differences) != 1 {
+		t.Fatalf("JSON round trip: %v %+v", err, back)
+	}
+}

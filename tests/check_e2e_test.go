@@ -1,0 +1,205 @@
+package tests
+
+// `acp-bridge check` end to end: the built binary checks the flawed agent
+// as a child process and behind a WebSocket, and checks the bridge itself in
+// front of every built-in backend with that backend's fake agent (this is
+// the check-the-bridge run CI relies on).
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
+)
+
+type checkReport struct {
+	Failed  bool `json:"failed"`
+	Results []struct {
+		ID, Tier, Status, Reason string
+	} `json:"results"`
+}
+
+func (r checkReport) status(id string) string {
+	for _, x := range r.Results {
+		if x.ID == id {
+			return x.Status
+		}
+	}
+	return "missing"
+}
+
+// runCheck runs `acp-bridge check --json ARGS` with env and returns the
+// parsed report and the exit status.
+func runCheck(t *testing.T, env []string, args ...string) (checkReport, int, string) {
+	t.Helper()
+	cmd := exec.Command(BridgeBin, append([]string{"check", "--json", "--timeout", "20s"}, args...)...)
+	cmd.Env = hermeticEnv(t, env)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep checkReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("check --json output does not parse: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	return rep, code, out.String() + errb.String()
+}
+
+func selfExe(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+func TestCheck_FlawedChild(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	junit := filepath.Join(t.TempDir(), "check.xml")
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--junit", junit, "--", exe)
+	if code != 0 || rep.Failed {
+		t.Fatalf("conformant flawed agent: exit %d\n%s", code, out)
+	}
+	for _, r := range rep.Results {
+		if r.Status != "PASS" {
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Suite []struct {
+			Tests int `xml:"tests,attr"`
+			Cases []struct {
+				Name string `xml:"name,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &suites); err != nil || len(suites.Suite) != 1 || suites.Suite[0].Tests != len(rep.Results) {
+		t.Fatalf("--junit: %v %+v\n%s", err, suites, b)
+	}
+
+	rep, code, out = runCheck(t, []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(flawed.WrongUnknownCode)},
+		"--only", "unknown-method,initialize", "--", exe)
+	if code != 1 || !rep.Failed || len(rep.Results) != 2 || rep.status("unknown-method") != "FAIL" || rep.status("initialize") != "PASS" {
+		t.Fatalf("wrong-unknown-code: exit %d, want 1 with unknown-method FAIL\n%s", code, out)
+	}
+}
+
+func TestCheck_FlawedWebSocket(t *testing.T) {
+	t.Parallel()
+	srv := flawed.NewWSServer(flawed.Set{flawed.StdoutNoise: true})
+	defer srv.Close()
+	rep, code, out := runCheck(t, nil, "--url", srv.URL)
+	if code != 1 || rep.status("stdout-purity") != "FAIL" {
+		t.Fatalf("stdout-noise over ws: exit %d\n%s", code, out)
+	}
+	for _, r := range rep.Results {
+		if r.ID != "stdout-purity" && r.Status != "PASS" {
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+}
+
+// TestCheck_Bridge checks the bridge in front of each built-in backend with
+// its fake agent: no mandatory scenario may fail, and the scenarios each
+// backend's fake can play must pass (not merely skip).
+func TestCheck_Bridge(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	for _, b := range []struct {
+		name    string
+		env     []string
+		bridge  []string // the bridge's flags
+		prompts []string // check's prompt flags for this fake
+		pass    []string // non-mandatory scenarios that must pass
+		// fail are the mandatory scenarios the fake itself breaks: the
+		// bridge relays the agent faithfully, no stricter than it.
+		fail []string
+	}{
+		{name: "acp", env: []string{"FAKE_AGENT=flawed"},
+			prompts: nil,
+			pass:    []string{"set-mode", "client-requests", "cancel-permission", "concurrent-prompt", "reinitialize"}},
+		// The SDK-based fake serves prompts for sessions it never created
+		// (it keeps no session table); the relay passes that on.
+		{name: "acp-sdk-fake", env: []string{"FAKE_AGENT=acp"},
+			prompts: []string{"--long-prompt", "wait-cancel"},
+			pass:    []string{"reinitialize"},
+			fail:    []string{"unknown-session"}},
+		{name: "acp-v0", env: []string{"FAKE_AGENT=acp-v0"}, bridge: []string{"--dialect", "acp-v0"},
+			prompts: []string{"--long-prompt", "slow", "--permission-prompt", "run echo please"},
+			pass:    []string{"client-requests", "concurrent-prompt", "reinitialize"}},
+		{name: "rules-agent-rpc", env: []string{"FAKE_AGENT=rules-agent-rpc"}, bridge: []string{"--dialect", "agent-rpc"},
+			prompts: []string{"--long-prompt", "slow"},
+			pass:    []string{"concurrent-prompt", "reinitialize"}},
+		{name: "claude", env: []string{"FAKE_AGENT=claude"}, bridge: []string{"--dialect", "claude-stream-json"},
+			prompts: []string{"--long-prompt", "slow", "--permission-prompt", "touch"},
+			pass:    []string{"set-mode", "client-requests", "concurrent-prompt", "reinitialize"}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(append([]string{}, b.prompts...), "--", BridgeBin)
+			args = append(append(args, b.bridge...), "--", exe)
+			rep, code, out := runCheck(t, b.env, args...)
+			if want := min(len(b.fail), 1); code != want || rep.Failed != (want == 1) {
+				t.Errorf("exit %d (failed %v), want %d", code, rep.Failed, want)
+			}
+			for _, r := range rep.Results {
+				want := "PASS"
+				if slices.Contains(b.fail, r.ID) {
+					want = "FAIL"
+				}
+				if r.Tier == "mandatory" && r.Status != want {
+					t.Errorf("%s: %s %s, want %s", r.ID, r.Status, r.Reason, want)
+				}
+			}
+			for _, id := range b.pass {
+				if s := rep.status(id); s != "PASS" {
+					t.Errorf("%s: %s, want PASS", id, s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("check output:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestCheck_Usage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check"}, "no agent"},
+		{[]string{"check", "--url", "ws://x", "--", "agent"}, "not both"},
+		{[]string{"check", "--only", "no-such", "--", "agent"}, "unknown scenario"},
+		{[]string{"compare", "--a", "agent"}, "two agents and a prompt"},
+		{[]string{"compare", "--a", "'agent", "--b", "b", "--prompt", "p"}, "unterminated"},
+	} {
+		cmd := exec.Command(BridgeBin, c.args...)
+		cmd.Env = hermeticEnv(t, nil)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: %v, want exit 2 saying %q\n%s", c.args, err, c.want, out)
+		}
+	}
+}
