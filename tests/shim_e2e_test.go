@@ -544,3 +544,41 @@ func TestShim_ReportOnStderr(t *testing.T) {
 		t.Errorf("object-results line = %q, want 1 hit and its example", objectLine)
 	}
 }
+
+// `acp-bridge check -- <agent>` and `acp-bridge check -- acp-bridge -- <agent>`
+// side by side: the flawed agent with a dozen defects fails check's
+// mandatory scenarios; behind the bridge (shim on by default) it passes
+// every one, and with --shim off it fails again.
+func TestShim_CheckSideBySide(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	env := []string{"FAKE_AGENT=flawed", "FLAWED_DEFECTS=answer-notifications,null-id-responses,wrong-unknown-code," +
+		"end-turn-after-cancel,concurrent-prompts,null-results,late-updates,early-updates,string-protocol-version," +
+		"snake-case,missing-jsonrpc,unstable-variants,at-type-updates,stdout-noise"}
+	mandatoryFailures := func(rep checkReport) []string {
+		var out []string
+		for _, r := range rep.Results {
+			if r.Tier == "mandatory" && r.Status != "PASS" {
+				out = append(out, r.ID+": "+r.Status+" "+r.Reason)
+			}
+		}
+		return out
+	}
+	direct, _, _ := runCheck(t, env, "--", exe)
+	if f := mandatoryFailures(direct); len(f) < 3 {
+		t.Errorf("the flawed agent checked directly fails only %q: the defects are not on", f)
+	}
+	shimmed, code, out := runCheck(t, env, "--", BridgeBin, "--", exe)
+	if f := mandatoryFailures(shimmed); len(f) != 0 || code != 0 {
+		t.Errorf("behind the shim, exit %d and mandatory failures %q\n%s", code, f, out)
+	}
+	for _, id := range []string{"concurrent-prompt", "set-mode"} {
+		if s := shimmed.status(id); s != "PASS" {
+			t.Errorf("behind the shim %s: %s", id, s)
+		}
+	}
+	off, _, _ := runCheck(t, env, "--", BridgeBin, "--shim", "off", "--", exe)
+	if f := mandatoryFailures(off); len(f) == 0 {
+		t.Errorf("with --shim off the bridge hid the agent's defects from check")
+	}
+}

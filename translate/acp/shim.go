@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -345,7 +346,7 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 		o.Body, notes = s.repairResult(method, sid, o.Body)
 		pre = append(pre, notes...)
 	} else if o.Kind == translate.Fail && s.on[iMethodNotFound] && !knownMethod(method) {
-		if code := gjson.GetBytes(o.Body, "code"); code.Int() != translate.CodeMethodNotFound {
+		if code := gjson.GetBytes(o.Body, "code"); code.Int() != translate.CodeMethodNotFound && unknownTo(method, o.Body) {
 			pre = append(pre, note(RuleMethodNotFound, "", "%s answered %s instead of -32601", method, code.Raw))
 			e := translate.Errorf(translate.CodeMethodNotFound,
 				"the agent does not implement %s (it answered %s: %s)", method, code.Raw, gjson.GetBytes(o.Body, "message").Str)
@@ -416,7 +417,7 @@ func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawM
 		return body, nil
 	}
 	if !knownMethod(method) {
-		return body, nil
+		return body, notes // the agent's own method: its result is its business
 	}
 	if s.on[iFieldNames] && bytes.IndexByte(body, '_') >= 0 {
 		if b, what := camelCase(body); what != "" {
@@ -648,10 +649,30 @@ var (
 	}
 )
 
-// knownMethod reports whether ACP defines method as an agent method, or it
-// is an extension method (whose errors are the agent's business).
+// knownMethod reports whether ACP defines method as an agent method.
 func knownMethod(m string) bool {
-	return objectResult[m] || len(m) > 0 && m[0] == '_'
+	return objectResult[m]
+}
+
+// unknownTo reports whether errObj, the agent's answer to method (which
+// ACP does not define), says the agent does not know it. Any error does for
+// a method outside ACP's namespace rules; an extension method (_name) may
+// exist and fail for its own reasons, so its error must name the method or
+// say it is unknown.
+func unknownTo(method string, errObj []byte) bool {
+	if !strings.HasPrefix(method, "_") {
+		return true
+	}
+	msg := strings.ToLower(gjson.GetBytes(errObj, "message").Str)
+	if strings.Contains(msg, strings.ToLower(method)) {
+		return true
+	}
+	for _, w := range []string{"unknown", "not found", "not implemented", "unsupported", "no such method", "unhandled"} {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // stableVariant reports whether kind is a sessionUpdate variant of the
