@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
 )
 
 // The compliance shim end to end: the built binary in front of the flawed
@@ -580,5 +582,29 @@ func TestShim_CheckSideBySide(t *testing.T) {
 	off, _, _ := runCheck(t, env, "--", BridgeBin, "--shim", "off", "--", exe)
 	if f := mandatoryFailures(off); len(f) == 0 {
 		t.Errorf("with --shim off the bridge hid the agent's defects from check")
+	}
+}
+
+// The shim fronts a WebSocket agent the same way as a child: snake_case
+// results and a wrong code for an unknown method, repaired with the shim on
+// and passed through with it off.
+func TestShim_WebSocketAgent(t *testing.T) {
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := flawed.NewWSServer(flawed.Set{flawed.SnakeCase: true, flawed.WrongUnknownCode: true})
+			t.Cleanup(srv.Close)
+			b := StartBridge(t, []string{"--shim", mode, "--url", srv.URL}, nil, nil)
+			r := &shimRun{t: t, b: b}
+			r.initialize(noCaps)
+			sid := r.call("session/new", `{"cwd":`+quoteJSON(t.TempDir())+`,"mcpServers":[]}`).Get("result.sessionId").Str
+			code := r.call("foo/bar", `{}`).Get("error.code").Int()
+			repaired := sid != "" && code == -32601
+			if repaired != (mode == "on") {
+				t.Errorf("shim %s: sessionId %q, unknown method code %d", mode, sid, code)
+			}
+			if mode == "off" {
+				b.Out.TakeProblems() // the snake_case result passed through
+			}
+		})
 	}
 }
