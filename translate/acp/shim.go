@@ -149,6 +149,7 @@ type Shim struct {
 	// canTerminal is the editor's terminal capability, known once
 	// initialize was seen (capsKnown).
 	capsKnown, canTerminal bool
+	elicitation            []byte // clientCapabilities.elicitation, raw
 	// opening counts session/new, resume and fork requests in flight: while
 	// one is, updates for an unknown session are held in early.
 	opening int
@@ -217,6 +218,7 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			caps := gjson.GetBytes(m.Body, "clientCapabilities")
 			s.capsKnown = true
 			s.canTerminal = caps.Get("terminal").Bool()
+			s.elicitation = []byte(caps.Get("elicitation").Raw)
 		case "session/prompt":
 			sid := gjson.GetBytes(m.Body, "sessionId").Str
 			s.prompts[m.Ref] = sid
@@ -531,7 +533,7 @@ func (s *Shim) request(f []byte, env *translate.Envelope, pre []translate.Out) (
 		}
 	}
 	if s.on[iUnsupportedClientMethods] && s.capsKnown {
-		if capName, ok := s.unadvertised(env.Method); ok {
+		if capName, ok := s.unadvertised(env.Method, env.Params); ok {
 			e := translate.Errorf(translate.CodeMethodNotFound,
 				"the editor did not advertise %s, so it does not serve %s; check clientCapabilities before calling", capName, env.Method)
 			pre = append(pre, note(RuleUnsupportedClientMethods, env.SessionID, "%s without %s answered -32601", env.Method, capName))
@@ -549,8 +551,15 @@ func (s *Shim) request(f []byte, env *translate.Envelope, pre []translate.Out) (
 // not advertise it. fs methods are not among them: the engine serves those
 // from disk, confined to the session's directories, when the editor lacks
 // the capability (bridge/fsfallback.go), so they never reach such an editor.
-func (s *Shim) unadvertised(method string) (string, bool) {
+func (s *Shim) unadvertised(method string, params []byte) (string, bool) {
 	switch {
+	case method == "elicitation/create":
+		// Each mode is advertised on its own: "elicitation": {} offers none.
+		mode := translate.Get(params, "mode").Str
+		if mode == "" || !gjson.ValidBytes(s.elicitation) {
+			return "elicitation", len(s.elicitation) == 0
+		}
+		return "elicitation." + mode, !gjson.GetBytes(s.elicitation, gjson.Escape(mode)).IsObject()
 	case len(method) > 9 && method[:9] == "terminal/":
 		return "terminal", !s.canTerminal
 	}
