@@ -51,3 +51,14 @@ func TestParse_ShimBad(t *testing.T) {
 		}
 	}
 }
+
+// The annotated example documents the shim block with its defaults.
+func TestLoad_exampleShim(t *testing.T) {
+	t.Setenv("GEMINI_API_KEY", "k")
+	t.Setenv("AGENT_TOKEN", "t")
+	cfg, diags := Load("../../config.example.hcl")
+	if diags.HasErrors() || cfg.Shim == nil || !cfg.Shim.Rules["notification-responses"] ||
+		cfg.Shim.LateQuiet != 30*time.Millisecond || cfg.Shim.NoiseLimit != 1000 || cfg.Shim.OneTurn != "reject" {
+		t.Errorf("shim = %+v, %v", cfg.Shim, diags)
+	}
+}
