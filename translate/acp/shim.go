@@ -634,7 +634,9 @@ func badUpdate(kind string, params []byte) string {
 			return "content is not a content block"
 		}
 	case "tool_call", "tool_call_update":
-		if bytes.Contains(params, []byte(`"toolCallId":"`)) {
+		// (Searched from the 't': bytes.Index skips ahead on the first
+		// byte, and quotes are everywhere.)
+		if i := bytes.Index(params, []byte(`toolCallId":"`)); i > 0 && params[i-1] == '"' {
 			return "" // the compact form of a string toolCallId
 		}
 		if translate.Get(params, "update.toolCallId").Type != gjson.String {
@@ -713,6 +715,6 @@ func turnVariant(kind string) bool {
 // "type": a content block, without walking the JSON. false means "look
 // properly".
 func fastContentBlock(params []byte) bool {
-	i := bytes.Index(params, []byte(`"content":`))
-	return i >= 0 && bytes.HasPrefix(params[i+len(`"content":`):], []byte(`{"type":"`))
+	i := bytes.Index(params, []byte(`content":`))
+	return i > 0 && params[i-1] == '"' && bytes.HasPrefix(params[i+len(`content":`):], []byte(`{"type":"`))
 }
