@@ -15,6 +15,7 @@ package bridge
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -122,6 +123,9 @@ type Bridge struct {
 	// DisabledRepairs switches off the engine's own repairs by name (the
 	// compliance shim's switches); nil means all on.
 	DisabledRepairs map[Repair]bool
+
+	// serving is the engine while Serve runs, for Note.
+	serving atomic.Pointer[engine]
 }
 
 // A Binding is what one agent link speaks and how it is reached.

@@ -145,6 +145,8 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
+	b.serving.Store(e)
+	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
 	go e.out.writeLoop()

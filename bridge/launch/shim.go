@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -117,7 +118,13 @@ func (s Shim) ApplyShim(spec *Agent, dialect translate.Dialect, newTranslator fu
 	if spec.Command != nil && s.Options.On(acp.RuleStdoutNoise) {
 		cmd := *spec.Command
 		cmd.NoiseLimit = s.NoiseLimit
-		cmd.OnNoise = func(line []byte) { rep.hit(string(acp.RuleStdoutNoise), "non-JSON line on stdout: "+string(line)) }
+		cmd.OnNoise = func(line []byte) {
+			detail := "non-JSON line on stdout: " + string(line)
+			rep.hit(string(acp.RuleStdoutNoise), detail)
+			if b := rep.bridge.Load(); b != nil {
+				b.Note(bridge.Repair(acp.RuleStdoutNoise), detail) // for the log and the trace
+			}
+		}
 		spec.Command = &cmd
 	}
 	return newTranslator, rep
@@ -130,9 +137,11 @@ func (s Shim) Hook(b *bridge.Bridge, r *Report) {
 	if b.Dialect.Name == acp.Dialect.Name && !s.Options.On(acp.RuleObjectResults) {
 		b.DisabledRepairs = map[bridge.Repair]bool{bridge.RepairObjectResults: true}
 	}
+	r.bridge.Store(b)
 	next := b.Tap
 	b.Tap = func(ev bridge.TapEvent) {
-		if ev.Hop == bridge.BridgeHop && ev.Note != "" {
+		// stdout-noise is counted where it is seen, off the loop.
+		if ev.Hop == bridge.BridgeHop && ev.Note != "" && ev.Note != string(acp.RuleStdoutNoise) {
 			name := ev.Note
 			if name == "cancel-grace" {
 				// The engine answered a cancelled turn the agent never
@@ -150,10 +159,11 @@ func (s Shim) Hook(b *bridge.Bridge, r *Report) {
 // Report counts the shim's repairs by rule, with the first example of each.
 // It is safe for concurrent use (stdout-noise is counted off the loop).
 type Report struct {
-	agent string
-	shim  Shim
-	mu    sync.Mutex
-	hits  map[string]*RuleReport
+	agent  string
+	shim   Shim
+	bridge atomic.Pointer[bridge.Bridge] // set by Hook, for stdout-noise notes
+	mu     sync.Mutex
+	hits   map[string]*RuleReport
 }
 
 // RuleReport is one line of the report.
