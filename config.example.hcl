@@ -54,6 +54,26 @@ request_timeout = "60s"
 # Default "5s".
 cancel_grace = "5s"
 
+# The compliance shim: repairs an imperfect ACP agent's protocol bugs (acp
+# dialect only, except one-turn, which applies to every agent). Every rule is
+# on by default; switch one off by its name (see README, "Compliance shim").
+# --shim on|off|report|report=FILE and --shim-disable NAME,... override this.
+shim {
+  # A rule by name: true (the default) or false.
+  notification-responses = true
+  # How long a prompt's answer waits for updates sent just after it; "off"
+  # writes it at once. Default "30ms".
+  late_quiet = "30ms"
+  # Updates after that: "drop" (default) or "forward".
+  late_updates = "drop"
+  # A second prompt while a turn runs: "reject" (default) or "queue".
+  one_turn = "reject"
+  # A message the schema rule finds invalid: "log" (default) or "drop".
+  schema_invalid = "log"
+  # Non-JSON stdout lines in a row before the agent is reported broken.
+  stdout_noise_limit = 1000
+}
+
 # The agent block used when --agent (env ACP_BRIDGE_AGENT) is not given.
 # May be omitted when there is only one agent block. It must name one.
 default_agent = "gemini"

@@ -261,6 +261,8 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
+		str(launch.FlagShim, "compliance shim for acp agents: `MODE` on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
+		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
 	}
 }
 
@@ -285,6 +287,8 @@ func flagsFrom(ctx *cli.Context) launch.Flags {
 		QueueBytes:     c.String(launch.FlagQueueBytes),
 		RequestTimeout: c.String(launch.FlagRequestTimeout),
 		CancelGrace:    c.String(launch.FlagCancelGrace),
+		Shim:           c.String(launch.FlagShim),
+		ShimDisable:    c.StringSlice(launch.FlagShimDisable),
 		Argv:           c.Args().Slice(),
 		Set:            map[string]bool{},
 	}
@@ -363,6 +367,11 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	shim, err := launch.ResolveShim(cfg, f)
+	if err != nil {
+		return err
+	}
+	newTranslator, report := shim.ApplyShim(&spec, dialect, newTranslator)
 	if spec.Command != nil {
 		// Fail now, in the terminal or the editor's log, rather than at
 		// the editor's initialize.
@@ -391,9 +400,13 @@ func serveAction(c *cli.Context) error {
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
 	story := &bridge.StoryLog{Logger: logger}
 	story.Attach(b)
+	shim.Hook(b, report)
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	story.End(stopReason(c.Context, err))
+	if rerr := report.Finish(os.Stderr); rerr != nil {
+		logger.Error("could not write the compliance shim report", "error", rerr)
+	}
 	if err != nil && c.Context.Err() == nil {
 		logger.Error("bridge stopped", "error", err)
 		return launch.ReportedError{Err: err}

@@ -15,6 +15,7 @@ package bridge
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -115,6 +116,16 @@ type Bridge struct {
 	// Dialect, NewTranslator and Dial. This is the seam for switching
 	// agents per session.
 	BindSession func(method string, params []byte) (b Binding, ok bool)
+
+	// OneTurn says what happens to a prompt for a session whose turn is
+	// still running; the zero value rejects it (see OneTurnMode).
+	OneTurn OneTurnMode
+	// DisabledRepairs switches off the engine's own repairs by name (the
+	// compliance shim's switches); nil means all on.
+	DisabledRepairs map[Repair]bool
+
+	// serving is the engine while Serve runs, for Note.
+	serving atomic.Pointer[engine]
 }
 
 // A Binding is what one agent link speaks and how it is reached.

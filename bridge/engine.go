@@ -145,6 +145,8 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
+	b.serving.Store(e)
+	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
 	go e.out.writeLoop()
@@ -437,6 +439,9 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 			}
 		}
 	case "session/prompt":
+		if e.oneTurn(req, env) {
+			return
+		}
 		e.promptStarted(req, env.Params)
 	}
 	l, err := e.route(req.session)
@@ -466,6 +471,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 		}
 		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params})
 		e.armCancelGrace(sid)
+		e.cancelQueued(sid)
 		return
 	}
 	// Every other notification goes to the agent, known or not: the

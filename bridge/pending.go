@@ -116,6 +116,7 @@ func (e *engine) answer(req *request, result json.RawMessage) {
 	if !e.retire(req) {
 		return
 	}
+	defer e.dequeue(req)
 	e.turnEnded(req, result, false)
 	e.writeEditorSession(editorMsg{head: resultHead(req.id), body: result, tail: closeBrace}, req.session)
 }
@@ -128,6 +129,7 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 	if !e.retire(req) {
 		return
 	}
+	defer e.dequeue(req)
 	if e.b.Redact != nil {
 		errObj = json.RawMessage(e.b.Redact(string(errObj)))
 	}

@@ -134,12 +134,18 @@ func TestDuplicateInFlightIDIsRefused(t *testing.T) {
 }
 
 // Every cancelled prompt gets its own grace: a prompt cancelled while an
-// earlier cancel's grace timer runs used to get no answer at all.
+// earlier cancel's grace timer runs used to get no answer at all. Two
+// prompts of one session are pending at once only with the one-turn rule
+// off (by default the second is rejected, see TestOneTurn_*), so it is off
+// here.
 func TestCancelGrace_SecondCancelDuringGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Durations stay under the harness's 5 s waits, which run on the
 		// bubble's fake clock too.
-		h := newHarness(t, func(b *bridge.Bridge) { b.CancelGrace = 3 * time.Second })
+		h := newHarness(t, func(b *bridge.Bridge) {
+			b.CancelGrace = 3 * time.Second
+			b.OneTurn = bridge.OneTurnOff
+		})
 		h.initialize()
 		sid := h.newSession("1")
 		prompt := func(id int) {

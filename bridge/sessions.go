@@ -25,6 +25,8 @@ type session struct {
 	dirs []string
 	// prompts are the session/prompt requests still pending, oldest first.
 	prompts []translate.Ref
+	// queued are prompts waiting for the running turn (OneTurnQueue).
+	queued []queuedPrompt
 	// draining is set when the engine answered a prompt itself after the
 	// cancel grace period: updates the agent still sends for that turn are
 	// dropped until its own late answer arrives or the next prompt starts.
@@ -223,7 +225,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 		// ACP results are objects; older peers send null (acp-spec.md §2.1).
 		// Only methods ACP defines: an unknown method's result is the
 		// agent's business.
-		if objectResults[req.method] {
+		if objectResults[req.method] && !e.b.DisabledRepairs[RepairObjectResults] {
 			result = json.RawMessage("{}")
 			e.repaired(RepairObjectResults, req.session, req.method+" answered null")
 		}

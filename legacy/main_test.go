@@ -76,6 +76,15 @@ func runChild(mode string) {
 	switch mode {
 	case "echo":
 		echo()
+	case "noisy":
+		// A frame, two log lines, a frame, then a log loop that never ends.
+		say(map[string]int{"seq": 1})
+		out.WriteString("log: starting\nlog: ready\n")
+		say(map[string]int{"seq": 2})
+		for i := 0; ; i++ {
+			fmt.Fprintf(out, "log: tick %d\n", i)
+			time.Sleep(time.Millisecond)
+		}
 	case "banner":
 		// Gemini CLI 0.1.x prints this before its first reply
 		// (legacy-formats.md §1.2).

@@ -86,6 +86,15 @@ type Command struct {
 	// Logger receives the process's logs and, line by line at Info level,
 	// the child's stderr; nil means no logging.
 	Logger hclog.Logger
+	// NoiseLimit, when positive, is how many non-JSON stdout lines in a row
+	// the child may write before it is treated as broken: its stdout is
+	// no longer read and Read fails naming the cause, so the editor gets
+	// an error instead of a bridge spinning on a log (the compliance
+	// shim's stdout-noise rule). 0 means no limit.
+	NoiseLimit int
+	// OnNoise, if not nil, is called from the stdout reader with every
+	// non-JSON line skipped (borrowed: valid only during the call).
+	OnNoise func(line []byte)
 }
 
 // Process is a running agent child process, made by Command.Start. It has the
@@ -216,7 +225,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)
 	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
 	go p.wait()
-	go p.readStdout(c.MaxLine)
+	go p.readStdout(c.MaxLine, c.NoiseLimit, c.OnNoise)
 	go p.logStderr()
 	return p, nil
 }
@@ -485,9 +494,10 @@ func (p *Process) exitError() error {
 // collection is disabled." on stdout before its first reply
 // (legacy-formats.md §1.2), and an over-long line must not end the stream
 // (peers.md §c.6).
-func (p *Process) readStdout(maxLine int) {
+func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 	defer close(p.stdoutDone)
 	r := ndjson.NewReader(p.stdout, maxLine)
+	noise := 0 // non-JSON lines since the last frame
 	for {
 		line, err := r.Next()
 		var tooLong *ndjson.TooLongError
@@ -507,8 +517,16 @@ func (p *Process) readStdout(maxLine int) {
 		if !isJSONFrame(line) {
 			n := p.skipped.Add(1)
 			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
+			if onNoise != nil {
+				onNoise(line)
+			}
+			if noise++; noiseLimit > 0 && noise >= noiseLimit {
+				p.stdoutErr = fmt.Errorf("the agent wrote %d lines in a row that are not JSON-RPC (the last: %q), so it is treated as broken: ACP reserves stdout for JSON-RPC messages; make the agent log to stderr", noise, snippet(line, maxQuoted))
+				return
+			}
 			continue
 		}
+		noise = 0
 		if !p.frames.push(line, p.closed) {
 			return
 		}

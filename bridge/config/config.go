@@ -62,6 +62,8 @@ type Config struct {
 	// Dialects are the dialect "name" { … } blocks: rule profiles the
 	// user wrote, decoded by package translate/rules (rules.Decode).
 	Dialects []*UserDialect
+	// Shim is the shim { … } block; nil = not set.
+	Shim *Shim
 
 	// Files holds the parsed source files by name, for WriteDiagnostics.
 	// It is set even when loading failed, when it is the only field set.
@@ -147,6 +149,7 @@ type rawRoot struct {
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
 	Agents         []*rawAgent    `hcl:"agent,block"`
 	Dialects       []*rawDialect  `hcl:"dialect,block"`
+	Shim           *rawShim       `hcl:"shim,block"`
 }
 
 type rawDialect struct {
@@ -307,6 +310,7 @@ func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.
 	}
 	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
 	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)
+	cfg.Shim = e.shim(raw.Shim)
 
 	// gohcl records no block ranges; the header schema yields the same
 	// blocks in the same order, with them.

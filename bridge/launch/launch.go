@@ -112,6 +112,10 @@ type Flags struct {
 	QueueBytes          string
 	RequestTimeout      string
 	CancelGrace         string
+	// Shim is --shim (on, off, report, report=FILE) and ShimDisable the
+	// --shim-disable lists of rule names.
+	Shim        string
+	ShimDisable []string
 	// Argv is the agent command after "--".
 	Argv []string
 	Set  map[string]bool

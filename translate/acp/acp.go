@@ -127,6 +127,12 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 // params and pass-through notifications are slices of it.
 func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 	env, perr := translate.ParseEnvelope(f)
+	return r.fromAgent(f, &env, perr)
+}
+
+// fromAgent relays one parsed agent frame; the shim calls it with the
+// envelope it parsed (and perhaps repaired) itself.
+func (r *Relay) fromAgent(f []byte, env *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
 	if perr != nil {
 		if env.ID != nil && env.Method != "" {
 			// A malformed request still deserves an answer, or the agent waits.

@@ -1,0 +1,72 @@
+package bridge_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/tidwall/gjson"
+)
+
+func promptLine(id, sid string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[]}}`
+}
+
+// A second prompt on a session whose turn runs is rejected at once, with a
+// code ACP does not reserve and a message that says what to do; it never
+// reaches the agent. After the first turn's (cancelled) answer, a prompt is
+// accepted again.
+func TestOneTurn_SecondPromptRejected(t *testing.T) {
+	h := newHarness(t, nil)
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(promptLine("2", sid))
+	first := h.agentRecv()
+	h.send(promptLine("3", sid))
+	got := h.recv()
+	code := gjson.Get(got, "error.code").Int()
+	if gjson.Get(got, "id").Raw != "3" || code != -32600 || !strings.Contains(gjson.Get(got, "error.message").Str, "wait for its answer") {
+		t.Fatalf("second prompt answered %s", got)
+	}
+	h.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	if c := h.agentRecv(); gjson.Get(c, "method").Str != "session/cancel" {
+		t.Fatalf("agent got %s, want the cancel (the rejected prompt must not reach it)", c)
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(first, "id").Raw + `,"result":{"stopReason":"cancelled"}}`)
+	if got := h.recv(); gjson.Get(got, "result.stopReason").Str != "cancelled" {
+		t.Fatalf("first prompt answered %s", got)
+	}
+	h.send(promptLine("4", sid))
+	if req := h.agentRecv(); gjson.Get(req, "method").Str != "session/prompt" {
+		t.Fatalf("prompt after the cancelled answer: agent got %s", req)
+	}
+}
+
+// In queue mode the second prompt waits for the first turn's answer, then
+// goes to the agent; a session/cancel answers queued prompts "cancelled".
+func TestOneTurn_Queue(t *testing.T) {
+	h := newHarness(t, func(b *bridge.Bridge) { b.OneTurn = bridge.OneTurnQueue })
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(promptLine("2", sid))
+	first := h.agentRecv()
+	h.send(promptLine("3", sid))
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(first, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "id").Raw != "2" {
+		t.Fatalf("got %s, want the first prompt's answer", got)
+	}
+	second := h.agentRecv()
+	if gjson.Get(second, "method").Str != "session/prompt" {
+		t.Fatalf("agent got %s, want the queued prompt", second)
+	}
+	h.send(promptLine("4", sid))
+	h.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	if got := h.recv(); gjson.Get(got, "id").Raw != "4" || gjson.Get(got, "result.stopReason").Str != "cancelled" {
+		t.Fatalf("queued prompt after cancel: %s", got)
+	}
+	h.agentRecv() // the cancel
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(second, "id").Raw + `,"result":{"stopReason":"cancelled"}}`)
+	if got := h.recv(); gjson.Get(got, "id").Raw != "3" {
+		t.Fatalf("got %s, want the second prompt's answer", got)
+	}
+}
