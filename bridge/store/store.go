@@ -1,0 +1,761 @@
+// Package store keeps the bridge's durable session transcripts: for every
+// session, an append-only file of what the editor saw (prompts, every
+// session/update, stop reasons, the agent that served it) under a state
+// directory, so that sessions can be listed, loaded and resumed whatever the
+// agent behind them remembers.
+//
+// Layout: one <name>.ndjson transcript per session and a <name>.json sidecar
+// holding its listing data (id, cwd, title, agent, timestamps), rewritten
+// atomically. <name> is the session id when it is a plain file name, else
+// "x-" and its hex. The directory is created 0700, files 0600.
+//
+// Writing never blocks the caller: Append copies the record into a queue
+// bounded by bytes, and one writer goroutine of the Store's own encodes it,
+// buffers it and flushes and fsyncs a session's file at every turn end (a
+// Record with Sync set) and every file at least once a second. When the
+// queue is full (a disk far slower than the agent's stream) records are
+// dropped and counted rather than stall the relay; the session's transcript
+// then gets a "gap" record where they were lost, so that nobody mistakes it
+// for complete.
+//
+// Reading is tolerant: a torn last line (a crash in the middle of a write)
+// and any undecodable line are skipped with a warning, never an error.
+//
+// Bounds: binary payloads ("data" and "blob" strings, i.e. image, audio and
+// resource blobs) longer than MaxInline are not stored: the string is
+// emptied and the object's _meta["acp-bridge"].omittedBytes says how long
+// it was. A transcript that reaches MaxSessionBytes takes no more records
+// except its metadata and agent switches (one "cap" record marks the spot).
+// At Open, sessions not updated for MaxAge, and the oldest beyond
+// MaxSessions, are deleted; MaxSessions is enforced again whenever a new
+// session is created.
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Record kinds.
+const (
+	KindMeta   = "meta"   // Agent, Dialect, Cwd of a session opened or reopened
+	KindPrompt = "prompt" // Body: the session/prompt params
+	KindUpdate = "update" // Body: the session/update params sent to the editor
+	KindStop   = "stop"   // Body: the prompt's result, or its error object
+	KindSwitch = "switch" // Agent, Dialect: the session moved to another agent
+	KindGap    = "gap"    // Body: {"dropped":N}: records lost to a full queue
+	KindCap    = "cap"    // the size cap was reached; later records dropped
+)
+
+// Record is one line of a transcript.
+type Record struct {
+	Kind    string          `json:"t"`
+	At      time.Time       `json:"at"`
+	Agent   string          `json:"agent,omitempty"`
+	Dialect string          `json:"dialect,omitempty"`
+	Cwd     string          `json:"cwd,omitempty"`
+	Failed  bool            `json:"failed,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"`
+	// Sync asks for the file to be flushed and fsynced once this record is
+	// written (a turn's end). Not stored.
+	Sync bool `json:"-"`
+}
+
+// Meta is a session's listing data (the sidecar file).
+type Meta struct {
+	SessionID string    `json:"sessionId"`
+	Cwd       string    `json:"cwd"`
+	Title     string    `json:"title,omitempty"`
+	Agent     string    `json:"agent,omitempty"`
+	Dialect   string    `json:"dialect,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Transcript is a session read back.
+type Transcript struct {
+	Meta    Meta
+	Records []Record
+	// Skipped counts lines that could not be read (torn or corrupt).
+	Skipped int
+}
+
+// Options configure a Store. Zero values mean the defaults given.
+type Options struct {
+	// Dir is the state directory (created if missing).
+	Dir string
+	// MaxInline is the longest binary payload stored; 0 means 64 KiB.
+	MaxInline int
+	// MaxSessionBytes caps one transcript; 0 means 64 MiB.
+	MaxSessionBytes int64
+	// MaxAge deletes sessions not updated for that long; 0 means 30 days,
+	// negative keeps them forever.
+	MaxAge time.Duration
+	// MaxSessions keeps at most that many sessions; 0 means 1000, negative
+	// means no limit.
+	MaxSessions int
+	// QueueBytes bounds the records waiting for the writer; 0 means 16 MiB.
+	QueueBytes int
+	// FlushEvery is the longest a written record waits for its fsync; 0
+	// means 1 s.
+	FlushEvery time.Duration
+	Logger     hclog.Logger
+}
+
+// DefaultDir is $XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge.
+func DefaultDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "acp-bridge")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "acp-bridge-state")
+	}
+	return filepath.Join(home, ".local", "state", "acp-bridge")
+}
+
+// Store is a directory of transcripts. Its methods are safe for concurrent
+// use; callbacks run on the Store's writer goroutine and must not call back
+// into the Store synchronously.
+type Store struct {
+	o   Options
+	log hclog.Logger
+
+	mu      sync.Mutex
+	queue   []op
+	bytes   int
+	dropped map[string]int // per session, since the last gap record
+	total   int64          // records ever dropped
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+
+	// writer-owned
+	files map[string]*file
+}
+
+type op struct {
+	sid  string
+	rec  *Record
+	fn   func() // a read, list or delete, run in order with the writes
+	stop bool
+}
+
+type file struct {
+	f      *os.File
+	w      *bufio.Writer
+	meta   Meta
+	size   int64
+	capped bool
+	dirty  bool // written since the last fsync
+	metaD  bool // meta changed since the sidecar was written
+}
+
+// Open opens (creating) the state directory, applies retention and starts
+// the writer.
+func Open(o Options) (*Store, error) {
+	if o.Dir == "" {
+		return nil, errors.New("store: no state directory")
+	}
+	if o.MaxInline <= 0 {
+		o.MaxInline = 64 << 10
+	}
+	if o.MaxSessionBytes <= 0 {
+		o.MaxSessionBytes = 64 << 20
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = 30 * 24 * time.Hour
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = 1000
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 16 << 20
+	}
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the session state directory: %w", err)
+	}
+	if err := os.Chmod(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("securing the session state directory: %w", err)
+	}
+	s := &Store{o: o, log: o.Logger, dropped: map[string]int{}, wake: make(chan struct{}, 1),
+		done: make(chan struct{}), files: map[string]*file{}}
+	s.retain("")
+	go s.run()
+	return s, nil
+}
+
+// Dir returns the state directory.
+func (s *Store) Dir() string { return s.o.Dir }
+
+// Dropped returns how many records were dropped because the queue was full.
+func (s *Store) Dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// Append queues r for session sid. It copies r.Body and never blocks.
+func (s *Store) Append(sid string, r Record) {
+	if r.At.IsZero() {
+		r.At = time.Now()
+	}
+	n := len(r.Body) + 64
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && r.Kind != KindMeta && r.Kind != KindSwitch {
+		s.dropped[sid]++
+		s.total++
+		if s.total == 1 || s.total%1000 == 0 {
+			s.log.Warn("session transcript writer is behind: records dropped (the disk is slower than the agent's stream)", "dropped", s.total)
+		}
+		s.mu.Unlock()
+		return
+	}
+	if d := s.dropped[sid]; d > 0 {
+		delete(s.dropped, sid)
+		s.queue = append(s.queue, op{sid: sid, rec: &Record{Kind: KindGap, At: r.At, Body: fmt.Appendf(nil, `{"dropped":%d}`, d)}})
+	}
+	r.Body = bytes.Clone(r.Body)
+	s.queue = append(s.queue, op{sid: sid, rec: &r})
+	s.bytes += n
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// do runs fn on the writer goroutine after every record queued before it.
+func (s *Store) do(fn func()) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, op{fn: fn})
+	s.mu.Unlock()
+	signal(s.wake)
+	return true
+}
+
+// ErrClosed is reported to callbacks of a Store that was closed.
+var ErrClosed = errors.New("the session store is closed")
+
+// Load reads session sid back, after everything queued for it is written,
+// and passes it to done (on the writer goroutine). A session the store does
+// not have is reported with an error wrapping fs.ErrNotExist.
+func (s *Store) Load(sid string, done func(*Transcript, error)) {
+	if !s.do(func() { done(s.load(sid)) }) {
+		done(nil, ErrClosed)
+	}
+}
+
+// List passes done the sessions whose cwd is cwd ("" for all), newest
+// first, at most limit of them after cursor, and the cursor of the next
+// page ("" when there is none).
+func (s *Store) List(cwd, cursor string, limit int, done func([]Meta, string, error)) {
+	if !s.do(func() { done(s.list(cwd, cursor, limit)) }) {
+		done(nil, "", ErrClosed)
+	}
+}
+
+// Delete removes session sid's files; done gets fs.ErrNotExist when there
+// were none.
+func (s *Store) Delete(sid string, done func(error)) {
+	if !s.do(func() { done(s.remove(sid)) }) {
+		done(ErrClosed)
+	}
+}
+
+// Has reports (to done) whether session sid has a transcript.
+func (s *Store) Has(sid string, done func(Meta, bool)) {
+	if !s.do(func() {
+		m, err := s.meta(sid)
+		done(m, err == nil)
+	}) {
+		done(Meta{}, false)
+	}
+}
+
+// Close writes and fsyncs everything queued and stops the writer.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	s.queue = append(s.queue, op{stop: true})
+	s.mu.Unlock()
+	signal(s.wake)
+	<-s.done
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// run is the writer goroutine.
+func (s *Store) run() {
+	defer close(s.done)
+	tick := time.NewTicker(s.o.FlushEvery)
+	defer tick.Stop()
+	var batch []op
+	for {
+		select {
+		case <-s.wake:
+		case <-tick.C:
+			s.flushAll()
+			continue
+		}
+		s.mu.Lock()
+		batch, s.queue = s.queue, batch[:0]
+		s.bytes = 0
+		s.mu.Unlock()
+		for i, o := range batch {
+			batch[i] = op{}
+			switch {
+			case o.stop:
+				s.flushAll()
+				for sid, f := range s.files {
+					f.f.Close()
+					delete(s.files, sid)
+				}
+				return
+			case o.fn != nil:
+				o.fn()
+			default:
+				s.write(o.sid, o.rec)
+			}
+		}
+	}
+}
+
+// name is the file name stem of session sid.
+func name(sid string) string {
+	plain := sid != "" && len(sid) <= 100 && sid[0] != '.' && strings.IndexFunc(sid, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) < 0
+	if plain && !strings.HasPrefix(sid, "x-") {
+		return sid
+	}
+	return "x-" + hex.EncodeToString([]byte(sid))
+}
+
+func (s *Store) paths(sid string) (transcript, sidecar string) {
+	n := name(sid)
+	return filepath.Join(s.o.Dir, n+".ndjson"), filepath.Join(s.o.Dir, n+".json")
+}
+
+// open returns the open file of sid, creating the session when new.
+func (s *Store) open(sid string, r *Record) (*file, error) {
+	if f := s.files[sid]; f != nil {
+		return f, nil
+	}
+	tp, _ := s.paths(sid)
+	m, err := s.meta(sid)
+	fresh := err != nil
+	if fresh {
+		m = Meta{SessionID: sid, CreatedAt: r.At, UpdatedAt: r.At}
+	}
+	fh, err := os.OpenFile(tp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f := &file{f: fh, w: bufio.NewWriterSize(fh, 64<<10), meta: m, size: st.Size(), metaD: fresh}
+	f.capped = f.size >= s.o.MaxSessionBytes
+	if len(s.files) >= 64 {
+		s.flushAll()
+		for id, g := range s.files {
+			g.f.Close()
+			delete(s.files, id)
+		}
+	}
+	s.files[sid] = f
+	if fresh {
+		s.retain(sid)
+	}
+	return f, nil
+}
+
+// write encodes one record into sid's file.
+func (s *Store) write(sid string, r *Record) {
+	f, err := s.open(sid, r)
+	if err != nil {
+		s.log.Warn("session transcript not written", "session", sid, "error", err)
+		return
+	}
+	switch r.Kind {
+	case KindMeta, KindSwitch:
+		if r.Agent != "" {
+			f.meta.Agent, f.meta.Dialect = r.Agent, r.Dialect
+		}
+		if r.Cwd != "" {
+			f.meta.Cwd = r.Cwd
+		}
+		f.metaD = true
+	case KindPrompt:
+		if f.meta.Title == "" {
+			f.meta.Title = Title(r.Body)
+			f.metaD = f.meta.Title != ""
+		}
+	}
+	if f.capped && r.Kind != KindMeta && r.Kind != KindSwitch {
+		return
+	}
+	if len(r.Body) > s.o.MaxInline {
+		r.Body = omitLarge(r.Body, s.o.MaxInline)
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		s.log.Warn("session transcript record not encodable; skipped", "session", sid, "error", err)
+		return
+	}
+	line = append(line, '\n')
+	if !f.capped && f.size+int64(len(line)) > s.o.MaxSessionBytes && r.Kind != KindMeta && r.Kind != KindSwitch {
+		f.capped = true
+		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
+		line, _ = json.Marshal(Record{Kind: KindCap, At: r.At})
+		line = append(line, '\n')
+	}
+	n, err := f.w.Write(line)
+	f.size += int64(n)
+	if err != nil {
+		s.log.Warn("session transcript write failed", "session", sid, "error", err)
+	}
+	f.dirty = true
+	if r.At.After(f.meta.UpdatedAt) {
+		f.meta.UpdatedAt = r.At
+	}
+	if r.Kind != KindUpdate {
+		f.metaD = true
+	}
+	if r.Sync {
+		s.flush(sid, f)
+	}
+}
+
+// flush writes sid's buffer, fsyncs it and rewrites its sidecar if needed.
+func (s *Store) flush(sid string, f *file) {
+	if f.dirty {
+		if err := f.w.Flush(); err != nil {
+			s.log.Warn("session transcript flush failed", "session", sid, "error", err)
+		}
+		if err := f.f.Sync(); err != nil {
+			s.log.Warn("session transcript fsync failed", "session", sid, "error", err)
+		}
+		f.dirty = false
+		f.metaD = true // updatedAt moved
+	}
+	if f.metaD {
+		f.metaD = false
+		if err := s.writeMeta(sid, f.meta); err != nil {
+			s.log.Warn("session listing data not written", "session", sid, "error", err)
+		}
+	}
+}
+
+func (s *Store) flushAll() {
+	for sid, f := range s.files {
+		s.flush(sid, f)
+	}
+}
+
+func (s *Store) writeMeta(sid string, m Meta) error {
+	_, mp := s.paths(sid)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.o.Dir, ".meta-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), mp)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// meta returns sid's listing data, from the open file or the sidecar.
+func (s *Store) meta(sid string) (Meta, error) {
+	if f := s.files[sid]; f != nil {
+		return f.meta, nil
+	}
+	_, mp := s.paths(sid)
+	return readMeta(mp)
+}
+
+func readMeta(path string) (Meta, error) {
+	var m Meta
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.SessionID == "" {
+		return m, fmt.Errorf("%s: unreadable session listing data: %w", path, fs.ErrNotExist)
+	}
+	return m, nil
+}
+
+func (s *Store) load(sid string) (*Transcript, error) {
+	m, err := s.meta(sid)
+	if err != nil {
+		return nil, fmt.Errorf("no transcript of session %q: %w", sid, fs.ErrNotExist)
+	}
+	if f := s.files[sid]; f != nil {
+		s.flush(sid, f)
+	}
+	tp, _ := s.paths(sid)
+	data, err := os.ReadFile(tp)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	t := &Transcript{Meta: m}
+	for len(data) > 0 {
+		line := data
+		i := bytes.IndexByte(data, '\n')
+		last := i < 0
+		if !last {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r Record
+		if last || json.Unmarshal(line, &r) != nil || r.Kind == "" {
+			t.Skipped++
+			what := "corrupt line"
+			if last {
+				what = "torn last line (the bridge stopped in the middle of a write)"
+			}
+			s.log.Warn("session transcript: "+what+" ignored", "session", sid, "bytes", len(line))
+			continue
+		}
+		t.Records = append(t.Records, r)
+	}
+	return t, nil
+}
+
+func (s *Store) remove(sid string) error {
+	if f := s.files[sid]; f != nil {
+		f.f.Close()
+		delete(s.files, sid)
+	}
+	tp, mp := s.paths(sid)
+	err1 := os.Remove(mp)
+	err2 := os.Remove(tp)
+	if err1 != nil && err2 != nil {
+		return fmt.Errorf("no transcript of session %q: %w", sid, fs.ErrNotExist)
+	}
+	return nil
+}
+
+// all returns every session's listing data, newest first.
+func (s *Store) all() []Meta {
+	ents, _ := os.ReadDir(s.o.Dir)
+	var out []Meta
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		m, err := readMeta(filepath.Join(s.o.Dir, n))
+		if err != nil {
+			continue
+		}
+		if f := s.files[m.SessionID]; f != nil {
+			m = f.meta
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b Meta) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SessionID, b.SessionID)
+	})
+	return out
+}
+
+type cursor struct {
+	U  int64  `json:"u"`
+	ID string `json:"id"`
+}
+
+func (s *Store) list(cwd, cur string, limit int) ([]Meta, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var after *cursor
+	if cur != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cur)
+		var c cursor
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			return nil, "", fmt.Errorf("invalid cursor %q: pass the nextCursor of a previous session/list answer", cur)
+		}
+		after = &c
+	}
+	var page []Meta
+	for _, m := range s.all() {
+		if cwd != "" && filepath.Clean(m.Cwd) != filepath.Clean(cwd) {
+			continue
+		}
+		if after != nil {
+			u := m.UpdatedAt.UnixNano()
+			if u > after.U || u == after.U && m.SessionID <= after.ID {
+				continue
+			}
+		}
+		if len(page) == limit {
+			last := page[len(page)-1]
+			b, _ := json.Marshal(cursor{U: last.UpdatedAt.UnixNano(), ID: last.SessionID})
+			return page, base64.RawURLEncoding.EncodeToString(b), nil
+		}
+		page = append(page, m)
+	}
+	return page, "", nil
+}
+
+// retain deletes sessions beyond the age and count limits, never keep.
+func (s *Store) retain(keep string) {
+	all := s.all()
+	now := time.Now()
+	n := 0
+	if keep != "" && !slices.ContainsFunc(all, func(m Meta) bool { return m.SessionID == keep }) {
+		n = 1 // a session just created has no listing data on disk yet
+	}
+	for _, m := range all {
+		old := s.o.MaxAge > 0 && now.Sub(m.UpdatedAt) > s.o.MaxAge
+		over := s.o.MaxSessions > 0 && n >= s.o.MaxSessions
+		if m.SessionID != keep && (old || over) {
+			if s.remove(m.SessionID) == nil {
+				s.log.Debug("session transcript removed by retention", "session", m.SessionID, "updated", m.UpdatedAt)
+			}
+			continue
+		}
+		n++
+	}
+}
+
+// Title is a session title from a prompt's params: its first text block's
+// first line, at most 80 characters.
+func Title(params json.RawMessage) string {
+	var p struct {
+		Prompt []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"prompt"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	for _, b := range p.Prompt {
+		if b.Type != "text" {
+			continue
+		}
+		t := strings.TrimSpace(b.Text)
+		if i := strings.IndexByte(t, '\n'); i >= 0 {
+			t = strings.TrimSpace(t[:i])
+		}
+		if r := []rune(t); len(r) > 80 {
+			t = string(r[:79]) + "…"
+		}
+		if t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// omitLarge empties "data" and "blob" strings longer than max in body,
+// noting their length in the enclosing object's _meta["acp-bridge"].
+func omitLarge(body json.RawMessage, max int) json.RawMessage {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return body
+	}
+	if !walkOmit(v, max) {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func walkOmit(v any, max int) bool {
+	changed := false
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range []string{"data", "blob"} {
+			if str, ok := x[k].(string); ok && len(str) > max {
+				x[k] = ""
+				meta, _ := x["_meta"].(map[string]any)
+				if meta == nil {
+					meta = map[string]any{}
+				}
+				meta["acp-bridge"] = map[string]any{"omittedBytes": len(str)}
+				x["_meta"] = meta
+				changed = true
+			}
+		}
+		for _, c := range x {
+			changed = walkOmit(c, max) || changed
+		}
+	case []any:
+		for _, c := range x {
+			changed = walkOmit(c, max) || changed
+		}
+	}
+	return changed
+}
