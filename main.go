@@ -205,7 +205,7 @@ func serveFlags() []cli.Flag {
 	list := func(name, usage string) cli.Flag {
 		return &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)}
 	}
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
 		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
 		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
@@ -222,7 +222,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagQueueBytes, "budget of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long a cancelled prompt may take to end (default 5s)", ""),
-	}
+	}, sessionFlags()...)
 }
 
 func flagsFrom(c *cli.Context) launch.Flags {
@@ -342,6 +342,11 @@ func serveAction(c *cli.Context) error {
 	}
 
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage)
+	if err != nil {
+		return err
+	}
+	defer sessions.Close()
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	if err != nil && c.Context.Err() == nil {

@@ -115,6 +115,10 @@ type Bridge struct {
 	// Dialect, NewTranslator and Dial. This is the seam for switching
 	// agents per session.
 	BindSession func(method string, params []byte) (b Binding, ok bool)
+	// Sessions, if not nil, turns on durable sessions (durable.go): the
+	// bridge records every session and serves session/list, load, resume,
+	// close and delete itself, for every backend.
+	Sessions *Durable
 }
 
 // A Binding is what one agent link speaks and how it is reached.

@@ -61,6 +61,8 @@ type Config struct {
 	// Dialects are the dialect "name" { … } blocks: rule profiles the
 	// user wrote, decoded by package translate/rules (rules.Decode).
 	Dialects []*UserDialect
+	// Sessions are the durable-session settings (sessions.go).
+	Sessions Sessions
 
 	// Files holds the parsed source files by name, for WriteDiagnostics.
 	// It is set even when loading failed, when it is the only field set.
@@ -144,8 +146,16 @@ type rawRoot struct {
 	RequestTimeout *hcl.Attribute `hcl:"request_timeout,optional"`
 	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
-	Agents         []*rawAgent    `hcl:"agent,block"`
-	Dialects       []*rawDialect  `hcl:"dialect,block"`
+	// Durable sessions (sessions.go).
+	SessionsOn      *hcl.Attribute `hcl:"sessions,optional"`
+	StateDir        *hcl.Attribute `hcl:"state_dir,optional"`
+	SessionIdle     *hcl.Attribute `hcl:"session_idle,optional"`
+	HistoryPreamble *hcl.Attribute `hcl:"history_preamble,optional"`
+	SessionMaxAge   *hcl.Attribute `hcl:"session_max_age,optional"`
+	MaxSessions     *hcl.Attribute `hcl:"max_sessions,optional"`
+	SessionMaxBytes *hcl.Attribute `hcl:"session_max_bytes,optional"`
+	Agents          []*rawAgent    `hcl:"agent,block"`
+	Dialects        []*rawDialect  `hcl:"dialect,block"`
 }
 
 type rawDialect struct {
@@ -287,6 +297,7 @@ func build(raw *rawRoot, body hcl.Body, dir string) (*Config, hcl.Diagnostics) {
 	}
 	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
 	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)
+	cfg.Sessions = e.sessions(raw)
 
 	// gohcl records no block ranges; the header schema yields the same
 	// blocks in the same order, with them.

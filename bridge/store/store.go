@@ -22,9 +22,8 @@
 // and any undecodable line are skipped with a warning, never an error.
 //
 // Bounds: binary payloads ("data" and "blob" strings, i.e. image, audio and
-// resource blobs) longer than MaxInline are not stored: the string is
-// emptied and the object's _meta["acp-bridge"].omittedBytes says how long
-// it was. A transcript that reaches MaxSessionBytes takes no more records
+// resource blobs) longer than MaxInline are not stored: the string becomes
+// "acp-bridge:omitted:N" (N its length; see Omitted). A transcript that reaches MaxSessionBytes takes no more records
 // except its metadata and agent switches (one "cap" record marks the spot).
 // At Open, sessions not updated for MaxAge, and the oldest beyond
 // MaxSessions, are deleted; MaxSessions is enforced again whenever a new
@@ -43,6 +42,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +73,11 @@ type Record struct {
 	// Sync asks for the file to be flushed and fsynced once this record is
 	// written (a turn's end). Not stored.
 	Sync bool `json:"-"`
+	// New marks the meta record of a session just created: a transcript
+	// already filed under its id (an agent that hands out ids again after
+	// a restart) is another conversation, and is moved aside to the id
+	// "ID~N" first. Not stored.
+	New bool `json:"-"`
 }
 
 // Meta is a session's listing data (the sidecar file).
@@ -108,7 +113,7 @@ type Options struct {
 	// MaxSessions keeps at most that many sessions; 0 means 1000, negative
 	// means no limit.
 	MaxSessions int
-	// QueueBytes bounds the records waiting for the writer; 0 means 16 MiB.
+	// QueueBytes bounds the records waiting for the writer; 0 means 4 MiB.
 	QueueBytes int
 	// FlushEvery is the longest a written record waits for its fsync; 0
 	// means 1 s.
@@ -146,6 +151,7 @@ type Store struct {
 
 	// writer-owned
 	files map[string]*file
+	buf   []byte
 }
 
 type op struct {
@@ -184,7 +190,7 @@ func Open(o Options) (*Store, error) {
 		o.MaxSessions = 1000
 	}
 	if o.QueueBytes <= 0 {
-		o.QueueBytes = 16 << 20
+		o.QueueBytes = 4 << 20
 	}
 	if o.FlushEvery <= 0 {
 		o.FlushEvery = time.Second
@@ -220,7 +226,7 @@ func (s *Store) Append(sid string, r Record) {
 	if r.At.IsZero() {
 		r.At = time.Now()
 	}
-	n := len(r.Body) + 64
+	n := len(r.Body) + recordOverhead
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -258,6 +264,10 @@ func (s *Store) do(fn func()) bool {
 	signal(s.wake)
 	return true
 }
+
+// recordOverhead is what a queued record costs besides its body (the
+// Record and its queue slot), counted against Options.QueueBytes.
+const recordOverhead = 256
 
 // ErrClosed is reported to callbacks of a Store that was closed.
 var ErrClosed = errors.New("the session store is closed")
@@ -354,6 +364,15 @@ func (s *Store) run() {
 				s.write(o.sid, o.rec)
 			}
 		}
+		// Hand each batch to the OS at once: a bridge killed now loses
+		// nothing it wrote (a machine that crashes loses up to a second).
+		for sid, f := range s.files {
+			if f.w.Buffered() > 0 {
+				if err := f.w.Flush(); err != nil {
+					s.log.Warn("session transcript write failed", "session", sid, "error", err)
+				}
+			}
+		}
 	}
 }
 
@@ -411,6 +430,9 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 
 // write encodes one record into sid's file.
 func (s *Store) write(sid string, r *Record) {
+	if r.New {
+		s.archive(sid)
+	}
 	f, err := s.open(sid, r)
 	if err != nil {
 		s.log.Warn("session transcript not written", "session", sid, "error", err)
@@ -437,17 +459,11 @@ func (s *Store) write(sid string, r *Record) {
 	if len(r.Body) > s.o.MaxInline {
 		r.Body = omitLarge(r.Body, s.o.MaxInline)
 	}
-	line, err := json.Marshal(r)
-	if err != nil {
-		s.log.Warn("session transcript record not encodable; skipped", "session", sid, "error", err)
-		return
-	}
-	line = append(line, '\n')
+	line := s.encode(r)
 	if !f.capped && f.size+int64(len(line)) > s.o.MaxSessionBytes && r.Kind != KindMeta && r.Kind != KindSwitch {
 		f.capped = true
 		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
-		line, _ = json.Marshal(Record{Kind: KindCap, At: r.At})
-		line = append(line, '\n')
+		line = s.encode(&Record{Kind: KindCap, At: r.At})
 	}
 	n, err := f.w.Write(line)
 	f.size += int64(n)
@@ -464,6 +480,38 @@ func (s *Store) write(sid string, r *Record) {
 	if r.Sync {
 		s.flush(sid, f)
 	}
+}
+
+// encode renders r as one line, in the writer's reused buffer. It is
+// json.Marshal's output without its cost per streamed update: Body is
+// already valid JSON (what the editor was sent).
+func (s *Store) encode(r *Record) []byte {
+	b := append(s.buf[:0], `{"t":"`...)
+	b = append(b, r.Kind...) // one of the Kind constants: no escaping
+	b = append(b, `","at":"`...)
+	b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}} {
+		if f.v != "" {
+			b = append(b, `,"`+f.k+`":`...)
+			b = appendString(b, f.v)
+		}
+	}
+	if r.Failed {
+		b = append(b, `,"failed":true`...)
+	}
+	if len(r.Body) > 0 {
+		b = append(b, `,"body":`...)
+		b = append(b, bytes.TrimSpace(r.Body)...)
+	}
+	b = append(b, "}\n"...)
+	s.buf = b
+	return b
+}
+
+func appendString(b []byte, v string) []byte {
+	q, _ := json.Marshal(v)
+	return append(b, q...)
 }
 
 // flush writes sid's buffer, fsyncs it and rewrites its sidecar if needed.
@@ -581,6 +629,41 @@ func (s *Store) load(sid string) (*Transcript, error) {
 		t.Records = append(t.Records, r)
 	}
 	return t, nil
+}
+
+// archive moves an existing transcript of sid aside, to a fresh id.
+func (s *Store) archive(sid string) {
+	m, err := s.meta(sid)
+	if err != nil {
+		return
+	}
+	if f := s.files[sid]; f != nil {
+		s.flush(sid, f)
+		f.f.Close()
+		delete(s.files, sid)
+	}
+	var to string
+	for i := 1; ; i++ {
+		to = fmt.Sprintf("%s~%d", sid, i)
+		if _, err := s.meta(to); err != nil {
+			break
+		}
+	}
+	tp, mp := s.paths(sid)
+	ntp, _ := s.paths(to)
+	m.SessionID = to
+	err = s.writeMeta(to, m)
+	if err == nil {
+		err = os.Rename(tp, ntp)
+	}
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		err = os.Remove(mp)
+	}
+	if err != nil {
+		s.log.Warn("earlier transcript under a reused session id not moved aside", "session", sid, "error", err)
+		return
+	}
+	s.log.Info("the agent reused a session id: its earlier transcript moved aside", "session", sid, "now", to)
 }
 
 func (s *Store) remove(sid string) error {
@@ -714,48 +797,67 @@ func Title(params json.RawMessage) string {
 	return ""
 }
 
-// omitLarge empties "data" and "blob" strings longer than max in body,
-// noting their length in the enclosing object's _meta["acp-bridge"].
-func omitLarge(body json.RawMessage, max int) json.RawMessage {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if d.Decode(&v) != nil {
-		return body
-	}
-	if !walkOmit(v, max) {
-		return body
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return body
-	}
-	return out
-}
+// Omitted is the prefix of the string that replaces an omitted payload:
+// "acp-bridge:omitted:N" for N bytes (never valid base64, so never data).
+const Omitted = "acp-bridge:omitted:"
 
-func walkOmit(v any, max int) bool {
-	changed := false
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range []string{"data", "blob"} {
-			if str, ok := x[k].(string); ok && len(str) > max {
-				x[k] = ""
-				meta, _ := x["_meta"].(map[string]any)
-				if meta == nil {
-					meta = map[string]any{}
+// omitLarge replaces "data" and "blob" strings longer than max in body by
+// Omitted and their length. It splices the bytes rather than decoding the
+// body, which may be a 40 MiB prompt.
+func omitLarge(body json.RawMessage, max int) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(body))
+	type span struct{ from, to, n int }
+	var spans []span
+	// A key is a string token read where an object expects a key.
+	var stack []bool // per open container: is it an object?
+	expectKey := false
+	key := ""
+	for {
+		before := int(d.InputOffset())
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		after := int(d.InputOffset())
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				stack = append(stack, true)
+				expectKey = true
+			case '[':
+				stack = append(stack, false)
+				expectKey = false
+			default:
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && stack[len(stack)-1]
+			}
+			continue
+		case string:
+			if expectKey {
+				key = v
+				expectKey = false
+				continue
+			}
+			if (key == "data" || key == "blob") && len(v) > max {
+				if from := bytes.IndexByte(body[before:after], '"'); from >= 0 {
+					spans = append(spans, span{before + from, after, len(v)})
 				}
-				meta["acp-bridge"] = map[string]any{"omittedBytes": len(str)}
-				x["_meta"] = meta
-				changed = true
 			}
 		}
-		for _, c := range x {
-			changed = walkOmit(c, max) || changed
-		}
-	case []any:
-		for _, c := range x {
-			changed = walkOmit(c, max) || changed
-		}
+		// A value was read: in an object, a key comes next.
+		expectKey = len(stack) > 0 && stack[len(stack)-1]
+		key = ""
 	}
-	return changed
+	if len(spans) == 0 {
+		return body
+	}
+	out := make([]byte, 0, 1024)
+	last := 0
+	for _, sp := range spans {
+		out = append(out, body[last:sp.from]...)
+		out = fmt.Appendf(out, "%q", Omitted+strconv.Itoa(sp.n))
+		last = sp.to
+	}
+	return append(out, body[last:]...)
 }

@@ -246,7 +246,7 @@ func TestStore_SizeCapAndLargePayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(tr.Records[0].Body), img) || !strings.Contains(string(tr.Records[0].Body), `"omittedBytes":1000`) {
+	if strings.Contains(string(tr.Records[0].Body), img) || !strings.Contains(string(tr.Records[0].Body), `"data":"acp-bridge:omitted:1000"`) || !json.Valid(tr.Records[0].Body) {
 		t.Fatalf("large image stored: %.200s", tr.Records[0].Body)
 	}
 	size := 0
@@ -267,8 +267,9 @@ func TestStore_SizeCapAndLargePayloads(t *testing.T) {
 func TestStore_FullQueueDropsWithGap(t *testing.T) {
 	s := open(t, Options{QueueBytes: 1})
 	// Hold the writer so the queue fills.
-	hold := make(chan struct{})
-	s.do(func() { <-hold })
+	hold, held := make(chan struct{}), make(chan struct{})
+	s.do(func() { close(held); <-hold })
+	<-held
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
 	for range 10 {
 		s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"n":1}`)})
@@ -311,5 +312,34 @@ func TestStore_Delete(t *testing.T) {
 	}
 	if _, err := load(t, s, "a/b c"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("deleted session loads")
+	}
+}
+
+func TestStore_ReusedIDMovesEarlierTranscriptAside(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/old", New: true})
+	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("first conversation"), Sync: true})
+	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/new", New: true})
+	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("second conversation"), Sync: true})
+	m, _ := list(t, s, "", "", 0)
+	if len(m) != 2 {
+		t.Fatalf("sessions %+v", m)
+	}
+	old, err := load(t, s, "sess-1~1")
+	if err != nil || old.Meta.Title != "first conversation" || old.Meta.Cwd != "/old" || len(old.Records) != 2 {
+		t.Fatalf("moved aside: %+v %v", old, err)
+	}
+	cur, err := load(t, s, "sess-1")
+	if err != nil || cur.Meta.Title != "second conversation" || len(cur.Records) != 2 {
+		t.Fatalf("current: %+v %v", cur, err)
+	}
+}
+
+func TestOmitLarge_SplicesOnlyLargePayloads(t *testing.T) {
+	in := `{"a":{"data":"` + strings.Repeat("Q", 50) + `","x":["data",{"blob" : "` + strings.Repeat("Z", 60) + `"}]},"data":"short","text":"` + strings.Repeat("T", 80) + `"}`
+	got := string(omitLarge(json.RawMessage(in), 40))
+	want := `{"a":{"data":"acp-bridge:omitted:50","x":["data",{"blob" : "acp-bridge:omitted:60"}]},"data":"short","text":"` + strings.Repeat("T", 80) + `"}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
