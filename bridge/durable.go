@@ -110,18 +110,15 @@ func (e *engine) onSession(ev SessionEvent) {
 	}
 }
 
-// rawMember returns the raw value of key in obj, sharing obj's memory
-// when it can (no copy per streamed update).
-func rawMember(obj []byte, key string) []byte {
-	r := gjson.GetBytes(obj, key)
-	if r.Index > 0 && r.Index+len(r.Raw) <= len(obj) {
-		return obj[r.Index : r.Index+len(r.Raw)]
-	}
-	return []byte(r.Raw)
-}
-
 // sessionHooked reports whether session events are wanted at all.
 func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable() }
+
+// recordUpdate stores one session/update the editor is sent: its params,
+// or the whole notification as relayed (the store gives the params back
+// on load; no parsing per streamed update here).
+func (e *engine) recordUpdate(s *session, body []byte) {
+	e.store().AppendUpdate(s.id, body)
+}
 
 func (e *engine) record(ev SessionEvent) {
 	st := e.store()
@@ -139,8 +136,6 @@ func (e *engine) record(ev SessionEvent) {
 			s.b.idle.Stop()
 		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
-	case SessionUpdate:
-		st.Append(ev.Session, store.Record{Kind: store.KindUpdate, Body: ev.Body})
 	case SessionTurnEnded:
 		st.Append(ev.Session, store.Record{Kind: store.KindStop, Body: ev.Body, Failed: ev.Failed, Sync: true})
 		if s := e.sessions[ev.Session]; s != nil {

@@ -712,12 +712,15 @@ func (e *engine) notify(o translate.Out) {
 				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 			return
 		}
-		if e.sessionHooked() && s != nil {
+		if s != nil && e.durable() {
+			e.recordUpdate(s, o.Body)
+		}
+		if e.b.OnSession != nil && s != nil {
 			params := o.Body
 			if o.Kind == translate.Forward {
-				params = rawMember(o.Body, "params")
+				params = []byte(gjson.GetBytes(o.Body, "params").Raw)
 			}
-			e.onSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
+			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
 		}
 		if o.Kind == translate.Forward {
 			e.writeEditorSession(editorMsg{body: o.Body}, sid)

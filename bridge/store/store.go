@@ -48,13 +48,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tidwall/gjson"
 )
 
 // Record kinds.
 const (
 	KindMeta   = "meta"   // Agent, Dialect, Cwd of a session opened or reopened
 	KindPrompt = "prompt" // Body: the session/prompt params
-	KindUpdate = "update" // Body: the session/update params sent to the editor
+	KindUpdate = "update" // Body: the session/update params sent to the editor, or the whole notification (Load gives the params)
 	KindStop   = "stop"   // Body: the prompt's result, or its error object
 	KindSwitch = "switch" // Agent, Dialect: the session moved to another agent
 	KindGap    = "gap"    // Body: {"dropped":N}: records lost to a full queue
@@ -142,23 +143,29 @@ type Store struct {
 
 	mu      sync.Mutex
 	queue   []op
+	arena   []byte // the queued records' bodies, back to back
 	bytes   int
 	dropped map[string]int // per session, since the last gap record
 	total   int64          // records ever dropped
 	closed  bool
-	wake    chan struct{}
+	wake    chan struct{} // the queue is no longer empty
+	urgent  chan struct{} // write now: a turn ended, a read waits, Close
 	done    chan struct{}
 
 	// writer-owned
 	files map[string]*file
 	buf   []byte
+	now   time.Time // when the batch being written was taken
+	// nowText is now, formatted once per batch.
+	nowText []byte
 }
 
 type op struct {
-	sid  string
-	rec  *Record
-	fn   func() // a read, list or delete, run in order with the writes
-	stop bool
+	sid, kind string  // kind "" for fn and stop
+	off, n    int     // the body: arena[off:off+n]
+	extra     *Record // the other fields of a record that has some
+	fn        func()  // a read, list or delete, run in order with the writes
+	stop      bool
 }
 
 type file struct {
@@ -204,7 +211,7 @@ func Open(o Options) (*Store, error) {
 	if err := os.Chmod(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("securing the session state directory: %w", err)
 	}
-	s := &Store{o: o, log: o.Logger, dropped: map[string]int{}, wake: make(chan struct{}, 1),
+	s := &Store{o: o, log: o.Logger, dropped: map[string]int{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		done: make(chan struct{}), files: map[string]*file{}}
 	s.retain("")
 	go s.run()
@@ -222,17 +229,34 @@ func (s *Store) Dropped() int64 {
 }
 
 // Append queues r for session sid. It copies r.Body and never blocks.
+//
+// A record without At gets the time the writer takes it (within
+// batchDelay): reading the clock for every streamed update costs the
+// engine's loop more than the rest of Append.
 func (s *Store) Append(sid string, r Record) {
-	if r.At.IsZero() {
-		r.At = time.Now()
+	if r.Kind == KindUpdate && r.At.IsZero() && !r.Sync && !r.Failed {
+		s.AppendUpdate(sid, r.Body)
+		return
 	}
-	n := len(r.Body) + recordOverhead
+	extra := r
+	extra.Body = nil
+	s.add(sid, r.Kind, r.Body, r.Sync, &extra)
+}
+
+// AppendUpdate is Append of an update record: the engine's hot path, one
+// call per streamed update.
+func (s *Store) AppendUpdate(sid string, body []byte) {
+	s.add(sid, KindUpdate, body, false, nil)
+}
+
+func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
+	n := len(body) + recordOverhead
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && r.Kind != KindMeta && r.Kind != KindSwitch {
+	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && kind != KindMeta && kind != KindSwitch {
 		s.dropped[sid]++
 		s.total++
 		if s.total == 1 || s.total%1000 == 0 {
@@ -243,13 +267,26 @@ func (s *Store) Append(sid string, r Record) {
 	}
 	if d := s.dropped[sid]; d > 0 {
 		delete(s.dropped, sid)
-		s.queue = append(s.queue, op{sid: sid, rec: &Record{Kind: KindGap, At: r.At, Body: fmt.Appendf(nil, `{"dropped":%d}`, d)}})
+		s.push(sid, KindGap, fmt.Appendf(nil, `{"dropped":%d}`, d), nil)
 	}
-	r.Body = bytes.Clone(r.Body)
-	s.queue = append(s.queue, op{sid: sid, rec: &r})
+	first := len(s.queue) == 0
+	s.push(sid, kind, body, extra)
 	s.bytes += n
+	urgent := sync || s.bytes >= s.o.QueueBytes/4
 	s.mu.Unlock()
-	signal(s.wake)
+	switch {
+	case urgent:
+		signal(s.urgent)
+	case first:
+		signal(s.wake)
+	}
+}
+
+// push queues a record, its body copied into the arena; s.mu is held.
+func (s *Store) push(sid, kind string, body []byte, extra *Record) {
+	off := len(s.arena)
+	s.arena = append(s.arena, body...)
+	s.queue = append(s.queue, op{sid: sid, kind: kind, off: off, n: len(body), extra: extra})
 }
 
 // do runs fn on the writer goroutine after every record queued before it.
@@ -261,13 +298,17 @@ func (s *Store) do(fn func()) bool {
 	}
 	s.queue = append(s.queue, op{fn: fn})
 	s.mu.Unlock()
-	signal(s.wake)
+	signal(s.urgent)
 	return true
 }
 
+// batchDelay is how long the writer lets records gather once the queue is
+// no longer empty: a bridge killed loses at most that much of a stream.
+const batchDelay = 10 * time.Millisecond
+
 // recordOverhead is what a queued record costs besides its body (the
 // Record and its queue slot), counted against Options.QueueBytes.
-const recordOverhead = 256
+const recordOverhead = 128
 
 // ErrClosed is reported to callbacks of a Store that was closed.
 var ErrClosed = errors.New("the session store is closed")
@@ -319,7 +360,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.queue = append(s.queue, op{stop: true})
 	s.mu.Unlock()
-	signal(s.wake)
+	signal(s.urgent)
 	<-s.done
 	return nil
 }
@@ -337,17 +378,32 @@ func (s *Store) run() {
 	tick := time.NewTicker(s.o.FlushEvery)
 	defer tick.Stop()
 	var batch []op
+	var arena []byte
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
 	for {
 		select {
 		case <-s.wake:
+			// Let a stream's records gather: one write per batchDelay
+			// rather than one wake-up per update.
+			delay.Reset(batchDelay)
+			select {
+			case <-delay.C:
+			case <-s.urgent:
+				delay.Stop()
+			}
+		case <-s.urgent:
 		case <-tick.C:
 			s.flushAll()
 			continue
 		}
 		s.mu.Lock()
 		batch, s.queue = s.queue, batch[:0]
+		arena, s.arena = s.arena, arena[:0]
 		s.bytes = 0
 		s.mu.Unlock()
+		s.now = time.Now()
+		s.nowText = s.now.UTC().AppendFormat(s.nowText[:0], time.RFC3339Nano)
 		for i, o := range batch {
 			batch[i] = op{}
 			switch {
@@ -360,9 +416,20 @@ func (s *Store) run() {
 				return
 			case o.fn != nil:
 				o.fn()
-			default:
-				s.write(o.sid, o.rec)
+			case o.kind != "":
+				rec := Record{Kind: o.kind}
+				if o.extra != nil {
+					rec = *o.extra
+				}
+				rec.Body = arena[o.off : o.off+o.n : o.off+o.n]
+				if rec.At.IsZero() {
+					rec.At = s.now
+				}
+				s.write(o.sid, &rec)
 			}
+		}
+		if cap(arena) > 4<<20 {
+			arena = nil // a large prompt passed: do not keep its memory
 		}
 		// Hand each batch to the OS at once: a bridge killed now loses
 		// nothing it wrote (a machine that crashes loses up to a second).
@@ -489,7 +556,11 @@ func (s *Store) encode(r *Record) []byte {
 	b := append(s.buf[:0], `{"t":"`...)
 	b = append(b, r.Kind...) // one of the Kind constants: no escaping
 	b = append(b, `","at":"`...)
-	b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
+	if r.At.Equal(s.now) {
+		b = append(b, s.nowText...)
+	} else {
+		b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
+	}
 	b = append(b, '"')
 	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}} {
 		if f.v != "" {
@@ -625,6 +696,10 @@ func (s *Store) load(sid string) (*Transcript, error) {
 			}
 			s.log.Warn("session transcript: "+what+" ignored", "session", sid, "bytes", len(line))
 			continue
+		}
+		if r.Kind == KindUpdate && len(r.Body) > 0 && gjson.GetBytes(r.Body, "jsonrpc").Exists() {
+			// Stored as the whole notification (see KindUpdate).
+			r.Body = json.RawMessage(gjson.GetBytes(r.Body, "params").Raw)
 		}
 		t.Records = append(t.Records, r)
 	}
