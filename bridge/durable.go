@@ -144,17 +144,20 @@ func (e *engine) record(ev SessionEvent) {
 	}
 }
 
-// sessionOpened tells the hooks a session/new, load or resume succeeded.
-func (e *engine) sessionOpened(req *request, sid string, result json.RawMessage) {
+// sessionOpened tells the hooks a session/new, load or resume succeeded,
+// and returns the answer with the bridge's config options added.
+func (e *engine) sessionOpened(req *request, sid string, result json.RawMessage) json.RawMessage {
 	if s := e.sessions[sid]; s != nil && e.durable() {
 		b := e.bridgedOf(s)
 		if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 			b.mcp = json.RawMessage(m.Raw)
 		}
+		result = e.withAgentOptionResult(s, result)
 	}
 	e.dur.opening = req.method
 	e.onSession(SessionEvent{Kind: SessionOpened, Session: sid, Cwd: req.cwd, Body: result})
 	e.dur.opening = ""
+	return result
 }
 
 // --- initialize ------------------------------------------------------------------
@@ -455,10 +458,9 @@ func (e *engine) openLoaded(req *request, env *translate.Envelope, t *store.Tran
 				out[k] = json.RawMessage(v.Raw)
 			}
 		}
-		e.addAgentOption(s, out)
 		b, _ := json.Marshal(out)
+		b = e.sessionOpened(req, s.id, b)
 		e.answer(req, b)
-		e.sessionOpened(req, s.id, b)
 	}
 	switch {
 	case s.b.attaching:

@@ -247,7 +247,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 			if s := e.sessions[sid]; s == nil || s.link.down != nil {
 				e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
 			}
-			e.sessionOpened(req, sid, result)
+			result = e.sessionOpened(req, sid, result)
 		}
 	}
 	return result, nil

@@ -340,3 +340,118 @@ func TestSessions_IdleBackendClosedThenReattached(t *testing.T) {
 		t.Errorf("the re-attached session's new agent did not get the history")
 	}
 }
+
+// switchConfig writes a configuration with two agents: "a", the fake ACP
+// agent, and "b", the fake legacy acp-v0 agent journaling into v0dir.
+func switchConfig(t *testing.T, v0dir string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agents.hcl")
+	cfg := fmt.Sprintf(`default_agent = "a"
+agent "a" {
+  command = [%q]
+  env = { FAKE_AGENT = "acp" }
+}
+agent "b" {
+  dialect = "acp-v0"
+  command = [%q]
+  env = { FAKE_AGENT = "acp-v0", %s = %q }
+}
+`, exe, exe, fakev0.EnvJournal, v0dir)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// v0Received reports whether any legacy agent connection received a line
+// containing all of parts.
+func v0Received(t *testing.T, dir string, parts ...string) bool {
+	t.Helper()
+	js, err := fakev0.ReadJournals(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		for _, line := range j.Received {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestSessions_SwitchAgentMidConversation(t *testing.T) {
+	t.Parallel()
+	state, cwd, v0dir := t.TempDir(), t.TempDir(), t.TempDir()
+	cfg := switchConfig(t, v0dir)
+	tr := Transport{Name: "config", Start: func(*testing.T) Agent { return Agent{Args: []string{"--config", cfg}} }}
+	args := EditorOptions{Args: []string{"--state-dir", state}}
+
+	e := NewEditor(t, tr, args)
+	e.Initialize(t)
+	l := e.RawCall(t, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
+	sid := acp.SessionId(l.Get("result.sessionId").Str)
+	opt := l.Get(`result.configOptions.#(id=="agent")`)
+	if opt.Get("type").Str != "select" || opt.Get("currentValue").Str != "a" || opt.Get("options.#.value").Raw != `["a","b"]` {
+		t.Fatalf("session/new = %s: want a select option \"agent\" on a, offering a and b", l)
+	}
+	promptTurn(t, e, sid, 2)
+
+	// Refused while a turn runs.
+	held := promptAsync(ctxT(t), e, sid, "hold k")
+	waitChunk(t, e.Out, "holding:k")
+	set := fmt.Sprintf(`{"sessionId":%q,"configId":"agent","value":"b"}`, sid)
+	l = e.RawCall(t, "session/set_config_option", set)
+	if code, isErr := l.ErrorCode(); !isErr || code == -32000 || code == -32002 || code == -32800 || !strings.Contains(l.Get("error.message").Str, "turn is running") {
+		t.Fatalf("switch during a turn = %s, want a clear refusal", l)
+	}
+	e.RawCall(t, "_test/release", `{"key":"k"}`)
+	await(t, held, "held prompt")
+
+	id := e.RawSend(t, "session/set_config_option", set)
+	l = e.Out.Response(t, id)
+	if l.Get(`result.configOptions.#(id=="agent").currentValue`).Str != "b" {
+		t.Fatalf("switch = %s, want currentValue b", l)
+	}
+	if _, ok := e.Out.Find(WaitTimeout, func(l Line) bool {
+		return l.Method() == "session/update" && l.Get("params.update.sessionUpdate").Str == "config_option_update" &&
+			l.Get(`params.update.configOptions.#(id=="agent").currentValue`).Str == "b"
+	}); !ok {
+		t.Fatal("no config_option_update naming agent b")
+	}
+	res, err := e.Prompt(ctxT(t), sid, "hello")
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after the switch: %+v %v", res, err)
+	}
+	if !v0Received(t, v0dir, "sendUserMessage", "User: stream 2", "chunk-0001", "hello") {
+		t.Fatalf("agent b did not receive the migrated history with the prompt")
+	}
+	if j := e.Journal(t); journalHas(j, "session/prompt", `"hello"`) {
+		t.Errorf("agent a still received the prompt after the switch")
+	}
+	stopBridge(t, e)
+
+	// Load after a restart restores agent b.
+	e2 := NewEditor(t, tr, args)
+	e2.Initialize(t)
+	id = e2.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	l = e2.Out.Response(t, id)
+	if l.Get(`result.configOptions.#(id=="agent").currentValue`).Str != "b" {
+		t.Fatalf("load after restart = %s, want agent b", l)
+	}
+	if res, err := e2.Prompt(ctxT(t), sid, "again"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after load: %+v %v", res, err)
+	}
+	if !v0Received(t, v0dir, "sendUserMessage", "again") {
+		t.Fatalf("the prompt after load did not reach agent b")
+	}
+}
