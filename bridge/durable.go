@@ -744,11 +744,17 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 
 // --- idle cleanup ----------------------------------------------------------------
 
-// armIdle (re)starts s's idle timer: a session whose backend link is its
-// own has it closed after Durable.IdleTimeout without a turn.
+// armIdle (re)starts s's idle timer: after Durable.IdleTimeout without a
+// turn its backend session is closed. A link of the session's own is
+// closed with it; on the shared link the agent is told session/close (when
+// it has it), and the link itself is closed once no session is left on it.
+// The session re-attaches on its next request.
 func (e *engine) armIdle(s *session) {
+	if !e.durable() || s.b == nil || s.link.down != nil {
+		return
+	}
 	d := e.b.Sessions.IdleTimeout
-	if !e.durable() || d <= 0 || s.b == nil || s.link.control || s.link.down != nil {
+	if d <= 0 {
 		return
 	}
 	if s.b.idle != nil {
@@ -757,18 +763,32 @@ func (e *engine) armIdle(s *session) {
 	l := s.link
 	s.b.idle = time.AfterFunc(d, func() {
 		e.post(func() {
-			if e.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching {
+			if e.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || e.busy(l, s.id) {
 				return
 			}
-			for _, req := range e.pending.inOrder() {
-				if req.link == l && req.id != nil {
-					return
-				}
-			}
 			e.log.Info("closing an idle backend session; it re-attaches on the next request", "session", s.id, "idle", d)
-			e.retireLink(l, fmt.Sprintf("the session was idle for %s", d))
+			if !l.control {
+				e.retireLink(l, fmt.Sprintf("the session was idle for %s", d))
+				return
+			}
+			e.detach(s, "idle", func() {
+				if l.down == nil && len(e.sessionsOn(l)) == 0 && !e.busy(l, "") {
+					e.retireLink(l, fmt.Sprintf("every session on it was idle for %s", d))
+				}
+			})
 		})
 	})
+}
+
+// busy reports whether an editor request is pending on l (for session sid
+// only, when not "").
+func (e *engine) busy(l *link, sid string) bool {
+	for _, req := range e.pending.inOrder() {
+		if req.link == l && req.id != nil && (sid == "" || req.session == sid) {
+			return true
+		}
+	}
+	return false
 }
 
 // --- replay and preamble ---------------------------------------------------------

@@ -101,7 +101,7 @@ func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
 	bind := e.b.Sessions.Agents[i]
 	e.log.Info("switching a session's agent", "session", s.id, "from", from.Name, "to", to)
 	// End the old backend session first: never two live per session.
-	e.detach(s, "the session switched to agent "+to)
+	e.detach(s, "the session switched to agent "+to, nil)
 	s.b.bind = bind
 	s.b.switched = true
 	s.b.attaching = true
@@ -134,17 +134,24 @@ func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
 }
 
 // detach ends s's backend session: a link of its own is closed, a shared
-// one is told session/close when the agent has it. s is left parked.
-func (e *engine) detach(s *session, why string) {
+// one is told session/close when the agent has it. s is left parked. then,
+// if not nil, runs once that is done.
+func (e *engine) detach(s *session, why string, then func()) {
+	if then == nil {
+		then = func() {}
+	}
+	done := then
 	if s.link.down == nil {
 		if s.link.control {
 			if gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
-				e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), s.id, func(translate.Out) {})
+				e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), s.id, func(translate.Out) { then() })
+				done = func() {}
 			}
 		} else {
 			e.retireLink(s.link, why)
 		}
 	}
+	defer done()
 	if s.b.backend != "" {
 		delete(e.dur.alias, s.b.backend)
 		s.b.backend = ""

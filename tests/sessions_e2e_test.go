@@ -455,3 +455,28 @@ func TestSessions_SwitchAgentMidConversation(t *testing.T) {
 		t.Fatalf("the prompt after load did not reach agent b")
 	}
 }
+
+// A relayed ACP agent serves every session on one process: once the only
+// session on it is idle, the process goes, and the next prompt brings a new
+// one with the session re-attached.
+func TestSessions_IdleSharedAgentClosedThenReattached(t *testing.T) {
+	t.Parallel()
+	e := NewEditor(t, ChildTransport("acp"), EditorOptions{Args: []string{"--state-dir", t.TempDir(), "--session-idle", "300ms"}})
+	sid := e.Start(t)
+	promptTurn(t, e, sid, 2)
+	pid := agentInfoPID(t, e)
+	deadline := time.Now().Add(WaitTimeout)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session's agent (pid %d) was not stopped", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	promptWorks(t, e, sid, 3)
+	if j := e.Journal(t); !journalHas(j, "session/prompt", "User: stream 2", "stream 3") {
+		t.Errorf("the new agent process did not get the history; frames %q", j.Frames)
+	}
+	if agentInfoPID(t, e) == pid {
+		t.Errorf("the prompt was served by the stopped agent")
+	}
+}
