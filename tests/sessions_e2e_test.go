@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+	fakeclaude "github.com/acp-bridge/acp-bridge/tests/fakeagent/claude"
 	fakev0 "github.com/acp-bridge/acp-bridge/tests/fakeagent/v0"
+	"github.com/acp-bridge/acp-bridge/translate/claude"
 	"github.com/coder/acp-go-sdk"
 )
 
@@ -478,5 +480,49 @@ func TestSessions_IdleSharedAgentClosedThenReattached(t *testing.T) {
 	}
 	if agentInfoPID(t, e) == pid {
 		t.Errorf("the prompt was served by the stopped agent")
+	}
+}
+
+// Claude Code keeps its sessions: load replays the bridge's transcript and
+// re-attaches with the CLI's own --resume, without a preamble.
+func TestSessions_ClaudeLoadReplaysThenResumesNatively(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	first := newClaudeEditor(t, t.TempDir(), "--state-dir", state)
+	first.Initialize(t)
+	sid := first.NewSession(t, cwd)
+	if r, err := first.Prompt(ctxT(t), sid, "whoami"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", r, err)
+	}
+	seen := first.Fake.Chunks(sid)
+	stopBridge(t, first.Editor)
+
+	e := newClaudeEditor(t, t.TempDir(), "--state-dir", state)
+	e.Initialize(t)
+	id := e.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	if l := e.Out.Response(t, id); !l.Get("result").IsObject() {
+		t.Fatalf("session/load = %s", l)
+	}
+	got := slices.DeleteFunc(replayBefore(t, e.Editor, sid, id), func(s string) bool { return !strings.HasPrefix(s, "user:") && !strings.HasPrefix(s, "agent:") })
+	want := []string{"user:whoami"}
+	for _, c := range seen {
+		want = append(want, "agent:"+c)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replayed %q, want %q", got, want)
+	}
+	if r, err := e.Prompt(ctxT(t), sid, "whoami"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after load = %+v, %v", r, err)
+	}
+	uuid := claude.SessionUUID(string(sid))
+	if c := e.Fake.Chunks(sid); c[len(c)-1] != "session "+uuid+" resumed true" {
+		t.Errorf("chunks end %q, want the CLI resumed", c[len(c)-1])
+	}
+	j := e.journalIn(t, cwd, "the prompt", func(j fakeclaude.Journal) bool { return len(j.UserMessages()) == 1 })
+	if want := wantArgv("--resume", uuid); !slices.Equal(j.Argv, want) {
+		t.Errorf("CLI argv = %q\nwant %q", j.Argv, want)
+	}
+	if m := j.UserMessages()[0]; strings.Contains(m, "[acp-bridge]") {
+		t.Errorf("a natively resumed session got a history preamble: %s", m)
 	}
 }
