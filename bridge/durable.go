@@ -23,6 +23,7 @@ package bridge
 // advertises loadSession itself: then its own load is used and it replays.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,6 +118,9 @@ func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable
 // or the whole notification as relayed (the store gives the params back
 // on load; no parsing per streamed update here).
 func (e *engine) recordUpdate(s *session, body []byte) {
+	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
+		body = body[len(updateHead) : len(body)-1] // the params, as most relays frame them
+	}
 	e.store().AppendUpdate(s.id, body)
 }
 

@@ -31,7 +31,6 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
@@ -65,7 +64,7 @@ const (
 // Record is one line of a transcript.
 type Record struct {
 	Kind    string          `json:"t"`
-	At      time.Time       `json:"at"`
+	At      time.Time       `json:"at,omitzero"`
 	Agent   string          `json:"agent,omitempty"`
 	Dialect string          `json:"dialect,omitempty"`
 	Cwd     string          `json:"cwd,omitempty"`
@@ -154,7 +153,6 @@ type Store struct {
 
 	// writer-owned
 	files map[string]*file
-	buf   []byte
 	now   time.Time // when the batch being written was taken
 	// nowText is now, formatted once per batch.
 	nowText []byte
@@ -170,7 +168,7 @@ type op struct {
 
 type file struct {
 	f      *os.File
-	w      *bufio.Writer
+	pend   []byte // encoded records not yet written (one write per batch)
 	meta   Meta
 	size   int64
 	capped bool
@@ -245,16 +243,51 @@ func (s *Store) Append(sid string, r Record) {
 
 // AppendUpdate is Append of an update record: the engine's hot path, one
 // call per streamed update.
+//
+// The record is encoded here, straight into the queue's arena, and a run
+// of updates for one session travels as one block of lines: per update,
+// the engine's loop pays a lock and a copy, the writer nothing.
 func (s *Store) AppendUpdate(sid string, body []byte) {
-	s.add(sid, KindUpdate, body, false, nil)
-}
-
-func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
-	n := len(body) + recordOverhead
+	if len(body) > s.o.MaxInline {
+		s.add(sid, KindUpdate, body, false, nil) // the writer omits its payload
+		return
+	}
+	n := len(linePrefix) + len(body) + 2
 	s.mu.Lock()
-	if s.closed {
+	if !s.admit(sid, KindUpdate, n) {
 		s.mu.Unlock()
 		return
+	}
+	first := len(s.queue) == 0
+	k := len(s.queue) - 1
+	if k < 0 || s.queue[k].kind != kindLines || s.queue[k].sid != sid {
+		s.queue = append(s.queue, op{sid: sid, kind: kindLines, off: len(s.arena)})
+		k++
+	}
+	s.arena = append(append(append(s.arena, linePrefix...), body...), "}\n"...)
+	s.queue[k].n += n
+	s.bytes += n
+	urgent := s.bytes >= s.o.QueueBytes/4
+	s.mu.Unlock()
+	switch {
+	case urgent:
+		signal(s.urgent)
+	case first:
+		signal(s.wake)
+	}
+}
+
+// kindLines is an op holding encoded update lines (AppendUpdate).
+const kindLines = "lines"
+
+// linePrefix starts an encoded update record (see encode).
+const linePrefix = `{"t":"update","body":`
+
+// admit decides whether a record of n bytes fits the queue, counting a
+// drop when it does not; s.mu is held.
+func (s *Store) admit(sid, kind string, n int) bool {
+	if s.closed {
+		return false
 	}
 	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && kind != KindMeta && kind != KindSwitch {
 		s.dropped[sid]++
@@ -262,12 +295,23 @@ func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
 		if s.total == 1 || s.total%1000 == 0 {
 			s.log.Warn("session transcript writer is behind: records dropped (the disk is slower than the agent's stream)", "dropped", s.total)
 		}
+		return false
+	}
+	if len(s.dropped) > 0 {
+		if d := s.dropped[sid]; d > 0 {
+			delete(s.dropped, sid)
+			s.push(sid, KindGap, fmt.Appendf(nil, `{"dropped":%d}`, d), nil)
+		}
+	}
+	return true
+}
+
+func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
+	n := len(body) + recordOverhead
+	s.mu.Lock()
+	if !s.admit(sid, kind, n) {
 		s.mu.Unlock()
 		return
-	}
-	if d := s.dropped[sid]; d > 0 {
-		delete(s.dropped, sid)
-		s.push(sid, KindGap, fmt.Appendf(nil, `{"dropped":%d}`, d), nil)
 	}
 	first := len(s.queue) == 0
 	s.push(sid, kind, body, extra)
@@ -416,6 +460,8 @@ func (s *Store) run() {
 				return
 			case o.fn != nil:
 				o.fn()
+			case o.kind == kindLines:
+				s.writeLines(o.sid, arena[o.off:o.off+o.n])
 			case o.kind != "":
 				rec := Record{Kind: o.kind}
 				if o.extra != nil {
@@ -428,14 +474,14 @@ func (s *Store) run() {
 				s.write(o.sid, &rec)
 			}
 		}
-		if cap(arena) > 4<<20 {
+		if cap(arena) > 2*s.o.QueueBytes {
 			arena = nil // a large prompt passed: do not keep its memory
 		}
 		// Hand each batch to the OS at once: a bridge killed now loses
 		// nothing it wrote (a machine that crashes loses up to a second).
 		for sid, f := range s.files {
-			if f.w.Buffered() > 0 {
-				if err := f.w.Flush(); err != nil {
+			if len(f.pend) > 0 {
+				if err := f.writeOut(); err != nil {
 					s.log.Warn("session transcript write failed", "session", sid, "error", err)
 				}
 			}
@@ -479,7 +525,7 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 		fh.Close()
 		return nil, err
 	}
-	f := &file{f: fh, w: bufio.NewWriterSize(fh, 64<<10), meta: m, size: st.Size(), metaD: fresh}
+	f := &file{f: fh, meta: m, size: st.Size(), metaD: fresh}
 	f.capped = f.size >= s.o.MaxSessionBytes
 	if len(s.files) >= 64 {
 		s.flushAll()
@@ -526,17 +572,14 @@ func (s *Store) write(sid string, r *Record) {
 	if len(r.Body) > s.o.MaxInline {
 		r.Body = omitLarge(r.Body, s.o.MaxInline)
 	}
-	line := s.encode(r)
-	if !f.capped && f.size+int64(len(line)) > s.o.MaxSessionBytes && r.Kind != KindMeta && r.Kind != KindSwitch {
+	start := len(f.pend)
+	f.pend = s.encode(f.pend, r)
+	if !f.capped && f.size+int64(len(f.pend)-start) > s.o.MaxSessionBytes && r.Kind != KindMeta && r.Kind != KindSwitch {
 		f.capped = true
 		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
-		line = s.encode(&Record{Kind: KindCap, At: r.At})
+		f.pend = s.encode(f.pend[:start], &Record{Kind: KindCap, At: r.At})
 	}
-	n, err := f.w.Write(line)
-	f.size += int64(n)
-	if err != nil {
-		s.log.Warn("session transcript write failed", "session", sid, "error", err)
-	}
+	f.size += int64(len(f.pend) - start)
 	f.dirty = true
 	if r.At.After(f.meta.UpdatedAt) {
 		f.meta.UpdatedAt = r.At
@@ -549,19 +592,55 @@ func (s *Store) write(sid string, r *Record) {
 	}
 }
 
+// writeLines appends a block of encoded update lines to sid's transcript.
+func (s *Store) writeLines(sid string, lines []byte) {
+	f, err := s.open(sid, &Record{Kind: KindUpdate, At: s.now})
+	if err != nil {
+		s.log.Warn("session transcript not written", "session", sid, "error", err)
+		return
+	}
+	if f.capped {
+		return
+	}
+	if room := s.o.MaxSessionBytes - f.size; int64(len(lines)) > room {
+		cut := bytes.LastIndexByte(lines[:max(room, 0)], '\n') + 1
+		f.pend = append(f.pend, lines[:cut]...)
+		f.size += int64(cut)
+		f.capped = true
+		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
+		start := len(f.pend)
+		f.pend = s.encode(f.pend, &Record{Kind: KindCap, At: s.now})
+		f.size += int64(len(f.pend) - start)
+	} else {
+		f.pend = append(f.pend, lines...)
+		f.size += int64(len(lines))
+	}
+	f.dirty = true
+	if s.now.After(f.meta.UpdatedAt) {
+		f.meta.UpdatedAt = s.now
+	}
+}
+
 // encode renders r as one line, in the writer's reused buffer. It is
 // json.Marshal's output without its cost per streamed update: Body is
 // already valid JSON (what the editor was sent).
-func (s *Store) encode(r *Record) []byte {
-	b := append(s.buf[:0], `{"t":"`...)
+func (s *Store) encode(b []byte, r *Record) []byte {
+	b = append(b, `{"t":"`...)
 	b = append(b, r.Kind...) // one of the Kind constants: no escaping
-	b = append(b, `","at":"`...)
-	if r.At.Equal(s.now) {
-		b = append(b, s.nowText...)
-	} else {
-		b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
-	}
 	b = append(b, '"')
+	switch {
+	case r.Kind == KindUpdate && r.At.Equal(s.now):
+		// Streamed updates carry no time of their own: a transcript is
+		// read back by the time of the records around them.
+	case r.At.Equal(s.now):
+		b = append(b, `,"at":"`...)
+		b = append(b, s.nowText...)
+		b = append(b, '"')
+	default:
+		b = append(b, `,"at":"`...)
+		b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
 	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}} {
 		if f.v != "" {
 			b = append(b, `,"`+f.k+`":`...)
@@ -575,9 +654,17 @@ func (s *Store) encode(r *Record) []byte {
 		b = append(b, `,"body":`...)
 		b = append(b, bytes.TrimSpace(r.Body)...)
 	}
-	b = append(b, "}\n"...)
-	s.buf = b
-	return b
+	return append(b, "}\n"...)
+}
+
+// writeOut hands f's pending records to the OS.
+func (f *file) writeOut() error {
+	_, err := f.f.Write(f.pend)
+	f.pend = f.pend[:0]
+	if cap(f.pend) > 8<<20 {
+		f.pend = nil // a large record passed: do not keep its memory
+	}
+	return err
 }
 
 func appendString(b []byte, v string) []byte {
@@ -588,8 +675,8 @@ func appendString(b []byte, v string) []byte {
 // flush writes sid's buffer, fsyncs it and rewrites its sidecar if needed.
 func (s *Store) flush(sid string, f *file) {
 	if f.dirty {
-		if err := f.w.Flush(); err != nil {
-			s.log.Warn("session transcript flush failed", "session", sid, "error", err)
+		if err := f.writeOut(); err != nil {
+			s.log.Warn("session transcript write failed", "session", sid, "error", err)
 		}
 		if err := f.f.Sync(); err != nil {
 			s.log.Warn("session transcript fsync failed", "session", sid, "error", err)
