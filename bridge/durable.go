@@ -612,6 +612,11 @@ func (e *engine) attachWith(s *session, t *store.Transcript, bind Binding, metho
 			s.b.suppress = false
 			e.dur.suppressing--
 		}
+		if e.stopping() {
+			// Shutdown answers every pending request itself.
+			s.b.attaching, s.b.waiters = false, nil
+			return
+		}
 		if o.Kind == translate.Fail {
 			if method != "session/new" {
 				// The backend no longer has it (restarted, expired): a new
@@ -671,6 +676,16 @@ func (e *engine) attached(s *session, err *translate.Error, result json.RawMessa
 	}
 	if err == nil {
 		e.armIdle(s)
+	}
+}
+
+// stopping reports whether Serve is shutting down.
+func (e *engine) stopping() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
 	}
 }
 

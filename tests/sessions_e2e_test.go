@@ -291,9 +291,17 @@ func TestSessions_WSAgentRestartedSessionReattaches(t *testing.T) {
 	sid := e.NewSession(t, "") // sess-2: its new backend session will be sess-1
 	promptTurn(t, e, sid, 2)
 	first.Close()
+	// A prompt already on its way to a dying connection fails with it (it
+	// may have reached the agent); the next one must work. Wait until the
+	// bridge has seen the connection go.
+	deadline := time.Now().Add(WaitTimeout)
+	for !strings.Contains(e.Stderr(), "agent link lost") {
+		if time.Now().After(deadline) {
+			t.Fatal("the bridge did not notice the agent's connection closing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	second := StartWSAgent(t, fakeagent.WSOptions{Addr: first.Addr})
-	// The bridge may see the link drop only when it next writes: either
-	// way the prompt must work on the re-attached session.
 	promptTurn(t, e, sid, 3)
 	if n := second.Dials(); n != 1 {
 		t.Errorf("the restarted agent was dialed %d times, want 1", n)

@@ -307,6 +307,9 @@ func (s *Store) admit(sid, kind string, n int) bool {
 }
 
 func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
+	if len(body) > s.o.MaxInline {
+		body = omitLarge(body, s.o.MaxInline)
+	}
 	n := len(body) + recordOverhead
 	s.mu.Lock()
 	if !s.admit(sid, kind, n) {
@@ -568,9 +571,6 @@ func (s *Store) write(sid string, r *Record) {
 	}
 	if f.capped && r.Kind != KindMeta && r.Kind != KindSwitch {
 		return
-	}
-	if len(r.Body) > s.o.MaxInline {
-		r.Body = omitLarge(r.Body, s.o.MaxInline)
 	}
 	start := len(f.pend)
 	f.pend = s.encode(f.pend, r)
@@ -963,52 +963,36 @@ func Title(params json.RawMessage) string {
 // "acp-bridge:omitted:N" for N bytes (never valid base64, so never data).
 const Omitted = "acp-bridge:omitted:"
 
-// omitLarge replaces "data" and "blob" strings longer than max in body by
-// Omitted and their length. It splices the bytes rather than decoding the
-// body, which may be a 40 MiB prompt.
-func omitLarge(body json.RawMessage, max int) json.RawMessage {
-	d := json.NewDecoder(bytes.NewReader(body))
-	type span struct{ from, to, n int }
+// omitLarge replaces "data" and "blob" string values longer than max in
+// body by Omitted and their length, splicing bytes: one pass, no decoding,
+// since body may be a 40 MiB prompt and this runs on the caller's goroutine
+// (copying only what is kept). body is valid JSON.
+func omitLarge(body []byte, max int) []byte {
+	type span struct{ from, to int }
 	var spans []span
-	// A key is a string token read where an object expects a key.
-	var stack []bool // per open container: is it an object?
-	expectKey := false
-	key := ""
-	for {
-		before := int(d.InputOffset())
-		tok, err := d.Token()
-		if err != nil {
-			break
-		}
-		after := int(d.InputOffset())
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{':
-				stack = append(stack, true)
-				expectKey = true
-			case '[':
-				stack = append(stack, false)
-				expectKey = false
-			default:
-				stack = stack[:len(stack)-1]
-				expectKey = len(stack) > 0 && stack[len(stack)-1]
-			}
+	keyEnd, key := -1, ""
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
 			continue
-		case string:
-			if expectKey {
-				key = v
-				expectKey = false
-				continue
-			}
-			if (key == "data" || key == "blob") && len(v) > max {
-				if from := bytes.IndexByte(body[before:after], '"'); from >= 0 {
-					spans = append(spans, span{before + from, after, len(v)})
-				}
+		}
+		start := i
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				i++
 			}
 		}
-		// A value was read: in an object, a key comes next.
-		expectKey = len(stack) > 0 && stack[len(stack)-1]
+		end := i + 1 // past the closing quote
+		j := end
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j < len(body) && body[j] == ':' {
+			keyEnd, key = j+1, string(body[start+1:end-1])
+			continue
+		}
+		if end-start-2 > max && (key == "data" || key == "blob") && len(bytes.TrimSpace(body[keyEnd:start])) == 0 {
+			spans = append(spans, span{start, end})
+		}
 		key = ""
 	}
 	if len(spans) == 0 {
@@ -1018,7 +1002,10 @@ func omitLarge(body json.RawMessage, max int) json.RawMessage {
 	last := 0
 	for _, sp := range spans {
 		out = append(out, body[last:sp.from]...)
-		out = fmt.Appendf(out, "%q", Omitted+strconv.Itoa(sp.n))
+		out = append(out, '"')
+		out = append(out, Omitted...)
+		out = strconv.AppendInt(out, int64(sp.to-sp.from-2), 10)
+		out = append(out, '"')
 		last = sp.to
 	}
 	return append(out, body[last:]...)
