@@ -632,7 +632,7 @@ func (e *engine) attachWith(s *session, t *store.Transcript, bind Binding, metho
 				e.retireLink(l, "session/new failed")
 			}
 			e.attached(s, translate.Errorf(translate.CodeInternalError,
-				"session %s could not be reopened on agent %s: %s", s.id, bind.Name, errorMessage(o.Body)).With("sessionId", s.id), nil, done)
+				"session %s could not be reopened on agent %s: %s; its transcript is kept, so fix the agent and try again", s.id, bind.Name, errorMessage(o.Body)).With("sessionId", s.id), nil, done)
 			return
 		}
 		if old := s.link; old != l && old.down == nil && !old.control {

@@ -534,3 +534,35 @@ func TestSessions_ClaudeLoadReplaysThenResumesNatively(t *testing.T) {
 		t.Errorf("a natively resumed session got a history preamble: %s", m)
 	}
 }
+
+// A session whose agent cannot be started again is not reported loaded: the
+// load fails saying why, and the session stays listed for a later try.
+func TestSessions_LoadFailsWhenTheAgentCannotReattach(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	first := newClaudeEditor(t, t.TempDir(), "--state-dir", state)
+	first.Initialize(t)
+	sid := first.NewSession(t, cwd)
+	if r, err := first.Prompt(ctxT(t), sid, "whoami"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", r, err)
+	}
+	stopBridge(t, first.Editor)
+
+	// The same session, now behind a "CLI" that exits at once.
+	broken := Transport{Name: "child", Start: func(*testing.T) Agent {
+		return Agent{Args: []string{"--dialect", "claude-stream-json", "--", "/bin/false"}}
+	}}
+	e := NewEditor(t, broken, EditorOptions{Args: []string{"--state-dir", state}})
+	e.Initialize(t)
+	for _, method := range []string{"session/load", "session/resume"} {
+		l := e.RawCall(t, method, fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+		code, isErr := l.ErrorCode()
+		if !isErr || code != -32603 || !strings.Contains(l.Get("error.message").Str, string(sid)) {
+			t.Fatalf("%s over an agent that cannot start = %s, want an error naming the session", method, l)
+		}
+		t.Logf("%s: %s", method, l.Get("error.message").Str)
+	}
+	if l := e.RawCall(t, "session/list", ""); l.Get("result.sessions.0.sessionId").Str != string(sid) {
+		t.Fatalf("session/list after the failed load = %s, want the session still listed", l)
+	}
+}
