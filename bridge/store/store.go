@@ -860,6 +860,11 @@ func (s *Store) all() []Meta {
 		}
 		out = append(out, m)
 	}
+	for sid, f := range s.files { // sessions whose listing data is not on disk yet
+		if !slices.ContainsFunc(out, func(m Meta) bool { return m.SessionID == sid }) {
+			out = append(out, f.meta)
+		}
+	}
 	slices.SortFunc(out, func(a, b Meta) int {
 		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
 			return c

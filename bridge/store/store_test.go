@@ -343,3 +343,13 @@ func TestOmitLarge_SplicesOnlyLargePayloads(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestStore_ListShowsSessionsNotFlushedYet(t *testing.T) {
+	s := open(t, Options{FlushEvery: time.Hour})
+	s.Append("fresh", Record{Kind: KindMeta, Cwd: "/w"})
+	s.Append("fresh", Record{Kind: KindPrompt, Body: prompt("just asked")})
+	m, _ := list(t, s, "/w", "", 0)
+	if len(m) != 1 || m[0].SessionID != "fresh" || m[0].Title != "just asked" {
+		t.Fatalf("list = %+v", m)
+	}
+}
