@@ -517,7 +517,7 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 	m, err := s.meta(sid)
 	fresh := err != nil
 	if fresh {
-		m = Meta{SessionID: sid, CreatedAt: r.At, UpdatedAt: r.At}
+		m = Meta{SessionID: sid, CreatedAt: r.At, UpdatedAt: r.At, Cwd: r.Cwd, Agent: r.Agent, Dialect: r.Dialect}
 	}
 	fh, err := os.OpenFile(tp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -539,6 +539,11 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 	}
 	s.files[sid] = f
 	if fresh {
+		// Listed at once: a bridge killed before its first flush must not
+		// leave a transcript nobody can find.
+		if err := s.writeMeta(sid, m); err != nil {
+			s.log.Warn("session listing data not written", "session", sid, "error", err)
+		}
 		s.retain(sid)
 	}
 	return f, nil

@@ -353,3 +353,18 @@ func TestStore_ListShowsSessionsNotFlushedYet(t *testing.T) {
 		t.Fatalf("list = %+v", m)
 	}
 }
+
+// A session is listed, with its cwd, as soon as it is written: a bridge
+// killed before its first flush leaves nothing unfindable.
+func TestStore_NewSessionListedBeforeAnyFlush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir, FlushEvery: time.Hour})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w", Agent: "a"})
+	taken := make(chan struct{}) // the writer has taken the record; nothing flushed
+	s.do(func() { close(taken) })
+	<-taken
+	m, err := readMeta(filepath.Join(dir, "s1.json"))
+	if err != nil || m.Cwd != "/w" || m.Agent != "a" {
+		t.Fatalf("listing data on disk: %+v %v", m, err)
+	}
+}
