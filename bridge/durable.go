@@ -75,6 +75,8 @@ type bridged struct {
 	idle     *time.Timer
 	// switched: the agent was just switched; its backend session is new.
 	switched bool
+	// updPrefix is how params naming this session start (recordUpdate).
+	updPrefix []byte
 }
 
 // durableState is the engine's durable-session state (loop-owned).
@@ -120,6 +122,14 @@ func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable
 func (e *engine) recordUpdate(s *session, body []byte) {
 	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
 		body = body[len(updateHead) : len(body)-1] // the params, as most relays frame them
+	}
+	b := e.bridgedOf(s)
+	if b.updPrefix == nil {
+		b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
+	}
+	if bytes.HasPrefix(body, b.updPrefix) && len(body) > len(b.updPrefix) && body[len(body)-1] == '}' {
+		e.store().AppendSessionUpdate(s.id, body[len(b.updPrefix):len(body)-1])
+		return
 	}
 	e.store().AppendUpdate(s.id, body)
 }

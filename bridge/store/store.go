@@ -70,6 +70,9 @@ type Record struct {
 	Cwd     string          `json:"cwd,omitempty"`
 	Failed  bool            `json:"failed,omitempty"`
 	Body    json.RawMessage `json:"body,omitempty"`
+	// U is the update member of a KindUpdate record stored short; Load
+	// rebuilds Body from it.
+	U json.RawMessage `json:"u,omitempty"`
 	// Sync asks for the file to be flushed and fsynced once this record is
 	// written (a turn's end). Not stored.
 	Sync bool `json:"-"`
@@ -248,11 +251,26 @@ func (s *Store) Append(sid string, r Record) {
 // of updates for one session travels as one block of lines: per update,
 // the engine's loop pays a lock and a copy, the writer nothing.
 func (s *Store) AppendUpdate(sid string, body []byte) {
+	s.appendLine(sid, body, linePrefix)
+}
+
+// AppendSessionUpdate is AppendUpdate given only the params' "update"
+// member, for params that are exactly {"sessionId":sid,"update":update}:
+// the record leaves out what Load can put back, a third of a streamed
+// update's bytes.
+func (s *Store) AppendSessionUpdate(sid string, update []byte) {
+	s.appendLine(sid, update, shortPrefix)
+}
+
+func (s *Store) appendLine(sid string, body []byte, prefix string) {
 	if len(body) > s.o.MaxInline {
-		s.add(sid, KindUpdate, body, false, nil) // the writer omits its payload
+		if prefix == shortPrefix {
+			body = fmt.Appendf(nil, `{"sessionId":%s,"update":%s}`, quote(sid), body)
+		}
+		s.add(sid, KindUpdate, body, false, nil) // its payload is cut first
 		return
 	}
-	n := len(linePrefix) + len(body) + 2
+	n := len(prefix) + len(body) + 2
 	s.mu.Lock()
 	if !s.admit(sid, KindUpdate, n) {
 		s.mu.Unlock()
@@ -264,7 +282,7 @@ func (s *Store) AppendUpdate(sid string, body []byte) {
 		s.queue = append(s.queue, op{sid: sid, kind: kindLines, off: len(s.arena)})
 		k++
 	}
-	s.arena = append(append(append(s.arena, linePrefix...), body...), "}\n"...)
+	s.arena = append(append(append(s.arena, prefix...), body...), "}\n"...)
 	s.queue[k].n += n
 	s.bytes += n
 	urgent := s.bytes >= s.o.QueueBytes/4
@@ -280,8 +298,18 @@ func (s *Store) AppendUpdate(sid string, body []byte) {
 // kindLines is an op holding encoded update lines (AppendUpdate).
 const kindLines = "lines"
 
-// linePrefix starts an encoded update record (see encode).
-const linePrefix = `{"t":"update","body":`
+// linePrefix starts an encoded update record (see encode); shortPrefix
+// one that holds only the update member of its params (kindShort).
+const (
+	linePrefix  = `{"t":"update","body":`
+	shortPrefix = `{"t":"u","u":`
+	kindShort   = "u"
+)
+
+func quote(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
 
 // admit decides whether a record of n bytes fits the queue, counting a
 // drop when it does not; s.mu is held.
@@ -788,6 +816,14 @@ func (s *Store) load(sid string) (*Transcript, error) {
 			}
 			s.log.Warn("session transcript: "+what+" ignored", "session", sid, "bytes", len(line))
 			continue
+		}
+		if r.Kind == kindShort && bytes.HasPrefix(line, []byte(shortPrefix)) {
+			// The params were {"sessionId":sid,"update": and what the
+			// line holds after its prefix, members after "update"
+			// included.
+			body := append([]byte(`{"sessionId":`), quote(sid)...)
+			body = append(append(body, `,"update":`...), line[len(shortPrefix):]...)
+			r = Record{Kind: KindUpdate, At: r.At, Body: body}
 		}
 		if r.Kind == KindUpdate && len(r.Body) > 0 && gjson.GetBytes(r.Body, "jsonrpc").Exists() {
 			// Stored as the whole notification (see KindUpdate).

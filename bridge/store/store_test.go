@@ -368,3 +368,23 @@ func TestStore_NewSessionListedBeforeAnyFlush(t *testing.T) {
 		t.Fatalf("listing data on disk: %+v %v", m, err)
 	}
 }
+
+// A short update record gives back its params byte for byte, members after
+// "update" included.
+func TestStore_ShortUpdateRoundTrip(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}},"_meta":{"k":[1,2]}`))
+	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}},"_meta":{"k":[1,2]}}`,
+		`{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}`,
+	}
+	if len(tr.Records) != 3 || string(tr.Records[1].Body) != want[0] || string(tr.Records[2].Body) != want[1] || tr.Records[1].Kind != KindUpdate {
+		t.Fatalf("records %+v", tr.Records)
+	}
+}
