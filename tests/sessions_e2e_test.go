@@ -566,3 +566,48 @@ func TestSessions_LoadFailsWhenTheAgentCannotReattach(t *testing.T) {
 		t.Fatalf("session/list after the failed load = %s, want the session still listed", l)
 	}
 }
+
+// Every rule profile (custom WebSocket and stdio dialects, none with a
+// session/load of its own) gets list, load and a primed re-attach.
+func TestSessions_RuleProfilesLoadAcrossRestart(t *testing.T) {
+	t.Parallel()
+	for _, p := range rulesProfiles {
+		t.Run(p.dialect, func(t *testing.T) {
+			t.Parallel()
+			state, cwd := t.TempDir(), t.TempDir()
+			o := EditorOptions{Args: append([]string{"--dialect", p.dialect, "--state-dir", state}, p.args...)}
+			e1 := NewEditor(t, p.transports[0], o)
+			e1.Initialize(t)
+			sid := e1.NewSession(t, cwd)
+			if r, err := e1.Prompt(ctxT(t), sid, "hello there"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("prompt = %+v, %v", r, err)
+			}
+			var want []string
+			for _, c := range e1.Fake.Chunks(sid) {
+				want = append(want, "agent:"+c)
+			}
+			stopBridge(t, e1)
+
+			e2 := NewEditor(t, p.transports[0], o)
+			e2.Initialize(t)
+			if l := e2.RawCall(t, "session/list", fmt.Sprintf(`{"cwd":%q}`, cwd)); l.Get("result.sessions.0.title").Str != "hello there" {
+				t.Fatalf("session/list = %s", l)
+			}
+			id := e2.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+			if l := e2.Out.Response(t, id); !l.Get("result").IsObject() {
+				t.Fatalf("session/load = %s", l)
+			}
+			got := replayBefore(t, e2, sid, id)
+			if len(got) == 0 || got[0] != "user:hello there" {
+				t.Fatalf("replay %q does not start with the prompt", got)
+			}
+			agent := slices.DeleteFunc(got[1:], func(s string) bool { return !strings.HasPrefix(s, "agent:") })
+			if !slices.Equal(agent, want) {
+				t.Fatalf("replayed agent messages %q, want %q", agent, want)
+			}
+			if r, err := e2.Prompt(ctxT(t), sid, "hello there"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("prompt after load = %+v, %v", r, err)
+			}
+		})
+	}
+}
