@@ -250,9 +250,20 @@ func TestSessions_KillDashNineMidStreamThenLoad(t *testing.T) {
 	promptTurn(t, e1, sid, 3) // flushed and fsynced at its end
 	_ = promptAsync(ctxT(t), e1, sid, "hold forever")
 	waitChunk(t, e1.Out, "holding:forever")
-	// Everything is fsynced within a second (the store's promise); kill
-	// after that.
-	time.Sleep(1500 * time.Millisecond)
+	// Kill once the update is on its way to disk (the store hands records
+	// to the OS within 10 ms, fsyncs within a second).
+	transcript := filepath.Join(state, string(sid)+".ndjson")
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		data, _ := os.ReadFile(transcript)
+		if strings.Contains(string(data), "holding:forever") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the streamed update never reached the transcript; it holds:\n%s", data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	e1.Out.AllowCutLastLine()
 	if err := syscall.Kill(e1.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -261,7 +272,7 @@ func TestSessions_KillDashNineMidStreamThenLoad(t *testing.T) {
 		t.Fatal("the bridge survived kill -9")
 	}
 	// A crash in the middle of a write leaves a torn line.
-	f, err := os.OpenFile(filepath.Join(state, string(sid)+".ndjson"), os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(transcript, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
