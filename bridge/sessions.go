@@ -51,10 +51,11 @@ func (e *engine) route(sessionID string) (*link, *translate.Error) {
 // reattach is called when a request names a session whose agent link was
 // lost. It returns the link to use, or the error to answer with.
 //
-// This is the seam for re-attaching sessions after a reconnect (the
-// backend's own session/load or resume, or a new backend session primed
-// with the transcript): until something provides that, a lost session stays
-// lost, and says why and what to do.
+// With durable sessions on, a session the bridge recorded never gets here:
+// durableRequest (durable.go) re-attaches it first (the backend's own
+// session/resume or load, or a new backend session primed with the
+// transcript). Any other lost session stays lost, and says why and what to
+// do.
 func (e *engine) reattach(s *session) (*link, *translate.Error) {
 	return nil, translate.Errorf(translate.CodeInternalError,
 		"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
