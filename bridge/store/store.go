@@ -635,18 +635,28 @@ func (s *Store) writeLines(sid string, lines []byte) {
 	if f.capped {
 		return
 	}
+	capped := false
 	if room := s.o.MaxSessionBytes - f.size; int64(len(lines)) > room {
-		cut := bytes.LastIndexByte(lines[:max(room, 0)], '\n') + 1
-		f.pend = append(f.pend, lines[:cut]...)
-		f.size += int64(cut)
+		lines = lines[:bytes.LastIndexByte(lines[:max(room, 0)], '\n')+1]
+		capped = true
+	}
+	// The block is already encoded: written as it is, after any record
+	// still pending for the file (order), with no copy.
+	if len(f.pend) > 0 {
+		if err := f.writeOut(); err != nil {
+			s.log.Warn("session transcript write failed", "session", sid, "error", err)
+		}
+	}
+	if _, err := f.f.Write(lines); err != nil {
+		s.log.Warn("session transcript write failed", "session", sid, "error", err)
+	}
+	f.size += int64(len(lines))
+	if capped {
 		f.capped = true
 		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
 		start := len(f.pend)
 		f.pend = s.encode(f.pend, &Record{Kind: KindCap, At: s.now})
 		f.size += int64(len(f.pend) - start)
-	} else {
-		f.pend = append(f.pend, lines...)
-		f.size += int64(len(lines))
 	}
 	f.dirty = true
 	if s.now.After(f.meta.UpdatedAt) {
@@ -694,7 +704,7 @@ func (s *Store) encode(b []byte, r *Record) []byte {
 func (f *file) writeOut() error {
 	_, err := f.f.Write(f.pend)
 	f.pend = f.pend[:0]
-	if cap(f.pend) > 8<<20 {
+	if cap(f.pend) > 1<<20 {
 		f.pend = nil // a large record passed: do not keep its memory
 	}
 	return err
