@@ -243,7 +243,7 @@ func serveFlags() []cli.Flag {
 	list := func(name, usage string) cli.Flag {
 		return &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)}
 	}
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
 		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
 		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
@@ -263,7 +263,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
 		str(launch.FlagShim, "compliance shim for acp agents: `MODE` on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
 		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
-	}
+	}, sessionFlags()...)
 }
 
 func flagsFrom(ctx *cli.Context) launch.Flags {
@@ -398,6 +398,11 @@ func serveAction(c *cli.Context) error {
 	}
 
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage)
+	if err != nil {
+		return err
+	}
+	defer sessions.Close()
 	story := &bridge.StoryLog{Logger: logger}
 	story.Attach(b)
 	shim.Hook(b, report)

@@ -126,6 +126,11 @@ type Bridge struct {
 
 	// serving is the engine while Serve runs, for Note.
 	serving atomic.Pointer[engine]
+
+	// Sessions, if not nil, turns on durable sessions (durable.go): the
+	// bridge records every session and serves session/list, load, resume,
+	// close and delete itself, for every backend.
+	Sessions *Durable
 }
 
 // A Binding is what one agent link speaks and how it is reached.

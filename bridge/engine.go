@@ -96,6 +96,7 @@ type engine struct {
 	giveUp <-chan struct{}
 	// dropped counts messages the editor could not be given (see writeEditor).
 	dropped int
+	dur     durableState
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -415,6 +416,14 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 	}
 	e.armTimeout(req)
 	req.session = gjson.GetBytes(env.Params, "sessionId").Str
+	if e.durableRequest(req, env) {
+		return
+	}
+	e.dispatch(req, env)
+}
+
+// dispatch routes an editor request to the link that serves it.
+func (e *engine) dispatch(req *request, env *translate.Envelope) {
 	switch env.Method {
 	case "session/new":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
@@ -456,6 +465,9 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 func (e *engine) editorNotification(env *translate.Envelope) {
 	if e.init != initDone {
 		e.log.Debug("notification before initialize ignored", "method", env.Method)
+		return
+	}
+	if e.durableNotification(env) {
 		return
 	}
 	sid := gjson.GetBytes(env.Params, "sessionId").Str
@@ -691,6 +703,10 @@ func (e *engine) toAgent(l *link, frame []byte) {
 // notify writes a translator's notification (Notify, built here, or
 // Forward, passed through as it came).
 func (e *engine) notify(o translate.Out) {
+	o, drop := e.unalias(o)
+	if drop {
+		return
+	}
 	if o.Method == "session/update" {
 		sid := o.Session
 		if sid == "" {
@@ -701,6 +717,9 @@ func (e *engine) notify(o translate.Out) {
 			e.repaired(RepairDrainedTurnUpdates, sid, "update after the bridge ended a cancelled turn: "+
 				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 			return
+		}
+		if s != nil && e.durable() {
+			e.recordUpdate(s, o.Body)
 		}
 		if e.b.OnSession != nil && s != nil {
 			params := o.Body
@@ -747,6 +766,7 @@ func notificationHead(method string) []byte {
 }
 
 func (e *engine) callEditor(l *link, o translate.Out) {
+	o, _ = e.unalias(o)
 	sid := o.Session
 	if sid == "" {
 		sid = gjson.GetBytes(o.Body, "sessionId").Str

@@ -29,6 +29,10 @@ type request struct {
 	// grace is the cancel grace timer of a cancelled prompt.
 	grace   *time.Timer
 	retired bool
+	// params are kept for session/new, load and resume (durable.go);
+	// then, for an internal request, gets its answer (durable.go).
+	params json.RawMessage
+	then   func(translate.Out)
 }
 
 // call is a request the engine sent to the editor on a translator's behalf.
@@ -135,6 +139,9 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 	}
 	if req.id == nil {
 		e.log.Error("internal request failed", "method", req.method, "error", string(errObj))
+		if req.then != nil {
+			req.then(translate.Out{Kind: translate.Fail, Ref: req.ref, Body: errObj})
+		}
 		return
 	}
 	e.turnEnded(req, errObj, true)
@@ -157,8 +164,11 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 	}
 	if req.id == nil { // internal: the initialize replayed on a new link
 		e.retire(req)
-		if o.Kind == translate.Fail {
+		if o.Kind == translate.Fail && req.method == "initialize" {
 			e.log.Error("agent refused the replayed initialize", "link", l.String(), "error", string(o.Body))
+		}
+		if req.then != nil {
+			req.then(o)
 		}
 		return
 	}

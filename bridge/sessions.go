@@ -31,6 +31,8 @@ type session struct {
 	// cancel grace period: updates the agent still sends for that turn are
 	// dropped until its own late answer arrives or the next prompt starts.
 	draining bool
+	// b is the durable-session state (durable.go); nil when off.
+	b *bridged
 }
 
 // route picks the link for a message naming sessionID ("" for none).
@@ -51,10 +53,11 @@ func (e *engine) route(sessionID string) (*link, *translate.Error) {
 // reattach is called when a request names a session whose agent link was
 // lost. It returns the link to use, or the error to answer with.
 //
-// This is the seam for re-attaching sessions after a reconnect (the
-// backend's own session/load or resume, or a new backend session primed
-// with the transcript): until something provides that, a lost session stays
-// lost, and says why and what to do.
+// With durable sessions on, a session the bridge recorded never gets here:
+// durableRequest (durable.go) re-attaches it first (the backend's own
+// session/resume or load, or a new backend session primed with the
+// transcript). Any other lost session stays lost, and says why and what to
+// do.
 func (e *engine) reattach(s *session) (*link, *translate.Error) {
 	return nil, translate.Errorf(translate.CodeInternalError,
 		"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
@@ -206,15 +209,13 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 		e.log.Debug("new prompt ends the drop of late updates", "session", s.id)
 		s.draining = false
 	}
-	if e.b.OnSession != nil {
-		e.b.OnSession(SessionEvent{Kind: SessionPrompt, Session: s.id, Body: params})
-	}
+	e.onSession(SessionEvent{Kind: SessionPrompt, Session: s.id, Body: params})
 }
 
 // turnEnded tells the session hook a prompt was answered.
 func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
-	if req.method == "session/prompt" && e.b.OnSession != nil {
-		e.b.OnSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed})
+	if req.method == "session/prompt" && e.sessionHooked() {
+		e.onSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed})
 	}
 }
 
@@ -232,7 +233,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 	}
 	switch req.method {
 	case "initialize":
-		return e.initialized(result)
+		return e.durableInitialized(req, result)
 	case "session/new", "session/fork", "session/load", "session/resume":
 		sid := req.session
 		if req.method == "session/new" || req.method == "session/fork" {
@@ -249,9 +250,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 			if s := e.sessions[sid]; s == nil || s.link.down != nil {
 				e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
 			}
-			if e.b.OnSession != nil {
-				e.b.OnSession(SessionEvent{Kind: SessionOpened, Session: sid, Cwd: req.cwd, Body: result})
-			}
+			result = e.sessionOpened(req, sid, result)
 		}
 	}
 	return result, nil
@@ -267,9 +266,7 @@ func (e *engine) afterAnswer(req *request, _ json.RawMessage) {
 		return
 	}
 	delete(e.sessions, req.session)
-	if e.b.OnSession != nil {
-		e.b.OnSession(SessionEvent{Kind: SessionClosed, Session: s.id})
-	}
+	e.onSession(SessionEvent{Kind: SessionClosed, Session: s.id})
 	if !s.link.control {
 		e.retireLink(s.link, "the session was closed")
 	}
@@ -333,9 +330,7 @@ func (e *engine) linkLost(l *link, err error) {
 		}
 	}
 	for _, s := range e.sessionsOn(l) {
-		if e.b.OnSession != nil {
-			e.b.OnSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
-		}
+		e.onSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
 	}
 	e.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
 	e.closeLinkAsync(l)

@@ -430,7 +430,7 @@ func TestClaude_CancelMidTurn(t *testing.T) {
 // given in the reverse order, reach the right tool.
 func TestClaude_ConcurrentPermissions(t *testing.T) {
 	t.Parallel()
-	e := newClaudeEditor(t, "")
+	e := newClaudeEditor(t, "", "--no-sessions") // pins the CLI's own capabilities
 	type ask struct {
 		tool   acp.ToolCallId
 		answer chan acp.PermissionOptionId
@@ -583,7 +583,7 @@ func TestClaude_Resume(t *testing.T) {
 // the session is lost, and a new session starts a new CLI.
 func TestClaude_ChildCrash(t *testing.T) {
 	t.Parallel()
-	e := newClaudeEditor(t, "")
+	e := newClaudeEditor(t, "", "--no-sessions") // pins the CLI's own capabilities
 	e.Initialize(t)
 	sid := e.NewSession(t, "")
 	_, err := e.Prompt(ctxT(t), sid, "crash")

@@ -415,7 +415,7 @@ func TestE2_WSAgentRestartedOnSamePort(t *testing.T) {
 
 func TestE2_ChildKilledBetweenTurns(t *testing.T) {
 	t.Parallel()
-	e := NewEditor(t, ChildTransport("acp"), EditorOptions{})
+	e := NewEditor(t, ChildTransport("acp"), EditorOptions{Args: []string{"--no-sessions"}})
 	sid := e.Start(t)
 	promptTurn(t, e, sid, 3)
 

@@ -62,7 +62,7 @@ func TestFault_SlowEditorFloodRSSFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(BridgeBin, "--", exe)
-	cmd.Env = append(os.Environ(), "FAKE_AGENT=flood")
+	cmd.Env = append(os.Environ(), "FAKE_AGENT=flood", "XDG_STATE_HOME="+t.TempDir())
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

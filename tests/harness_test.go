@@ -244,7 +244,7 @@ func hermeticEnv(t testing.TB, extra []string) []string {
 	}
 	// A -race binary sleeps 1 s at exit by default; every test would pay
 	// it twice (bridge and child agent).
-	env = append(env, "XDG_CONFIG_HOME="+t.TempDir(), "GORACE="+gorace)
+	env = append(env, "XDG_CONFIG_HOME="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir(), "GORACE="+gorace)
 	return append(env, extra...)
 }
 

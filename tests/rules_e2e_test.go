@@ -145,7 +145,7 @@ func TestRules_Profiles(t *testing.T) {
 }
 
 func testRulesProfile(t *testing.T, p rulesProfile, tr Transport) {
-	e := NewEditor(t, tr, EditorOptions{Args: append([]string{"--dialect", p.dialect, "--log-level", "debug"}, p.args...)})
+	e := NewEditor(t, tr, EditorOptions{Args: append([]string{"--dialect", p.dialect, "--log-level", "debug", "--no-sessions"}, p.args...)})
 	res := e.Initialize(t)
 	if res.ProtocolVersion != 1 || res.AgentCapabilities.PromptCapabilities.Image || res.AgentCapabilities.LoadSession {
 		t.Errorf("initialize = %+v; want v1 without images or session/load", res)

@@ -292,6 +292,11 @@ func (v *validator) check(raw []byte) []string {
 		if sch == nil && strings.HasPrefix(reqMethod, "_") {
 			sch = s.extResponse
 		}
+		if sch == nil && reqMethod == "session/delete" {
+			// v1 since 2026-06 (acp-spec.md §6), newer than the SDK's
+			// schema: its answer is an object, like session/close's.
+			sch = s.results["session/close"]
+		}
 		if sch == nil {
 			bad("result for a %q request, which has no ACP v1 response type", reqMethod)
 			return probs

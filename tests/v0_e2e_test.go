@@ -237,7 +237,8 @@ func wantEndTurnAfterUpdates(t *testing.T, e *Editor, sid acp.SessionId, resp Li
 // translated streaming and plan, and the exact legacy frames.
 func TestV0_InitializeSessionStreamingPlan(t *testing.T) {
 	t.Parallel()
-	e := newV0Editor(t, v0Options{})
+	// Sessions off: this pins the legacy agent's own capabilities.
+	e := newV0Editor(t, v0Options{args: []string{"--no-sessions"}})
 	res := e.Initialize(t)
 	if res.ProtocolVersion != 1 {
 		t.Errorf("protocolVersion = %d, want 1", res.ProtocolVersion)
@@ -687,7 +688,8 @@ func TestV0_AgentCrashBeforeAnswer(t *testing.T) {
 }
 
 func testV0Crash(t *testing.T, script string) {
-	e := newV0Editor(t, v0Options{})
+	// Sessions off: with them on, the next prompt re-attaches (sessions_e2e_test.go).
+	e := newV0Editor(t, v0Options{args: []string{"--no-sessions"}})
 	e.Initialize(t)
 	sid := e.NewSession(t, "")
 	start := time.Now()

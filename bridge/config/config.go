@@ -64,6 +64,8 @@ type Config struct {
 	Dialects []*UserDialect
 	// Shim is the shim { … } block; nil = not set.
 	Shim *Shim
+	// Sessions are the durable-session settings (sessions.go).
+	Sessions Sessions
 
 	// Files holds the parsed source files by name, for WriteDiagnostics.
 	// It is set even when loading failed, when it is the only field set.
@@ -147,9 +149,17 @@ type rawRoot struct {
 	RequestTimeout *hcl.Attribute `hcl:"request_timeout,optional"`
 	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
-	Agents         []*rawAgent    `hcl:"agent,block"`
-	Dialects       []*rawDialect  `hcl:"dialect,block"`
-	Shim           *rawShim       `hcl:"shim,block"`
+	// Durable sessions (sessions.go).
+	SessionsOn      *hcl.Attribute `hcl:"sessions,optional"`
+	StateDir        *hcl.Attribute `hcl:"state_dir,optional"`
+	SessionIdle     *hcl.Attribute `hcl:"session_idle,optional"`
+	HistoryPreamble *hcl.Attribute `hcl:"history_preamble,optional"`
+	SessionMaxAge   *hcl.Attribute `hcl:"session_max_age,optional"`
+	MaxSessions     *hcl.Attribute `hcl:"max_sessions,optional"`
+	SessionMaxBytes *hcl.Attribute `hcl:"session_max_bytes,optional"`
+	Agents          []*rawAgent    `hcl:"agent,block"`
+	Dialects        []*rawDialect  `hcl:"dialect,block"`
+	Shim            *rawShim       `hcl:"shim,block"`
 }
 
 type rawDialect struct {
@@ -311,6 +321,7 @@ func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.
 	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
 	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)
 	cfg.Shim = e.shim(raw.Shim)
+	cfg.Sessions = e.sessions(raw)
 
 	// gohcl records no block ranges; the header schema yields the same
 	// blocks in the same order, with them.

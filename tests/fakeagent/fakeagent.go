@@ -58,7 +58,15 @@ type Options struct {
 	// OnInitialize, when set, runs when initialize arrives, before the
 	// agent answers it; RunStdio uses it for EnvInitExit.
 	OnInitialize func()
+	// LoadSession makes the agent advertise loadSession and answer
+	// session/load of any id: it journals "load:ID", replays one chunk
+	// "replayed-by-agent ID" and succeeds.
+	LoadSession bool
 }
+
+// EnvLoadSession, set in a child fake agent's environment, turns on
+// Options.LoadSession.
+const EnvLoadSession = "FAKE_AGENT_LOAD_SESSION"
 
 // EnvInitExit, in a child fake agent's environment, makes it fail at
 // initialize the way an agent without credentials does: set to
@@ -288,7 +296,22 @@ func (a *agent) route(frame []byte) bool {
 		if v := params.Get("protocolVersion"); v.Type == gjson.Number {
 			version = []byte(v.Raw)
 		}
-		reply(InitializeResult(version, a.opt.Transport))
+		res := InitializeResult(version, a.opt.Transport)
+		if a.opt.LoadSession {
+			res = bytes.Replace(res, []byte(`"loadSession":false`), []byte(`"loadSession":true`), 1)
+		}
+		reply(res)
+		return true
+	case "session/load":
+		if !a.opt.LoadSession {
+			return false
+		}
+		sid := params.Get("sessionId").Str
+		a.journal.event("load:%s", sid)
+		chunk, _ := json.Marshal(map[string]any{"sessionId": sid, "update": map[string]any{
+			"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "replayed-by-agent " + sid}}})
+		a.out.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":%s}`, chunk))
+		reply([]byte("{}"))
 		return true
 	case "_test/echo":
 		if !params.Exists() {
@@ -426,7 +449,9 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	text := ""
 	for _, b := range p.Prompt {
-		if b.Text != nil {
+		// The history preamble acp-bridge puts before a re-attached
+		// session's first prompt is context, not the script.
+		if b.Text != nil && !strings.HasPrefix(b.Text.Text, "[acp-bridge]") {
 			text = b.Text.Text
 			break
 		}
@@ -653,6 +678,7 @@ func RunStdio() int {
 		Close:     func() { os.Stdout.Close(); os.Exit(0) },
 		Logger:    logger,
 	}
+	opt.LoadSession = os.Getenv(EnvLoadSession) != ""
 	if v, ok := os.LookupEnv(EnvInitExit); ok {
 		status, text, _ := strings.Cut(v, ":")
 		code, err := strconv.Atoi(status)

@@ -1,0 +1,390 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, o Options) *Store {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = filepath.Join(t.TempDir(), "state")
+	}
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func load(t *testing.T, s *Store, sid string) (*Transcript, error) {
+	t.Helper()
+	ch := make(chan struct {
+		t   *Transcript
+		err error
+	}, 1)
+	s.Load(sid, func(tr *Transcript, err error) {
+		ch <- struct {
+			t   *Transcript
+			err error
+		}{tr, err}
+	})
+	r := <-ch
+	return r.t, r.err
+}
+
+func list(t *testing.T, s *Store, cwd, cursor string, limit int) ([]Meta, string) {
+	t.Helper()
+	type res struct {
+		m    []Meta
+		next string
+		err  error
+	}
+	ch := make(chan res, 1)
+	s.List(cwd, cursor, limit, func(m []Meta, next string, err error) { ch <- res{m, next, err} })
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.m, r.next
+}
+
+func prompt(text string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"sessionId": "x", "prompt": []any{map[string]any{"type": "text", "text": text}}})
+	return b
+}
+
+func TestStore_RoundTripAndTitle(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("s1", Record{Kind: KindMeta, Agent: "a", Dialect: "acp", Cwd: "/w"})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("fix the bug\nplease")})
+	s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}}`)})
+	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Records) != 4 || tr.Meta.Title != "fix the bug" || tr.Meta.Agent != "a" || tr.Meta.Cwd != "/w" {
+		t.Fatalf("got %+v", tr)
+	}
+	if _, err := load(t, s, "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+func TestStore_TornLastLineIgnored(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi"), Sync: true})
+	s.Close()
+	f, err := os.OpenFile(filepath.Join(dir, "s1.ndjson"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"t":"update","at":"2026-01-01T00:00:00Z","body":{"sessionId":"s1","upd`)
+	f.Close()
+	s2 := open(t, Options{Dir: dir})
+	tr, err := load(t, s2, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Records) != 2 || tr.Skipped != 1 {
+		t.Fatalf("records %d skipped %d", len(tr.Records), tr.Skipped)
+	}
+	// Appending after a torn line starts a fresh line only after it: the
+	// torn bytes and the next record share a line, which is skipped too,
+	// but the records after it read back.
+	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
+	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
+	tr, _ = load(t, s2, "s1")
+	if len(tr.Records) != 3 || tr.Skipped != 1 {
+		t.Fatalf("after append: records %d skipped %d", len(tr.Records), tr.Skipped)
+	}
+}
+
+func TestStore_PermissionBits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w", Sync: true})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi"), Sync: true})
+	if _, err := load(t, s, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(dir)
+	if st.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode %v", st.Mode().Perm())
+	}
+	for _, n := range []string{"s1.ndjson", "s1.json"} {
+		st, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v", n, st.Mode().Perm())
+		}
+	}
+}
+
+func TestStore_ConcurrentSessions(t *testing.T) {
+	s := open(t, Options{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("sess-%d", g)
+			s.Append(sid, Record{Kind: KindMeta, Cwd: "/w"})
+			for i := range 200 {
+				s.Append(sid, Record{Kind: KindUpdate, Body: fmt.Appendf(nil, `{"n":%d}`, i)})
+			}
+		}()
+	}
+	wg.Wait()
+	for g := range 8 {
+		tr, err := load(t, s, fmt.Sprintf("sess-%d", g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.Records) != 201 {
+			t.Fatalf("session %d: %d records", g, len(tr.Records))
+		}
+		for i, r := range tr.Records[1:] {
+			if string(r.Body) != fmt.Sprintf(`{"n":%d}`, i) {
+				t.Fatalf("session %d record %d = %s: out of order", g, i, r.Body)
+			}
+		}
+	}
+}
+
+func TestStore_ListPaginationNewestFirstByCwd(t *testing.T) {
+	s := open(t, Options{})
+	base := time.Now().Add(-time.Hour)
+	for i := range 7 {
+		cwd := "/a"
+		if i%2 == 1 {
+			cwd = "/b"
+		}
+		s.Append(fmt.Sprintf("s%d", i), Record{Kind: KindMeta, Cwd: cwd, At: base.Add(time.Duration(i) * time.Minute), Sync: true})
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		m, next := list(t, s, "/a", cursor, 2)
+		for _, x := range m {
+			got = append(got, x.SessionID)
+		}
+		if next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		cursor = next
+	}
+	if strings.Join(got, ",") != "s6,s4,s2,s0" {
+		t.Fatalf("got %v", got)
+	}
+	all, next := list(t, s, "", "", 0)
+	if len(all) != 7 || next != "" {
+		t.Fatalf("all: %d next %q", len(all), next)
+	}
+	ch := make(chan error, 1)
+	s.List("", "garbage!", 2, func(_ []Meta, _ string, err error) { ch <- err })
+	if <-ch == nil {
+		t.Fatal("a bad cursor is accepted")
+	}
+}
+
+func TestStore_Retention(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	now := time.Now()
+	s.Append("ancient", Record{Kind: KindMeta, Cwd: "/w", At: now.Add(-48 * time.Hour), Sync: true})
+	for i := range 4 {
+		s.Append(fmt.Sprintf("s%d", i), Record{Kind: KindMeta, Cwd: "/w", At: now.Add(time.Duration(i) * time.Second), Sync: true})
+	}
+	s.Close()
+	s2 := open(t, Options{Dir: dir, MaxAge: 24 * time.Hour, MaxSessions: 3})
+	m, _ := list(t, s2, "", "", 0)
+	var ids []string
+	for _, x := range m {
+		ids = append(ids, x.SessionID)
+	}
+	if strings.Join(ids, ",") != "s3,s2,s1" {
+		t.Fatalf("after retention: %v", ids)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ancient.ndjson")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("old transcript kept: %v", err)
+	}
+	// A new session keeps the count bounded too.
+	s2.Append("s4", Record{Kind: KindMeta, Cwd: "/w", At: now.Add(time.Minute), Sync: true})
+	m, _ = list(t, s2, "", "", 0)
+	if len(m) != 3 || m[0].SessionID != "s4" {
+		t.Fatalf("after a new session: %+v", m)
+	}
+}
+
+func TestStore_SizeCapAndLargePayloads(t *testing.T) {
+	s := open(t, Options{MaxSessionBytes: 4096, MaxInline: 100})
+	img := strings.Repeat("A", 1000)
+	s.Append("s1", Record{Kind: KindPrompt, Body: json.RawMessage(`{"sessionId":"s1","prompt":[{"type":"image","mimeType":"image/png","data":"` + img + `"}]}`)})
+	for i := range 100 {
+		s.Append("s1", Record{Kind: KindUpdate, Body: fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 50))})
+	}
+	s.Append("s1", Record{Kind: KindSwitch, Agent: "b"})
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(tr.Records[0].Body), img) || !strings.Contains(string(tr.Records[0].Body), `"data":"acp-bridge:omitted:1000"`) || !json.Valid(tr.Records[0].Body) {
+		t.Fatalf("large image stored: %.200s", tr.Records[0].Body)
+	}
+	size := 0
+	kinds := map[string]int{}
+	for _, r := range tr.Records {
+		b, _ := json.Marshal(r)
+		size += len(b) + 1
+		kinds[r.Kind]++
+	}
+	if size > 4096+200 || kinds[KindCap] != 1 || kinds[KindSwitch] != 1 || kinds[KindUpdate] == 100 {
+		t.Fatalf("size %d kinds %v", size, kinds)
+	}
+	if tr.Meta.Agent != "b" {
+		t.Fatalf("switch past the cap not recorded: %+v", tr.Meta)
+	}
+}
+
+func TestStore_FullQueueDropsWithGap(t *testing.T) {
+	s := open(t, Options{QueueBytes: 1})
+	// Hold the writer so the queue fills.
+	hold, held := make(chan struct{}), make(chan struct{})
+	s.do(func() { close(held); <-hold })
+	<-held
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	for range 10 {
+		s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"n":1}`)})
+	}
+	close(hold)
+	if _, err := load(t, s, "s1"); err != nil { // the writer has caught up
+		t.Fatal(err)
+	}
+	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{}`)})
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dropped() != 10 {
+		t.Fatalf("dropped %d, want the 10 updates", s.Dropped())
+	}
+	var kinds []string
+	for _, r := range tr.Records {
+		kinds = append(kinds, r.Kind)
+	}
+	if strings.Join(kinds, ",") != "meta,gap,stop" {
+		t.Fatalf("records %v, want meta,gap,stop", kinds)
+	}
+}
+
+func TestStore_Delete(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("a/b c", Record{Kind: KindMeta, Cwd: "/w", Sync: true})
+	if _, err := load(t, s, "a/b c"); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan error, 2)
+	s.Delete("a/b c", func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	s.Delete("a/b c", func(err error) { ch <- err })
+	if err := <-ch; !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := load(t, s, "a/b c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("deleted session loads")
+	}
+}
+
+func TestStore_ReusedIDMovesEarlierTranscriptAside(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/old", New: true})
+	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("first conversation"), Sync: true})
+	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/new", New: true})
+	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("second conversation"), Sync: true})
+	m, _ := list(t, s, "", "", 0)
+	if len(m) != 2 {
+		t.Fatalf("sessions %+v", m)
+	}
+	old, err := load(t, s, "sess-1~1")
+	if err != nil || old.Meta.Title != "first conversation" || old.Meta.Cwd != "/old" || len(old.Records) != 2 {
+		t.Fatalf("moved aside: %+v %v", old, err)
+	}
+	cur, err := load(t, s, "sess-1")
+	if err != nil || cur.Meta.Title != "second conversation" || len(cur.Records) != 2 {
+		t.Fatalf("current: %+v %v", cur, err)
+	}
+}
+
+func TestOmitLarge_SplicesOnlyLargePayloads(t *testing.T) {
+	in := `{"a":{"data":"` + strings.Repeat("Q", 50) + `","x":["data",{"blob" : "` + strings.Repeat("Z", 60) + `"}]},"data":"short","text":"` + strings.Repeat("T", 80) + `"}`
+	got := string(omitLarge(json.RawMessage(in), 40))
+	want := `{"a":{"data":"acp-bridge:omitted:50","x":["data",{"blob" : "acp-bridge:omitted:60"}]},"data":"short","text":"` + strings.Repeat("T", 80) + `"}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestStore_ListShowsSessionsNotFlushedYet(t *testing.T) {
+	s := open(t, Options{FlushEvery: time.Hour})
+	s.Append("fresh", Record{Kind: KindMeta, Cwd: "/w"})
+	s.Append("fresh", Record{Kind: KindPrompt, Body: prompt("just asked")})
+	m, _ := list(t, s, "/w", "", 0)
+	if len(m) != 1 || m[0].SessionID != "fresh" || m[0].Title != "just asked" {
+		t.Fatalf("list = %+v", m)
+	}
+}
+
+// A session is listed, with its cwd, as soon as it is written: a bridge
+// killed before its first flush leaves nothing unfindable.
+func TestStore_NewSessionListedBeforeAnyFlush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir, FlushEvery: time.Hour})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w", Agent: "a"})
+	taken := make(chan struct{}) // the writer has taken the record; nothing flushed
+	s.do(func() { close(taken) })
+	<-taken
+	m, err := readMeta(filepath.Join(dir, "s1.json"))
+	if err != nil || m.Cwd != "/w" || m.Agent != "a" {
+		t.Fatalf("listing data on disk: %+v %v", m, err)
+	}
+}
+
+// A short update record gives back its params byte for byte, members after
+// "update" included.
+func TestStore_ShortUpdateRoundTrip(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}},"_meta":{"k":[1,2]}`))
+	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}},"_meta":{"k":[1,2]}}`,
+		`{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}`,
+	}
+	if len(tr.Records) != 3 || string(tr.Records[1].Body) != want[0] || string(tr.Records[2].Body) != want[1] || tr.Records[1].Kind != KindUpdate {
+		t.Fatalf("records %+v", tr.Records)
+	}
+}
