@@ -50,7 +50,7 @@ func TestCompare_CLI(t *testing.T) {
 	prompts := []string{"--prompt", "hello", "--prompt", "Ask for permission, then go on", "--prompt", "!cancel wait-cancel"}
 
 	// The same agent twice, once bridged: no difference, --exit-code 0.
-	bridged := BridgeBin + " -- " + exe
+	bridged := BridgeBin + " --no-sessions -- " + exe // the store would add loadSession
 	out, code := runCompare(t, env, append([]string{"--json", "--exit-code", "--a", exe, "--b", bridged}, prompts...)...)
 	var c compareJSON
 	if err := json.Unmarshal([]byte(out), &c); err != nil {

@@ -251,7 +251,10 @@ func (a *agent) on(d Defect) bool { return a.d[d] }
 
 // send writes one message. v's top-level "jsonrpc" is added unless
 // missing-jsonrpc.
-func (a *agent) send(fields map[string]any) {
+func (a *agent) send(fields map[string]any) { a.write(a.encode(fields)) }
+
+// encode returns fields as one line of JSON-RPC.
+func (a *agent) encode(fields map[string]any) []byte {
 	if !a.on(MissingJSONRPC) {
 		fields["jsonrpc"] = "2.0"
 	}
@@ -259,9 +262,15 @@ func (a *agent) send(fields map[string]any) {
 	if err != nil {
 		panic(err) // only our own values are marshalled
 	}
+	return append(b, '\n')
+}
+
+// write writes lines in one go, so that no other goroutine's message comes
+// between them.
+func (a *agent) write(lines []byte) {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	_, _ = a.out.Write(append(b, '\n'))
+	_, _ = a.out.Write(lines)
 }
 
 func (a *agent) noise(text string) {
@@ -288,16 +297,18 @@ func (a *agent) notify(method string, params any) {
 }
 
 // update sends one session/update, shaped by snake-case and at-type-updates.
-func (a *agent) update(sid string, upd map[string]any) {
+func (a *agent) update(sid string, upd map[string]any) { a.send(a.updateMessage(sid, upd)) }
+
+// updateMessage is the session/update notification update sends.
+func (a *agent) updateMessage(sid string, upd map[string]any) map[string]any {
 	if a.on(AtTypeUpdates) {
 		upd = atType(upd)
 	}
-	params := map[string]any{"sessionId": sid, "update": upd}
+	var params any = map[string]any{"sessionId": sid, "update": upd}
 	if a.on(SnakeCase) {
-		a.notify("session/update", snake(params))
-		return
+		params = snake(params)
 	}
-	a.notify("session/update", params)
+	return map[string]any{"method": "session/update", "params": params}
 }
 
 func (a *agent) chunk(sid, text string) {
@@ -599,10 +610,14 @@ func (a *agent) answerPrompt(id json.RawMessage, sid, stop string) {
 	if a.on(ResultAndError) {
 		m["error"] = map[string]any{"code": -32603, "message": "Internal error"}
 	}
-	a.send(m)
-	if a.on(LateUpdates) {
-		a.chunk(sid, "(a late afterthought)")
+	if !a.on(LateUpdates) {
+		a.send(m)
+		return
 	}
+	// The late update follows the answer at once, in the same write, so
+	// that it reaches the client before any answer to a later request.
+	late := a.updateMessage(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "(a late afterthought)"}})
+	a.write(append(a.encode(m), a.encode(late)...))
 }
 
 // cancelled is the stop reason of a cancelled turn, or "" for ignore-cancel.
