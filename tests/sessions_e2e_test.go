@@ -622,3 +622,37 @@ func TestSessions_RuleProfilesLoadAcrossRestart(t *testing.T) {
 		})
 	}
 }
+
+// One turn at a time holds for a loaded session too, whose prompts go to a
+// backend session of another id: a second prompt while the first runs is
+// refused with a clear error, and the session works once the turn ends.
+func TestSessions_OneTurnOnALoadedSession(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := EditorOptions{Args: []string{"--state-dir", state}}
+
+	e1 := NewEditor(t, ChildTransport("acp"), args)
+	e1.Initialize(t)
+	e1.NewSession(t, cwd)
+	// The second session: loaded into a fresh agent, its backend session
+	// gets the agent's first id, so the bridge maps ids both ways.
+	sid := e1.NewSession(t, cwd)
+	promptTurn(t, e1, sid, 1)
+	stopBridge(t, e1)
+
+	e2 := NewEditor(t, ChildTransport("acp"), args)
+	e2.Initialize(t)
+	id := e2.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	if l := e2.Out.Response(t, id); !l.Get("result").IsObject() {
+		t.Fatalf("session/load = %s, want a result", l)
+	}
+	held := promptAsync(ctxT(t), e2, sid, "hold k")
+	waitChunk(t, e2.Out, "holding:k")
+	l := e2.RawCall(t, "session/prompt", fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"hello"}]}`, sid))
+	if code, isErr := l.ErrorCode(); !isErr || code == -32000 || code == -32002 || code == -32800 || !strings.Contains(l.Get("error.message").Str, "already has a prompt running") {
+		t.Fatalf("second prompt on a loaded session during a turn = %s, want the one-turn refusal", l)
+	}
+	e2.RawCall(t, "_test/release", `{"key":"k"}`)
+	await(t, held, "held prompt")
+	promptTurn(t, e2, sid, 2)
+}
