@@ -256,6 +256,8 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
+		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in `FILE` (see 'acp-bridge trace view')", ""),
+		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
 	}
 }
 
@@ -366,7 +368,8 @@ func serveAction(c *cli.Context) error {
 		}
 	}
 
-	logger, closeLog, err := launch.NewScrubbedLogger(s, launch.NewScrubber(spec.Secrets()...))
+	scrubber := launch.NewScrubber(spec.Secrets()...)
+	logger, closeLog, err := launch.NewScrubbedLogger(s, scrubber)
 	if err != nil {
 		return err
 	}
@@ -385,6 +388,11 @@ func serveAction(c *cli.Context) error {
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
 	story := &bridge.StoryLog{Logger: logger}
 	story.Attach(b)
+	closeTrace, err := startTrace(c, b, scrubber)
+	if err != nil {
+		return err
+	}
+	defer closeTrace(logger)
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	story.End(stopReason(c.Context, err))
