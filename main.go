@@ -227,6 +227,7 @@ func newApp() *cli.App {
 				Flags:        serveFlags(),
 				Action:       doctorAction,
 			},
+			traceCommand(),
 		},
 	}
 }
