@@ -228,6 +228,7 @@ func newApp() *cli.App {
 				Action:       doctorAction,
 			},
 			traceCommand(),
+			replayCommand(),
 		},
 	}
 }
