@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -187,4 +190,48 @@ func mustExecutable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return exe
+}
+
+// replay --listen serves the recorded WebSocket agent on loopback.
+func TestReplay_ListenWebSocket(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ws.trace")
+	prompts := []string{"hello", "stream 4"}
+	_, recorded, errs := replayScenario(t, WSTransport(nil), []string{"--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	cmd := exec.Command(BridgeBin, "replay", path, "--listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	var url string
+	for lines.Scan() {
+		if _, u, ok := strings.Cut(lines.Text(), "serving on "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" {
+		t.Fatal("replay --listen did not say where it serves")
+	}
+	go io.Copy(io.Discard, stderr)
+	ws := Transport{Name: "replay-ws", Start: func(t *testing.T) Agent { return Agent{Args: []string{"--url", url + "/acp"}} }}
+	_, replayed, errs := replayScenario(t, ws, nil, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replay, prompt %q: %v", prompts[i], err)
+		}
+	}
+	if !slices.Equal(recorded, replayed) {
+		t.Errorf("transcripts differ:\nrecorded\n%s\nreplayed\n%s", strings.Join(recorded, "\n"), strings.Join(replayed, "\n"))
+	}
 }
