@@ -30,7 +30,11 @@ func replayCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "serve WebSocket connections on `ADDR`; each connection replays the next recorded agent link"},
 			&cli.BoolFlag{Name: "stdio", Usage: "serve one link on stdin and stdout, one frame a line"},
-			&cli.IntFlag{Name: "link", Usage: "with --stdio, replay agent link `N` (default: the first)"},
+			&cli.IntFlag{Name: "link", Usage: "replay only agent link `N` (default: whichever the frames match; with --as editor the first)"},
+			&cli.StringFlag{Name: "as", Usage: "`SIDE` to play: agent (the default: serve a fake agent) or editor (drive the live agent after -- or at --url and report where it now differs)"},
+			&cli.StringFlag{Name: "url", Usage: "with --as editor, the live agent's ws:// `URL`"},
+			&cli.StringSliceFlag{Name: "ignore", Usage: "with --as editor, leave the dotted `PATH` (result._meta.pid) out of the comparison (repeatable)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "with --as editor, how long to wait for each recorded agent frame (default 10s)"},
 		},
 		Action: replayAction,
 	}
@@ -40,15 +44,24 @@ type replayOpts struct {
 	trace, listen string
 	stdio         bool
 	link          int
+	as, url       string
+	ignore        []string
+	timeout       time.Duration
+	argv          []string // the live agent's command, after --
 }
 
 // replayArgs reads the flags also after TRACE (the flag package stops at
 // the first argument, and `replay TRACE --stdio` is the natural order).
 func replayArgs(c *cli.Context) (replayOpts, error) {
-	o := replayOpts{listen: c.String("listen"), stdio: c.Bool("stdio"), link: c.Int("link")}
+	o := replayOpts{listen: c.String("listen"), stdio: c.Bool("stdio"), link: c.Int("link"),
+		as: c.String("as"), url: c.String("url"), ignore: c.StringSlice("ignore"), timeout: c.Duration("timeout")}
 	args := c.Args().Slice()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if a == "--" {
+			o.argv = args[i+1:]
+			break
+		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "-") {
 			if o.trace != "" {
@@ -65,6 +78,18 @@ func replayArgs(c *cli.Context) (replayOpts, error) {
 			o.stdio = true
 		case "listen":
 			o.listen = val
+		case "as":
+			o.as = val
+		case "url":
+			o.url = val
+		case "ignore":
+			o.ignore = append(o.ignore, val)
+		case "timeout":
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				return o, launch.Usagef("--timeout: %v", err)
+			}
+			o.timeout = d
 		case "link":
 			n, err := strconv.Atoi(val)
 			if err != nil {
@@ -75,9 +100,20 @@ func replayArgs(c *cli.Context) (replayOpts, error) {
 			return o, launch.Usagef("replay: unknown flag %s", a)
 		}
 	}
+	if o.timeout <= 0 {
+		o.timeout = 10 * time.Second
+	}
 	switch {
 	case o.trace == "":
 		return o, launch.Usagef("replay needs the TRACE file: acp-bridge replay TRACE --stdio")
+	case o.as == "editor":
+		if (len(o.argv) > 0) == (o.url != "") {
+			return o, launch.Usagef("replay --as editor needs the live agent: -- COMMAND [ARGS...] or --url ws://…")
+		}
+	case o.as != "" && o.as != "agent":
+		return o, launch.Usagef("--as: %q is neither agent nor editor", o.as)
+	case len(o.argv) > 0:
+		return o, launch.Usagef("replay as the agent takes no command after --; did you mean --as editor?")
 	case o.stdio == (o.listen != ""):
 		return o, launch.Usagef("replay needs exactly one of --stdio and --listen ADDR")
 	}
@@ -96,6 +132,13 @@ func replayAction(c *cli.Context) error {
 	links := trace.Links(recs)
 	if len(links) == 0 {
 		return fmt.Errorf("%s records no agent link to replay", o.trace)
+	}
+	if o.as == "editor" {
+		link := links[0]
+		if o.link != 0 {
+			link = o.link
+		}
+		return replayEditor(c.Context, o, trace.NewEditorReplay(recs, link))
 	}
 	var only []int
 	if o.link != 0 {

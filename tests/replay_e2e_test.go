@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -233,5 +234,55 @@ func TestReplay_ListenWebSocket(t *testing.T) {
 	}
 	if !slices.Equal(recorded, replayed) {
 		t.Errorf("transcripts differ:\nrecorded\n%s\nreplayed\n%s", strings.Join(recorded, "\n"), strings.Join(replayed, "\n"))
+	}
+}
+
+// replay --as editor drives a live agent with the recorded bridge frames
+// and reports where it now differs: nothing for the same agent, the exact
+// step and field for an agent whose answer changed.
+func TestReplay_AsEditor(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agent.trace")
+	prompts := []string{"hello", "stream 3", "permission"}
+	_, _, errs := replayScenario(t, ChildTransport("acp"), []string{"--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	run := func(trace string) (string, int) {
+		cmd := exec.Command(BridgeBin, "replay", trace, "--as", "editor", "--ignore", "result._meta.fake-agent.pid", "--", mustExecutable(t))
+		cmd.Env = append(os.Environ(), "FAKE_AGENT=acp", "GORACE=atexit_sleep_ms=0")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String() + errb.String(), code
+	}
+	if out, code := run(path); code != 0 || !strings.Contains(out, "matches the recording") {
+		t.Errorf("same agent: exit %d\n%s", code, out)
+	}
+
+	// The recording as an older agent would have made it.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "old.trace")
+	if err := os.WriteFile(old, bytes.ReplaceAll(data, []byte("echo:hello"), []byte("echo:HELLO")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(old)
+	if code != 1 || !strings.Contains(out, "differs from the recording") ||
+		!strings.Contains(out, `params.update.content.text: expected "echo:HELLO", got "echo:hello"`) {
+		t.Errorf("changed agent: exit %d, want 1 and the field named\n%s", code, out)
+	}
+	if n := strings.Count(out, "differs from the recording:"); n != 1 {
+		t.Errorf("%d steps reported, want only the changed one\n%s", n, out)
 	}
 }

@@ -48,3 +48,45 @@ func TestReplayRewritesIDsAndMatches(t *testing.T) {
 		t.Errorf("past the end: %v", err)
 	}
 }
+
+// The editor side learns the live agent's session ids and request ids and
+// uses them in what it sends after; a changed value is named by its path.
+func TestEditorReplayLearnsIDs(t *testing.T) {
+	recs := []Record{
+		rec("out", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}`, 0),
+		rec("in", `{"jsonrpc":"2.0","id":1,"result":{"sessionId":"rec-s"}}`, 1),
+		rec("out", `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"rec-s"}}`, 2),
+		rec("in", `{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"rec-s","n":1}}`, 3),
+		rec("out", `{"jsonrpc":"2.0","id":7,"result":{"outcome":"ok"}}`, 4),
+		rec("in", `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`, 5),
+	}
+	er := NewEditorReplay(recs, 1)
+	step := func(wantSend bool) []byte {
+		t.Helper()
+		f, send, done := er.Next()
+		if done || send != wantSend {
+			t.Fatalf("step %d: send=%v done=%v", er.Position(), send, done)
+		}
+		return f
+	}
+	step(true)
+	if d := er.Compare(step(false), []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"live-s"}}`)); len(d) != 0 {
+		t.Fatalf("session/new answer: %v", d)
+	}
+	if got := string(step(true)); got != `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"live-s"}}` {
+		t.Errorf("prompt sent as %s", got)
+	}
+	d := er.Compare(step(false), []byte(`{"jsonrpc":"2.0","id":"p-9","method":"session/request_permission","params":{"sessionId":"live-s","n":2}}`))
+	if len(d) != 1 || d[0] != "params.n: expected 1, got 2" {
+		t.Errorf("permission request diffs = %q", d)
+	}
+	if got := string(step(true)); got != `{"jsonrpc":"2.0","id":"p-9","result":{"outcome":"ok"}}` {
+		t.Errorf("permission answer sent as %s", got)
+	}
+	if d := er.Compare(step(false), []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)); len(d) != 0 {
+		t.Errorf("prompt answer: %v", d)
+	}
+	if _, _, done := er.Next(); !done {
+		t.Error("not done after the last record")
+	}
+}
