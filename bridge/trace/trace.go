@@ -16,8 +16,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/tidwall/gjson"
@@ -149,7 +152,7 @@ func NewWriter(w io.Writer, opt Options) *Writer {
 // copied. After Close it does nothing.
 func (w *Writer) Tap(ev bridge.TapEvent) {
 	ev.Message = bytes.Clone(ev.Message)
-	ev.Session = string([]byte(ev.Session))
+	ev.Session = strings.Clone(ev.Session)
 	at := w.opt.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -272,18 +275,81 @@ func (w *Writer) write(r Record) {
 	w.err = err
 }
 
-// line encodes r as one scrubbed line, newline included.
+// line encodes r as one scrubbed line, newline included. It encodes by
+// hand rather than with json.Marshal, which would re-validate the message,
+// and rewrite it too (compacted, with <, > and & escaped): the message is
+// kept byte for byte, only compacted if it spans lines.
 func (w *Writer) line(r Record) []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		// Msg was checked with json.Valid; keep the record as text.
-		r.Raw, r.Msg = string(r.Msg), nil
-		b, _ = json.Marshal(r)
+	b := make([]byte, 0, 160+len(r.Msg)+len(r.Raw))
+	b = append(b, `{"t_ns":`...)
+	b = strconv.AppendInt(b, r.TNs, 10)
+	b = appendField(b, "time", r.Time)
+	b = appendField(b, "hop", r.Hop)
+	b = appendField(b, "dir", r.Dir)
+	if r.Link != 0 {
+		b = append(b, `,"link":`...)
+		b = strconv.AppendInt(b, int64(r.Link), 10)
 	}
+	b = appendField(b, "session", r.Session)
+	b = appendField(b, "kind", r.Kind)
+	b = appendField(b, "method", r.Method)
+	if len(r.ID) > 0 {
+		b = append(append(b, `,"id":`...), r.ID...)
+	}
+	if len(r.Msg) > 0 {
+		b = append(b, `,"msg":`...)
+		if bytes.ContainsAny(r.Msg, "\r\n") {
+			var c bytes.Buffer
+			_ = json.Compact(&c, r.Msg) // Msg is valid JSON
+			b = append(b, c.Bytes()...)
+		} else {
+			b = append(b, r.Msg...)
+		}
+	}
+	b = appendField(b, "raw", r.Raw)
+	b = appendField(b, "note", r.Note)
+	b = appendField(b, "detail", r.Detail)
+	b = append(b, '}')
 	if w.opt.Scrub != nil {
 		b = []byte(w.opt.Scrub(string(b)))
 	}
 	return append(b, '\n')
+}
+
+// appendField appends ,"name":"value" unless value is empty.
+func appendField(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	b = append(append(append(b, ',', '"'), name...), '"', ':')
+	return appendString(b, value)
+}
+
+// appendString appends s as a JSON string: invalid UTF-8 becomes U+FFFD,
+// as with json.Marshal, but <, > and & stay as they are.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', byte(c))
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20 || c == '\u2028' || c == '\u2029':
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4&0xf], hex[c&0xf])
+			if c > 0xff {
+				b = append(b[:len(b)-4], hex[c>>12&0xf], hex[c>>8&0xf], hex[c>>4&0xf], hex[c&0xf])
+			}
+		default:
+			b = utf8.AppendRune(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // ReadFile reads the trace at path.

@@ -154,3 +154,33 @@ func FuzzReadTrace(f *testing.F) {
 		}
 	})
 }
+
+// Messages are kept byte for byte (no escaping of <, > and &, numbers as
+// written); a frame spanning lines is compacted to keep one record a line;
+// text that is not JSON survives as a JSON string.
+func TestWriterKeepsBytes(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Options{})
+	exact := `{"jsonrpc":"2.0","method":"x","params":{"html":"<b>&amp;</b>","n":1.50,"big":12345678901234567890}}`
+	w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Message: []byte(exact)})
+	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Message: []byte("{\n  \"type\": \"chunk\",\n  \"text\": \"a\\nb\"\n}")})
+	raw := "bin\x00\x1f\"\\\xff\u2028 <tag>"
+	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Message: []byte(raw)})
+	w.Close()
+	if n := strings.Count(buf.String(), "\n"); n != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", n, buf.String())
+	}
+	recs, err := Read(bytes.NewReader(buf.Bytes()))
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	if string(recs[0].Msg) != exact {
+		t.Errorf("message changed:\n got %s\nwant %s", recs[0].Msg, exact)
+	}
+	if string(recs[1].Msg) != `{"type":"chunk","text":"a\nb"}` || recs[1].Kind != KindFrame || recs[1].Method != "chunk" {
+		t.Errorf("multi-line frame = %+v", recs[1])
+	}
+	if want := strings.ToValidUTF8(raw, "\uFFFD"); recs[2].Raw != want {
+		t.Errorf("raw = %q, want %q", recs[2].Raw, want)
+	}
+}
