@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,12 +106,19 @@ func TestTrace_BothHopsAndCancelGrace(t *testing.T) {
 	})
 }
 
-// --trace-max stops the trace at its cap with a note, and the bridge goes on
-// serving.
+// --trace-max (here ACP_BRIDGE_TRACE_MAX) stops the trace at its cap with a
+// note, and the bridge goes on serving.
 func TestTrace_Cap(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "trace.ndjson")
-	e := NewEditor(t, ChildTransport("acp"), EditorOptions{Args: []string{"--trace", path, "--trace-max", "8KiB"}})
+	// The cap through its environment twin, the file through the flag.
+	child := ChildTransport("acp")
+	tr := Transport{Name: "child", Start: func(t *testing.T) Agent {
+		a := child.Start(t)
+		a.Env = append(a.Env, "ACP_BRIDGE_TRACE_MAX=8KiB")
+		return a
+	}}
+	e := NewEditor(t, tr, EditorOptions{Args: []string{"--trace", path}})
 	sid := e.Start(t)
 	if res, err := e.Prompt(ctxT(t), sid, "stream 200"); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v, %v", res, err)
@@ -176,5 +185,18 @@ func TestTrace_SecretCanary(t *testing.T) {
 	}
 	if !strings.Contains(e.Stderr(), "<redacted>") {
 		t.Errorf("the log never showed the frames (no <redacted>); the canary check proves nothing:\n%s", tail(e.Stderr(), 4000))
+	}
+}
+
+// A --trace-max that is not a size is a usage error naming the flag, and
+// nothing is served.
+func TestTrace_BadMax(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(BridgeBin, "--trace", filepath.Join(t.TempDir(), "t"), "--trace-max", "lots", "--", "true")
+	cmd.Env = hermeticEnv(t, nil)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--trace-max") {
+		t.Errorf("exit %v, output %s; want status 2 naming --trace-max", err, out)
 	}
 }
