@@ -232,6 +232,8 @@ func newApp() *cli.App {
 			},
 			checkCommand(),
 			compareCommand(),
+			traceCommand(),
+			replayCommand(),
 		},
 	}
 }
@@ -263,6 +265,8 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
 		str(launch.FlagShim, "compliance shim for acp agents: `MODE` on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
 		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
+		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in `FILE` (see 'acp-bridge trace view')", ""),
+		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
 	}, sessionFlags()...)
 }
 
@@ -381,7 +385,8 @@ func serveAction(c *cli.Context) error {
 	}
 
 	defer scrubStderr(spec.Secrets())() // crash output too: see main_crash_unix.go
-	logger, closeLog, err := launch.NewScrubbedLogger(s, launch.NewScrubber(spec.Secrets()...))
+	scrubber := launch.NewScrubber(spec.Secrets()...)
+	logger, closeLog, err := launch.NewScrubbedLogger(s, scrubber)
 	if err != nil {
 		return err
 	}
@@ -406,6 +411,11 @@ func serveAction(c *cli.Context) error {
 	story := &bridge.StoryLog{Logger: logger}
 	story.Attach(b)
 	shim.Hook(b, report)
+	closeTrace, err := startTrace(c, b, scrubber)
+	if err != nil {
+		return err
+	}
+	defer closeTrace(logger)
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	story.End(stopReason(c.Context, err))

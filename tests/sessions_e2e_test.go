@@ -21,16 +21,6 @@ import (
 	"github.com/coder/acp-go-sdk"
 )
 
-// stopBridge ends a bridge the way an editor does, closing its input, and
-// waits for it to exit.
-func stopBridge(t *testing.T, e *Editor) {
-	t.Helper()
-	e.In.Close()
-	if _, ok := e.WaitExit(15 * time.Second); !ok {
-		t.Fatal("the bridge did not exit after its input closed")
-	}
-}
-
 // replayBefore returns the session/update lines for sid written before the
 // answer to the request with raw id, as "kind:text" (tool calls as
 // "tool:title:status").
@@ -113,7 +103,7 @@ func TestSessions_ListLoadResumeCloseDeleteAcrossRestarts(t *testing.T) {
 	sid := e1.NewSession(t, cwd)
 	promptTurn(t, e1, sid, 3)
 	promptTurn(t, e1, sid, 2)
-	stopBridge(t, e1)
+	stopBridge(t, e1.Bridge)
 
 	e2 := NewEditor(t, ChildTransport("acp"), args)
 	e2.Initialize(t)
@@ -160,7 +150,7 @@ func TestSessions_ListLoadResumeCloseDeleteAcrossRestarts(t *testing.T) {
 	if l := e2.RawCall(t, "session/list", ""); len(l.Get("result.sessions").Array()) != 0 {
 		t.Errorf("session/list after delete = %s", l)
 	}
-	stopBridge(t, e2)
+	stopBridge(t, e2.Bridge)
 
 	e3 := NewEditor(t, ChildTransport("acp"), args)
 	e3.Initialize(t)
@@ -180,7 +170,7 @@ func TestSessions_LoadUsesTheAgentsOwnLoad(t *testing.T) {
 	e1.Initialize(t)
 	sid := e1.NewSession(t, cwd)
 	promptTurn(t, e1, sid, 2)
-	stopBridge(t, e1)
+	stopBridge(t, e1.Bridge)
 
 	e2 := NewEditor(t, tr, args)
 	e2.Initialize(t)
@@ -207,7 +197,7 @@ func TestSessions_LoadOverLegacyAgentWithoutLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunks := e1.Fake.Chunks(sid)
-	stopBridge(t, e1.Editor)
+	stopBridge(t, e1.Bridge)
 
 	e2 := newV0Editor(t, o)
 	e2.Initialize(t)
@@ -459,7 +449,7 @@ func TestSessions_SwitchAgentMidConversation(t *testing.T) {
 	if j := e.Journal(t); journalHas(j, "session/prompt", `"hello"`) {
 		t.Errorf("agent a still received the prompt after the switch")
 	}
-	stopBridge(t, e)
+	stopBridge(t, e.Bridge)
 
 	// Load after a restart restores agent b.
 	e2 := NewEditor(t, tr, args)
@@ -514,7 +504,7 @@ func TestSessions_ClaudeLoadReplaysThenResumesNatively(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v", r, err)
 	}
 	seen := first.Fake.Chunks(sid)
-	stopBridge(t, first.Editor)
+	stopBridge(t, first.Bridge)
 
 	e := newClaudeEditor(t, t.TempDir(), "--state-dir", state)
 	e.Initialize(t)
@@ -557,7 +547,7 @@ func TestSessions_LoadFailsWhenTheAgentCannotReattach(t *testing.T) {
 	if r, err := first.Prompt(ctxT(t), sid, "whoami"); err != nil || r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt = %+v, %v", r, err)
 	}
-	stopBridge(t, first.Editor)
+	stopBridge(t, first.Bridge)
 
 	// The same session, now behind a "CLI" that exits at once.
 	broken := Transport{Name: "child", Start: func(*testing.T) Agent {
@@ -597,7 +587,7 @@ func TestSessions_RuleProfilesLoadAcrossRestart(t *testing.T) {
 			for _, c := range e1.Fake.Chunks(sid) {
 				want = append(want, "agent:"+c)
 			}
-			stopBridge(t, e1)
+			stopBridge(t, e1.Bridge)
 
 			e2 := NewEditor(t, p.transports[0], o)
 			e2.Initialize(t)
@@ -638,7 +628,7 @@ func TestSessions_OneTurnOnALoadedSession(t *testing.T) {
 	// gets the agent's first id, so the bridge maps ids both ways.
 	sid := e1.NewSession(t, cwd)
 	promptTurn(t, e1, sid, 1)
-	stopBridge(t, e1)
+	stopBridge(t, e1.Bridge)
 
 	e2 := NewEditor(t, ChildTransport("acp"), args)
 	e2.Initialize(t)

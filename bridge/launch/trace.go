@@ -1,0 +1,29 @@
+package launch
+
+import (
+	"fmt"
+
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+)
+
+// Trace flags: --trace FILE records every message on both hops (see package
+// bridge/trace); --trace-max caps the file.
+const (
+	FlagTrace    = "trace"
+	FlagTraceMax = "trace-max"
+)
+
+// TraceMax parses --trace-max: a size such as 10MiB; "" means no cap.
+func TraceMax(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := config.ParseSize(s)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("%s is not a positive size", s)
+	}
+	if err != nil {
+		return 0, Usagef("--%s: %v", FlagTraceMax, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,399 @@
+// Package trace records every message on both hops of a bridge as NDJSON
+// (one Record a line) and reads such files back.
+//
+// A Writer is fed from Bridge.Tap, on the engine's loop: it copies the
+// borrowed bytes and hands them to its own goroutine through a bounded
+// channel, so that encoding, scrubbing and disk writes never run on the
+// loop. A Reader tolerates a torn last line, since a trace of a bridge that
+// was killed ends wherever the kill found it.
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/tidwall/gjson"
+)
+
+// Record kinds.
+const (
+	KindRequest      = "request"
+	KindNotification = "notification"
+	KindResponse     = "response"
+	KindError        = "error"
+	// KindFrame is an agent-hop message that is not JSON-RPC (a legacy
+	// dialect's own frame); Method then holds its "type" when it has one.
+	KindFrame = "frame"
+	// KindNote is the bridge's own decision (a repair, a grace period), or
+	// the trace's own "trace-truncated".
+	KindNote = "note"
+)
+
+// NoteTruncated is the note of the last record of a trace that reached its
+// size cap.
+const NoteTruncated = "trace-truncated"
+
+// Record is one line of a trace.
+type Record struct {
+	// TNs is monotonic nanoseconds since the trace started.
+	TNs int64 `json:"t_ns"`
+	// Time is the wall clock, RFC 3339 with nanoseconds.
+	Time string `json:"time"`
+	// Hop is "editor", "agent" or "bridge".
+	Hop string `json:"hop"`
+	// Dir is "in" for what the bridge received, "out" for what it sent;
+	// empty for notes.
+	Dir     string `json:"dir,omitempty"`
+	Link    int    `json:"link,omitempty"`
+	Session string `json:"session,omitempty"`
+	Kind    string `json:"kind"`
+	Method  string `json:"method,omitempty"`
+	// ID is the JSON-RPC id, byte-exact.
+	ID json.RawMessage `json:"id,omitempty"`
+	// Msg is the message when it is valid JSON; Raw holds it otherwise.
+	Msg    json.RawMessage `json:"msg,omitempty"`
+	Raw    string          `json:"raw,omitempty"`
+	Note   string          `json:"note,omitempty"`
+	Detail string          `json:"detail,omitempty"`
+}
+
+// Message returns the message bytes of r: Msg, or Raw.
+func (r Record) Message() []byte {
+	if len(r.Msg) > 0 {
+		return r.Msg
+	}
+	return []byte(r.Raw)
+}
+
+// Options shape a Writer.
+type Options struct {
+	// Max caps the file in bytes; 0 means no cap. The record that would
+	// cross it is replaced by a note "trace-truncated", and nothing is
+	// written after.
+	Max int64
+	// Scrub, if not nil, is applied to every line before it is written:
+	// it removes secret values.
+	Scrub func(string) string
+	// Now is the clock; nil means time.Now. Monotonic offsets come from it.
+	Now func() time.Time
+	// Buffer is the number of records that may wait for the writing
+	// goroutine; 0 means 4096. When it is full Tap waits for room, which
+	// keeps a trace complete at the price of a short stall.
+	Buffer int
+}
+
+// Writer writes a trace. Tap is its entry point; Close flushes it.
+type Writer struct {
+	opt   Options
+	start time.Time
+	w     io.Writer
+	bw    *bufio.Writer
+	c     io.Closer
+
+	mu     sync.Mutex // guards closed and sends on ch
+	closed bool
+	ch     chan event
+	done   chan struct{}
+
+	// Owned by the writing goroutine.
+	written int64
+	stopped bool
+	err     error
+}
+
+type event struct {
+	at time.Time
+	ev bridge.TapEvent
+}
+
+// Create opens path (truncating it) and returns a Writer on it.
+func Create(path string, opt Options) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	w := NewWriter(f, opt)
+	w.c = f
+	return w, nil
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer, opt Options) *Writer {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Buffer <= 0 {
+		opt.Buffer = 4096
+	}
+	tw := &Writer{
+		opt:   opt,
+		start: opt.Now(),
+		w:     w,
+		bw:    bufio.NewWriterSize(w, 64<<10),
+		ch:    make(chan event, opt.Buffer),
+		done:  make(chan struct{}),
+	}
+	go tw.run()
+	return tw
+}
+
+// Tap records ev; it has Bridge.Tap's signature. The borrowed bytes are
+// copied. After Close it does nothing.
+func (w *Writer) Tap(ev bridge.TapEvent) {
+	ev.Message = bytes.Clone(ev.Message)
+	ev.Session = strings.Clone(ev.Session)
+	at := w.opt.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.ch <- event{at: at, ev: ev}
+}
+
+// Close writes what is queued, flushes and closes the file (when Create
+// opened it). It returns the first write error.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.ch)
+	}
+	w.mu.Unlock()
+	<-w.done
+	err := w.err
+	if w.c != nil {
+		if cerr := w.c.Close(); err == nil {
+			err = cerr
+		}
+		w.c = nil
+	}
+	return err
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	for e := range w.ch {
+		w.write(w.record(e))
+		// Flush whenever the queue is empty, so that the file is current
+		// while the bridge idles and a killed bridge loses little.
+		if len(w.ch) == 0 && w.err == nil {
+			w.err = w.bw.Flush()
+		}
+	}
+	if w.err == nil {
+		w.err = w.bw.Flush()
+	}
+}
+
+func (w *Writer) record(e event) Record {
+	ev := e.ev
+	r := Record{
+		TNs:     e.at.Sub(w.start).Nanoseconds(),
+		Time:    e.at.Format(time.RFC3339Nano),
+		Hop:     ev.Hop.String(),
+		Link:    ev.Link,
+		Session: ev.Session,
+	}
+	if ev.Hop == bridge.BridgeHop {
+		r.Kind, r.Note, r.Detail = KindNote, ev.Note, ev.Detail
+		return r
+	}
+	r.Dir = "out"
+	if ev.Inbound {
+		r.Dir = "in"
+	}
+	Classify(&r, ev.Message)
+	return r
+}
+
+// Classify fills r's Kind, Method, ID, Msg or Raw, and Session when empty,
+// from the message msg.
+func Classify(r *Record, msg []byte) {
+	if !json.Valid(msg) {
+		r.Raw = string(msg)
+		r.Kind = KindFrame
+		return
+	}
+	r.Msg = json.RawMessage(msg)
+	id := gjson.GetBytes(msg, "id")
+	method := gjson.GetBytes(msg, "method")
+	if id.Exists() {
+		r.ID = json.RawMessage(id.Raw)
+	}
+	switch {
+	case method.Type == gjson.String && id.Exists():
+		r.Kind, r.Method = KindRequest, method.Str
+	case method.Type == gjson.String:
+		r.Kind, r.Method = KindNotification, method.Str
+	case id.Exists() && gjson.GetBytes(msg, "error").Exists():
+		r.Kind = KindError
+	case id.Exists() && gjson.GetBytes(msg, "result").Exists():
+		r.Kind = KindResponse
+	default:
+		r.Kind = KindFrame
+		if t := gjson.GetBytes(msg, "type"); t.Type == gjson.String {
+			r.Method = t.Str
+		}
+	}
+	if r.Session == "" {
+		for _, p := range []string{"params.sessionId", "result.sessionId", "session_id", "sessionId"} {
+			if s := gjson.GetBytes(msg, p); s.Type == gjson.String {
+				r.Session = s.Str
+				break
+			}
+		}
+	}
+}
+
+func (w *Writer) write(r Record) {
+	if w.stopped || w.err != nil {
+		return
+	}
+	line := w.line(r)
+	if w.opt.Max > 0 {
+		note := w.line(Record{TNs: r.TNs, Time: r.Time, Hop: "bridge", Kind: KindNote, Note: NoteTruncated,
+			Detail: fmt.Sprintf("the trace reached its cap of %d bytes; later messages are not recorded", w.opt.Max)})
+		if w.written+int64(len(line))+int64(len(note)) > w.opt.Max {
+			w.stopped = true
+			line = note
+		}
+	}
+	n, err := w.bw.Write(line)
+	w.written += int64(n)
+	w.err = err
+}
+
+// line encodes r as one scrubbed line, newline included. It encodes by
+// hand rather than with json.Marshal, which would re-validate the message,
+// and rewrite it too (compacted, with <, > and & escaped): the message is
+// kept byte for byte, only compacted if it spans lines.
+func (w *Writer) line(r Record) []byte {
+	b := make([]byte, 0, 160+len(r.Msg)+len(r.Raw))
+	b = append(b, `{"t_ns":`...)
+	b = strconv.AppendInt(b, r.TNs, 10)
+	b = appendField(b, "time", r.Time)
+	b = appendField(b, "hop", r.Hop)
+	b = appendField(b, "dir", r.Dir)
+	if r.Link != 0 {
+		b = append(b, `,"link":`...)
+		b = strconv.AppendInt(b, int64(r.Link), 10)
+	}
+	b = appendField(b, "session", r.Session)
+	b = appendField(b, "kind", r.Kind)
+	b = appendField(b, "method", r.Method)
+	if len(r.ID) > 0 {
+		b = append(append(b, `,"id":`...), r.ID...)
+	}
+	if len(r.Msg) > 0 {
+		b = append(b, `,"msg":`...)
+		if bytes.ContainsAny(r.Msg, "\r\n") {
+			var c bytes.Buffer
+			_ = json.Compact(&c, r.Msg) // Msg is valid JSON
+			b = append(b, c.Bytes()...)
+		} else {
+			b = append(b, r.Msg...)
+		}
+	}
+	b = appendField(b, "raw", r.Raw)
+	b = appendField(b, "note", r.Note)
+	b = appendField(b, "detail", r.Detail)
+	b = append(b, '}')
+	if w.opt.Scrub != nil {
+		b = []byte(w.opt.Scrub(string(b)))
+	}
+	return append(b, '\n')
+}
+
+// appendField appends ,"name":"value" unless value is empty.
+func appendField(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	b = append(append(append(b, ',', '"'), name...), '"', ':')
+	return appendString(b, value)
+}
+
+// appendString appends s as a JSON string: invalid UTF-8 becomes U+FFFD,
+// as with json.Marshal, but <, > and & stay as they are.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', byte(c))
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20 || c == '\u2028' || c == '\u2029':
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4&0xf], hex[c&0xf])
+			if c > 0xff {
+				b = append(b[:len(b)-4], hex[c>>12&0xf], hex[c>>8&0xf], hex[c>>4&0xf], hex[c&0xf])
+			}
+		default:
+			b = utf8.AppendRune(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// ReadFile reads the trace at path.
+func ReadFile(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f)
+}
+
+// Read reads a trace. A last line without its newline that does not parse
+// is a record torn by a kill and is dropped; any other line that does not
+// parse is an error naming its line number.
+func Read(r io.Reader) ([]Record, error) {
+	br := bufio.NewReader(r)
+	var out []Record
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) == 0 && err == io.EOF {
+			return out, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return out, err
+		}
+		torn := err == io.EOF // no newline: the last line
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			if torn {
+				return out, nil
+			}
+			continue
+		}
+		var rec Record
+		if uerr := json.Unmarshal(line, &rec); uerr != nil {
+			if torn {
+				return out, nil
+			}
+			return out, fmt.Errorf("trace line %d: %v", n, uerr)
+		}
+		out = append(out, rec)
+		if torn {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// replayTransport runs `acp-bridge replay TRACE --stdio` as the agent.
+func replayTransport(path string) Transport {
+	return Transport{Name: "replay", Start: func(t *testing.T) Agent {
+		return Agent{Args: []string{"--", BridgeBin, "replay", path, "--stdio"}}
+	}}
+}
+
+// replayScenario plays prompts in one session and returns the editor-side
+// transcript, normalised.
+func replayScenario(t *testing.T, tr Transport, args []string, prompts ...string) (*Editor, []string, []error) {
+	t.Helper()
+	e := NewEditor(t, tr, EditorOptions{Args: args})
+	sid := e.Start(t)
+	var errs []error
+	for _, p := range prompts {
+		_, err := e.Prompt(ctxT(t), sid, p)
+		errs = append(errs, err)
+	}
+	stopBridge(t, e.Bridge)
+	var out []string
+	n := normaliser{ids: map[string]string{}}
+	for _, l := range e.Out.Lines() {
+		out = append(out, n.line(t, l.Raw))
+	}
+	return e, out, errs
+}
+
+// normaliser makes transcripts of two runs comparable: request ids and
+// session ids become their order of appearance, and the bridge's name for
+// its agent (the command it runs, which differs) is dropped.
+type normaliser struct{ ids map[string]string }
+
+func (n normaliser) name(kind, v string) string {
+	k := kind + "|" + v
+	if s, ok := n.ids[k]; ok {
+		return s
+	}
+	s := fmt.Sprintf("%s-%d", kind, len(n.ids))
+	n.ids[k] = s
+	return s
+}
+
+func (n normaliser) line(t *testing.T, raw []byte) string {
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("editor line %s: %v", raw, err)
+	}
+	if id, ok := v["id"]; ok {
+		b, _ := json.Marshal(id)
+		v["id"] = n.name("id", string(b))
+	}
+	if res, ok := v["result"].(map[string]any); ok {
+		if meta, ok := res["_meta"].(map[string]any); ok {
+			if ab, ok := meta["acp-bridge"].(map[string]any); ok {
+				delete(ab, "agent")
+			}
+		}
+	}
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			for k, val := range x {
+				if s, ok := val.(string); ok && k == "sessionId" {
+					x[k] = n.name("session", s)
+				} else {
+					walk(val)
+				}
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// A session recorded through the bridge in front of the fake ACP agent
+// replays against `acp-bridge replay` as the agent: the editor sees the same
+// transcript, agent-initiated permission request and its answer included.
+// A different prompt is a mismatch: reported on stderr with the expected
+// frame, answered with an error, and the replay exits with status 1.
+func TestReplay_RoundTrip(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agent.trace")
+	prompts := []string{"hello", "stream 5", "permission"}
+	_, recorded, errs := replayScenario(t, ChildTransport("acp"), []string{"--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	if !slices.ContainsFunc(recorded, func(s string) bool { return strings.Contains(s, "session/request_permission") }) {
+		t.Fatalf("the recording has no permission request:\n%s", strings.Join(recorded, "\n"))
+	}
+
+	t.Run("same", func(t *testing.T) {
+		t.Parallel()
+		e, replayed, errs := replayScenario(t, replayTransport(path), nil, prompts...)
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("replay, prompt %q: %v", prompts[i], err)
+			}
+		}
+		if !slices.Equal(recorded, replayed) {
+			t.Errorf("transcripts differ:\nrecorded\n%s\nreplayed\n%s", strings.Join(recorded, "\n"), strings.Join(replayed, "\n"))
+		}
+		if strings.Contains(e.Stderr(), "differs from the recording") || strings.Contains(e.Stderr(), "exited with status 1") {
+			t.Errorf("replay reported a mismatch:\n%s", e.Stderr())
+		}
+	})
+
+	t.Run("different-prompt", func(t *testing.T) {
+		t.Parallel()
+		e, _, errs := replayScenario(t, replayTransport(path), nil, "hello", "stream 6")
+		if errs[0] != nil {
+			t.Errorf("the matching first prompt failed: %v", errs[0])
+		}
+		if errs[1] == nil {
+			t.Errorf("a prompt the recording does not have succeeded")
+		}
+		log := e.Stderr()
+		if !strings.Contains(log, "differs from the recording") || !strings.Contains(log, `stream 5`) || !strings.Contains(log, `stream 6`) {
+			t.Errorf("the mismatch is not reported with the expected and actual frames:\n%s", tail(log, 6000))
+		}
+		if !strings.Contains(log, "exited with status 1") {
+			t.Errorf("the replay did not exit with status 1 after a mismatch:\n%s", tail(log, 6000))
+		}
+		var answer Line
+		for _, l := range e.Out.Lines() {
+			if l.IsResponse() && l.ID() == e.In.LastID("session/prompt") {
+				answer = l
+			}
+		}
+		if !strings.Contains(answer.Get("error.message").Str, "recording") {
+			t.Errorf("the mismatched prompt was answered %s, want the replay's error", answer)
+		}
+	})
+}
+
+// The round trip with a legacy agent: the Gemini-style acp-v0 fake.
+func TestReplay_RoundTripLegacyV0(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "v0.trace")
+	v0 := Transport{Name: "v0", Start: func(t *testing.T) Agent {
+		return Agent{Args: []string{"--", mustExecutable(t)}, Env: []string{"FAKE_AGENT=acp-v0", "GORACE=atexit_sleep_ms=0"}}
+	}}
+	prompts := []string{"hello", "stream 3"}
+	_, recorded, errs := replayScenario(t, v0, []string{"--dialect", "acp-v0", "--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	e, replayed, errs := replayScenario(t, replayTransport(path), []string{"--dialect", "acp-v0"}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replay, prompt %q: %v", prompts[i], err)
+		}
+	}
+	if !slices.Equal(recorded, replayed) {
+		t.Errorf("transcripts differ:\nrecorded\n%s\nreplayed\n%s", strings.Join(recorded, "\n"), strings.Join(replayed, "\n"))
+	}
+	if strings.Contains(e.Stderr(), "differs from the recording") {
+		t.Errorf("replay reported a mismatch:\n%s", e.Stderr())
+	}
+}
+
+func mustExecutable(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// replay --listen serves the recorded WebSocket agent on loopback.
+func TestReplay_ListenWebSocket(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ws.trace")
+	prompts := []string{"hello", "stream 4"}
+	_, recorded, errs := replayScenario(t, WSTransport(nil), []string{"--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	cmd := exec.Command(BridgeBin, "replay", path, "--listen", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	var url string
+	for lines.Scan() {
+		if _, u, ok := strings.Cut(lines.Text(), "serving on "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" {
+		t.Fatal("replay --listen did not say where it serves")
+	}
+	go io.Copy(io.Discard, stderr)
+	ws := Transport{Name: "replay-ws", Start: func(t *testing.T) Agent { return Agent{Args: []string{"--url", url + "/acp"}} }}
+	_, replayed, errs := replayScenario(t, ws, nil, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replay, prompt %q: %v", prompts[i], err)
+		}
+	}
+	if !slices.Equal(recorded, replayed) {
+		t.Errorf("transcripts differ:\nrecorded\n%s\nreplayed\n%s", strings.Join(recorded, "\n"), strings.Join(replayed, "\n"))
+	}
+}
+
+// replay --as editor drives a live agent with the recorded bridge frames
+// and reports where it now differs: nothing for the same agent, the exact
+// step and field for an agent whose answer changed.
+func TestReplay_AsEditor(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agent.trace")
+	prompts := []string{"hello", "stream 3", "permission"}
+	_, _, errs := replayScenario(t, ChildTransport("acp"), []string{"--trace", path}, prompts...)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
+		}
+	}
+	run := func(trace string) (string, int) {
+		cmd := exec.Command(BridgeBin, "replay", trace, "--as", "editor", "--ignore", "result._meta.fake-agent.pid", "--", mustExecutable(t))
+		cmd.Env = append(os.Environ(), "FAKE_AGENT=acp", "GORACE=atexit_sleep_ms=0")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String() + errb.String(), code
+	}
+	if out, code := run(path); code != 0 || !strings.Contains(out, "matches the recording") {
+		t.Errorf("same agent: exit %d\n%s", code, out)
+	}
+
+	// The recording as an older agent would have made it.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "old.trace")
+	if err := os.WriteFile(old, bytes.ReplaceAll(data, []byte("echo:hello"), []byte("echo:HELLO")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(old)
+	if code != 1 || !strings.Contains(out, "differs from the recording") ||
+		!strings.Contains(out, `params.update.content.text: expected "echo:HELLO", got "echo:hello"`) {
+		t.Errorf("changed agent: exit %d, want 1 and the field named\n%s", code, out)
+	}
+	if n := strings.Count(out, "differs from the recording:"); n != 1 {
+		t.Errorf("%d steps reported, want only the changed one\n%s", n, out)
+	}
+}
