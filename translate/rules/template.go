@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/tidwall/gjson"
@@ -938,6 +939,14 @@ type matchState interface {
 	stateValue(name string) gjson.Result
 }
 
+// envOfState returns the envelope st carries, if any.
+func envOfState(st matchState) *translate.Envelope {
+	if s, ok := st.(*state); ok && s != nil {
+		return s.env
+	}
+	return nil
+}
+
 func (m *match) matches(frame []byte, st matchState) bool {
 	for i := range m.conds {
 		c := &m.conds[i]
@@ -945,7 +954,7 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		if c.state != "" {
 			got = st.stateValue(c.state)
 		} else {
-			got = get(frame, c.path)
+			got = envGet(envOfState(st), frame, c.path)
 		}
 		if c.absent {
 			if got.Exists() {

@@ -667,9 +667,18 @@ func (t *translator) FromAgentAt(frame []byte, at time.Time) ([]translate.Out, e
 
 func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	frame = bytes.TrimSpace(frame)
-	// translate.Valid, not gjson's validator: it is iterative, so a deeply
-	// nested frame cannot overflow the stack, and faster.
-	if translate.Valid(frame) != nil {
+	// The iterative scanner, not gjson's validator: a deeply nested frame
+	// cannot overflow the stack. With a JSON-RPC envelope the same pass
+	// reads the envelope, which spares the rules a look for an id that a
+	// streamed notification does not have (a scan of the whole frame).
+	var env translate.Envelope
+	var envErr *translate.Error
+	if t.p.envelope != envNone {
+		env, envErr = translate.ParseEnvelope(frame)
+		if envErr != nil && envErr.Code == translate.CodeParseError {
+			return nil, fmt.Errorf("rules: the agent sent a frame that is not JSON: %.80q", frame)
+		}
+	} else if translate.Valid(frame) != nil {
 		return nil, fmt.Errorf("rules: the agent sent a frame that is not JSON: %.80q", frame)
 	}
 	if t.p.silence > 0 {
@@ -691,14 +700,14 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if hb := t.p.heartbeat; hb != nil && hb.reply != nil && hb.reply.matches(frame, nil) {
 		return nil, nil
 	}
-	if t.p.envelope != envNone {
+	if t.p.envelope != envNone && (envErr != nil || !env.IsNotification()) {
 		if outs, done, err := t.rpcFrameIn(frame); done {
 			return outs, err
 		}
 	}
-	sess := t.route(frame)
+	sess := t.route(frame, envOf(&env, envErr))
 	st := &t.st
-	*st = state{sess: sess}
+	*st = state{sess: sess, env: envOf(&env, envErr)}
 	for _, er := range t.p.errors {
 		if er.match.matches(frame, st) {
 			return t.agentError(er, frame, sess), nil
@@ -747,7 +756,7 @@ func (t *translator) rpcFrameIn(frame []byte) ([]translate.Out, bool, error) {
 		return t.replied(ex, frame), true, nil
 	case id.Exists() && method.Exists():
 		st := &t.st
-		*st = state{sess: t.route(frame)}
+		*st = state{sess: t.route(frame, nil)}
 		for _, ev := range t.p.events {
 			if ev.match.matches(frame, st) {
 				return t.event(ev, frame, st.sess), true, nil
@@ -1273,9 +1282,9 @@ func (t *translator) session(id string) *session {
 
 // route finds the session a frame belongs to: by the profile's route paths,
 // else the session with a turn in progress, else the only session.
-func (t *translator) route(frame []byte) *session {
+func (t *translator) route(frame []byte, env *translate.Envelope) *session {
 	for _, p := range t.p.route {
-		v := get(frame, p)
+		v := envGet(env, frame, p)
 		if !v.Exists() {
 			continue
 		}
@@ -1318,6 +1327,9 @@ func (t *translator) turnByRef(ref translate.Ref) *turn {
 
 type state struct {
 	sess *session
+	// env is the frame's JSON-RPC envelope when one was read: the
+	// fields it holds answer the lookups the rules make most.
+	env *translate.Envelope
 }
 
 func (st *state) stateValue(name string) gjson.Result {
@@ -1472,4 +1484,43 @@ func passError(raw []byte) []byte {
 		}
 	}
 	return translate.Errorf(translate.CodeInternalError, "the agent answered with an error: %.300s", raw).JSON()
+}
+
+// envOf returns env when the frame was read as a JSON-RPC message, else nil.
+func envOf(env *translate.Envelope, err *translate.Error) *translate.Envelope {
+	if err != nil || env.Frame == nil {
+		return nil
+	}
+	return env
+}
+
+// envGet is get(frame, path), answered from env (which may be nil) for the
+// fields the envelope pass already read: the method and, when they are
+// plain strings, params.sessionId and params.update.sessionUpdate.
+func envGet(env *translate.Envelope, frame []byte, path string) gjson.Result {
+	if env != nil {
+		var v string
+		switch path {
+		case "method":
+			v = env.Method
+		case "params.sessionId":
+			v = env.SessionID
+		case "params.update.sessionUpdate":
+			v = env.UpdateKind
+		}
+		if v != "" && plainASCII(v) {
+			return gjson.Result{Type: gjson.String, Str: v, Raw: `"` + v + `"`}
+		}
+	}
+	return get(frame, path)
+}
+
+// plainASCII reports whether s needs no escaping in a JSON string.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
