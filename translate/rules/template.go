@@ -145,6 +145,9 @@ type evalEnv struct {
 	now     time.Time
 	envVars map[string]string
 	locals  []local
+	// frameParams is the frame's JSON-RPC params when known: paths under
+	// params are looked up from there.
+	frameParams []byte
 }
 
 type node interface {
@@ -558,6 +561,9 @@ type refNode struct {
 func (n *refNode) eval(e *evalEnv) value {
 	switch n.root {
 	case rFrame:
+		if e.frameParams != nil && strings.HasPrefix(n.path, "params.") {
+			return gjsonValue(e.frameParams, n.path[len("params."):])
+		}
 		return gjsonValue(e.frame, n.path)
 	case rParams:
 		return gjsonValue(e.params, n.path)
@@ -611,6 +617,12 @@ func (n *refNode) eval(e *evalEnv) value {
 func gjsonValue(doc []byte, path string) value {
 	if doc == nil {
 		return value{}
+	}
+	if raw, found, handled := rawLookup(doc, path); handled {
+		if !found {
+			return value{}
+		}
+		return rawValue(raw)
 	}
 	r := get(doc, path)
 	if !r.Exists() {

@@ -32,6 +32,10 @@ const (
 
 // translator is one agent link driven by a profile.
 type translator struct {
+	// cur is the envelope of the JSON-RPC frame fromAgent is translating,
+	// nil otherwise: lookups under params start from its params.
+	cur     *translate.Envelope
+	env     translate.Envelope // the storage cur points to
 	p       *Profile
 	envVars map[string]string
 	now     time.Time
@@ -671,13 +675,15 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	// cannot overflow the stack. With a JSON-RPC envelope the same pass
 	// reads the envelope, which spares the rules a look for an id that a
 	// streamed notification does not have (a scan of the whole frame).
-	var env translate.Envelope
+	env := &t.env // the translator's own, so that no frame allocates one
 	var envErr *translate.Error
 	if t.p.envelope != envNone {
-		env, envErr = translate.ParseEnvelope(frame)
+		*env, envErr = translate.ParseEnvelope(frame)
 		if envErr != nil && envErr.Code == translate.CodeParseError {
 			return nil, fmt.Errorf("rules: the agent sent a frame that is not JSON: %.80q", frame)
 		}
+		t.cur = envOf(env, envErr)
+		defer func() { t.cur, t.env = nil, translate.Envelope{} }() // keep no frame
 	} else if translate.Valid(frame) != nil {
 		return nil, fmt.Errorf("rules: the agent sent a frame that is not JSON: %.80q", frame)
 	}
@@ -705,9 +711,9 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 			return outs, err
 		}
 	}
-	sess := t.route(frame, envOf(&env, envErr))
+	sess := t.route(frame, envOf(env, envErr))
 	st := &t.st
-	*st = state{sess: sess, env: envOf(&env, envErr)}
+	*st = state{sess: sess, env: envOf(env, envErr)}
 	for _, er := range t.p.errors {
 		if er.match.matches(frame, st) {
 			return t.agentError(er, frame, sess), nil
@@ -968,7 +974,8 @@ func (t *translator) updateOut(u update, e *evalEnv, sess *session, tr *turn) (t
 	if v.missing() {
 		return translate.Out{}, false
 	}
-	b := make([]byte, 0, 96+len(v.raw)+len(v.str))
+	// Room for the longest wrapper below (a text chunk's) around the value.
+	b := make([]byte, 0, 112+len(sess.id)+len(u.kind)+len(v.raw)+len(v.str))
 	b = append(b, `{"sessionId":`...)
 	b = appendQuoted(b, sess.id)
 	b = append(b, `,"update":`...)
@@ -1361,7 +1368,11 @@ func (st *state) stateValue(name string) gjson.Result {
 }
 
 func (t *translator) evalEnv(frame, params []byte, sess *session, tl *tool) *evalEnv {
-	return &evalEnv{frame: frame, params: params, sess: sess, tool: tl, id: t.nextID, now: t.now, envVars: t.envVars}
+	e := &evalEnv{frame: frame, params: params, sess: sess, tool: tl, id: t.nextID, now: t.now, envVars: t.envVars}
+	if t.cur != nil && len(frame) > 0 && len(frame) == len(t.cur.Frame) && &frame[0] == &t.cur.Frame[0] {
+		e.frameParams = t.cur.Params
+	}
+	return e
 }
 
 // --- helpers -----------------------------------------------------------------------------
@@ -1509,7 +1520,8 @@ func envGet(env *translate.Envelope, frame []byte, path string) gjson.Result {
 			v = env.UpdateKind
 		}
 		if v != "" && plainASCII(v) {
-			return gjson.Result{Type: gjson.String, Str: v, Raw: `"` + v + `"`}
+			// No Raw: the rules compare strings by their value.
+			return gjson.Result{Type: gjson.String, Str: v}
 		}
 	}
 	return get(frame, path)
