@@ -1507,7 +1507,9 @@ func envOf(env *translate.Envelope, err *translate.Error) *translate.Envelope {
 
 // envGet is get(frame, path), answered from env (which may be nil) for the
 // fields the envelope pass already read: the method and, when they are
-// plain strings, params.sessionId and params.update.sessionUpdate.
+// plain strings, params.sessionId and params.update.sessionUpdate. A key
+// repeated in the frame reads as its last value there, as the engine routes
+// such a frame (gjson reads the first).
 func envGet(env *translate.Envelope, frame []byte, path string) gjson.Result {
 	if env != nil {
 		var v string
