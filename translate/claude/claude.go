@@ -56,10 +56,13 @@
 //     A prompt sent after the engine abandoned the running one (its cancel
 //     grace ran out) waits behind it: the abandoned turn's output and
 //     result are dropped.
-//   - session/load cannot replay history yet (the CLI keeps it, the bridge
-//     has no transcript to read it from): the session is resumed and the
-//     answer comes without replay, reported as a Note. A load or resume
-//     of a session whose CLI runs here already is answered from it.
+//   - This translator does not replay history on session/load (the CLI
+//     keeps it and has no way to print it): the session is resumed and
+//     the answer comes without replay, reported as a Note. With the
+//     bridge's session store on (the default), the engine replays the
+//     transcript it kept before it asks for the load (bridge/durable.go).
+//     A load or resume of a session whose CLI runs here already is
+//     answered from it.
 //   - authenticate cannot log in (Claude Code's login is interactive, in
 //     the CLI): it fails with the command to run. A turn that fails for
 //     want of a login fails with the ACP auth-required error.
