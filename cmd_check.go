@@ -32,11 +32,11 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.StringFlag{Name: "junit", Usage: "also write the report as JUnit XML to `FILE`"},
 			&cli.StringSliceFlag{Name: "only", Usage: "run only these scenario `IDS` (comma-separated)"},
-			&cli.DurationFlag{Name: "quiet", Usage: "how long silence means the agent has nothing more to say", Value: 300 * time.Millisecond},
-			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel the long prompt after its first update, or after this long", Value: time.Second},
-			&cli.StringFlag{Name: "long-prompt", Usage: "a prompt that keeps the agent busy long enough to be cancelled", Value: check.DefaultLongPrompt},
-			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
-			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
+			&cli.DurationFlag{Name: "quiet", Usage: "how long (`DURATION`) of silence means the agent has nothing more to say", Value: 300 * time.Millisecond},
+			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel the long prompt after its first update, or after `DURATION`", Value: time.Second},
+			&cli.StringFlag{Name: "long-prompt", Usage: "a prompt (`TEXT`) that keeps the agent busy long enough to be cancelled", Value: check.DefaultLongPrompt},
+			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
+			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
 		),
 		Action: checkAction,
@@ -47,7 +47,7 @@ func checkCommand() *cli.Command {
 func agentPromptFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "url", Usage: "check the ACP agent at this ws:// or wss:// `URL` instead of a command"},
-		&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for any one answer (real agents may take seconds)", Value: 30 * time.Second},
+		&cli.DurationFlag{Name: "timeout", Usage: "how long (`DURATION`) to wait for any one answer (real agents may take seconds)", Value: 30 * time.Second},
 	}
 }
 

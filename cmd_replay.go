@@ -34,7 +34,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "as", Usage: "`SIDE` to play: agent (the default: serve a fake agent) or editor (drive the live agent after -- or at --url and report where it now differs)"},
 			&cli.StringFlag{Name: "url", Usage: "with --as editor, the live agent's ws:// `URL`"},
 			&cli.StringSliceFlag{Name: "ignore", Usage: "with --as editor, leave the dotted `PATH` (result._meta.pid) out of the comparison (repeatable)"},
-			&cli.DurationFlag{Name: "timeout", Usage: "with --as editor, how long to wait for each recorded agent frame (default 10s)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "with --as editor, how long (`DURATION`) to wait for each recorded agent frame", Value: 10 * time.Second},
 		},
 		Action: replayAction,
 	}

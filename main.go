@@ -263,7 +263,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
-		str(launch.FlagShim, "compliance shim for acp agents: `MODE` on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
+		str(launch.FlagShim, "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
 		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
 		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in `FILE` (see 'acp-bridge trace view')", ""),
 		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),

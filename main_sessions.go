@@ -24,7 +24,7 @@ func sessionFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagStateDir, Usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)", EnvVars: envTwin(flagStateDir)},
 		&cli.BoolFlag{Name: flagNoSessions, Usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", EnvVars: envTwin(flagNoSessions)},
-		&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after this long without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)},
+		&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)},
 	}
 }
 
