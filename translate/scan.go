@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 
@@ -82,16 +83,23 @@ func (s *scanner) str() (escaped, ok bool) {
 	b := s.b
 	i := s.i + 1 // opening quote
 	for {
-		// Eight bytes at a time while none needs a closer look.
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			s.i = i
-			return escaped, s.fail("unterminated string")
+		// Eight bytes at a time, jumping straight to the first that needs
+		// a closer look.
+		if i+8 <= len(b) {
+			m := special8(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		} else {
+			for i < len(b) && plain[b[i]] {
+				i++
+			}
+			if i >= len(b) {
+				s.i = i
+				return escaped, s.fail("unterminated string")
+			}
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -130,15 +138,16 @@ func (s *scanner) str() (escaped, ok bool) {
 	}
 }
 
-// plain8 reports whether none of the eight bytes in w is a quote, a
-// backslash, a control character or non-ASCII (the classic SWAR tests for
-// "has a byte equal to" and "has a byte less than").
-func plain8(w uint64) bool {
+// special8 flags, in the high bit of each byte, the bytes of w that are a
+// quote, a backslash, a control character or non-ASCII (the classic SWAR
+// tests for "has a byte equal to" and "has a byte less than"). A flag can
+// be wrong only above a true one (a borrow carries upward), so the lowest
+// flag, which is all str reads, is exact.
+func special8(w uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	quote := w ^ (lo * '"')
 	slash := w ^ (lo * '\\')
-	has := (quote-lo)&^quote | (slash-lo)&^slash | (w - lo*0x20) | w
-	return has&hi == 0
+	return ((quote-lo)&^quote | (slash-lo)&^slash | (w - lo*0x20) | w) & hi
 }
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
@@ -328,13 +337,29 @@ func valid(b []byte) *Error {
 	return nil
 }
 
-// knownMethods interns the method names of the hot path, so that reading
-// them from a message does not allocate.
-var knownMethods = map[string]string{
-	"session/update": "session/update", "session/prompt": "session/prompt",
-	"session/request_permission": "session/request_permission", "session/cancel": "session/cancel",
-	"fs/read_text_file": "fs/read_text_file", "fs/write_text_file": "fs/write_text_file",
-	"terminal/output": "terminal/output", "$/cancel_request": "$/cancel_request",
+// knownMethod interns the method names of the hot path, so that reading
+// them from a message does not allocate. A switch, not a map: it compares
+// a few lengths and bytes where a map would hash the whole name.
+func knownMethod(name []byte) (string, bool) {
+	switch string(name) {
+	case "session/update":
+		return "session/update", true
+	case "session/prompt":
+		return "session/prompt", true
+	case "session/request_permission":
+		return "session/request_permission", true
+	case "session/cancel":
+		return "session/cancel", true
+	case "fs/read_text_file":
+		return "fs/read_text_file", true
+	case "fs/write_text_file":
+		return "fs/write_text_file", true
+	case "terminal/output":
+		return "terminal/output", true
+	case "$/cancel_request":
+		return "$/cancel_request", true
+	}
+	return "", false
 }
 
 // scanEnvelope is ParseEnvelope's single pass: it checks the whole message
@@ -384,15 +409,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 			first := frame[vs]
 			name := frame[ks+1 : ke-1]
 			if first == '{' && !escaped && string(name) == "params" {
-				ok = s.members(func(k []byte, v []byte) {
-					if string(k) == "sessionId" {
-						env.SessionID = plainString(v)
-					}
-				}, func(k []byte) bool { return string(k) == "update" }, func(k, v []byte) {
-					if string(k) == "sessionUpdate" {
-						env.UpdateKind = plainString(v)
-					}
-				})
+				ok = s.params(&env, true)
 			} else {
 				ok = s.value()
 			}
@@ -425,7 +442,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 			case "method":
 				if first != '"' || len(raw) == 2 {
 					bad = `"method" must be a non-empty string`
-				} else if m, ok := knownMethods[string(raw[1:len(raw)-1])]; ok {
+				} else if m, ok := knownMethod(raw[1 : len(raw)-1]); ok {
 					env.Method = m
 				} else {
 					env.Method = stringValue(raw)
@@ -480,12 +497,11 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 	return env, nil
 }
 
-// members scans the object at s.i member by member, handing each member's
-// name and value to member (values are raw JSON). For a member whose value
-// is an object and for which descend says so, inner gets that object's
-// members the same way, one level down. Names with escapes are passed as
-// written; the callers look only for plain ASCII names.
-func (s *scanner) members(member func(k, v []byte), descend func(k []byte) bool, inner func(k, v []byte)) bool {
+// params scans the params object at s.i (top) or its "update" object
+// (!top) member by member, noting params.sessionId and
+// params.update.sessionUpdate in env. Names with escapes are compared as
+// written: the members looked for are plain ASCII.
+func (s *scanner) params(env *Envelope, top bool) bool {
 	s.push('{')
 	s.i++
 	s.ws()
@@ -502,16 +518,19 @@ func (s *scanner) members(member func(k, v []byte), descend func(k []byte) bool,
 		s.ws()
 		vs := s.i
 		k := s.b[ks+1 : ke-1]
-		if vs < len(s.b) && s.b[vs] == '{' && descend != nil && descend(k) {
-			ok = s.members(inner, nil, nil)
+		if top && vs < len(s.b) && s.b[vs] == '{' && string(k) == "update" {
+			ok = s.params(env, false)
 		} else {
 			ok = s.value()
 		}
 		if !ok {
 			return false
 		}
-		if member != nil {
-			member(k, s.b[vs:s.i])
+		switch {
+		case top && string(k) == "sessionId":
+			env.SessionID = plainString(s.b[vs:s.i])
+		case !top && string(k) == "sessionUpdate":
+			env.UpdateKind = plainString(s.b[vs:s.i])
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -543,7 +562,7 @@ func plainString(v []byte) string {
 			return ""
 		}
 	}
-	if k, ok := updateKinds[string(inner)]; ok {
+	if k, ok := updateKind(inner); ok {
 		return k
 	}
 	if len(inner) == 0 {
@@ -552,16 +571,35 @@ func plainString(v []byte) string {
 	return unsafe.String(&inner[0], len(inner))
 }
 
-// updateKinds interns the sessionUpdate variants (acp-spec.md §9).
-var updateKinds = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call",
-		"tool_call_update", "plan", "available_commands_update", "current_mode_update", "config_option_update",
-		"session_info_update", "usage_update"} {
-		m[k] = k
+// updateKind interns the sessionUpdate variants (acp-spec.md §9), as
+// knownMethod does the methods.
+func updateKind(kind []byte) (string, bool) {
+	switch string(kind) {
+	case "agent_message_chunk":
+		return "agent_message_chunk", true
+	case "agent_thought_chunk":
+		return "agent_thought_chunk", true
+	case "user_message_chunk":
+		return "user_message_chunk", true
+	case "tool_call":
+		return "tool_call", true
+	case "tool_call_update":
+		return "tool_call_update", true
+	case "plan":
+		return "plan", true
+	case "available_commands_update":
+		return "available_commands_update", true
+	case "current_mode_update":
+		return "current_mode_update", true
+	case "config_option_update":
+		return "config_option_update", true
+	case "session_info_update":
+		return "session_info_update", true
+	case "usage_update":
+		return "usage_update", true
 	}
-	return m
-}()
+	return "", false
+}
 
 // stringValue decodes a JSON string token.
 func stringValue(raw []byte) string {
