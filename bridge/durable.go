@@ -87,11 +87,36 @@ type durableState struct {
 	opening string
 	// suppressing counts sessions whose backend is replaying a load.
 	suppressing int
+	// lines gathers streamed updates for the store on the loop, with no
+	// lock per update; the loop flushes it after every event it handles,
+	// and store() before anything else reaches the store (order).
+	lines *store.Lines
 }
 
 func (e *engine) durable() bool { return e.b.Sessions != nil && e.b.Sessions.Store != nil }
 
-func (e *engine) store() *store.Store { return e.b.Sessions.Store }
+// store returns the session store, with every update recorded so far
+// handed to it first, so that what the caller appends or reads comes after
+// them.
+func (e *engine) store() *store.Store {
+	e.flushRecords()
+	return e.b.Sessions.Store
+}
+
+// flushRecords hands the updates gathered for the store over to it.
+func (e *engine) flushRecords() {
+	if e.dur.lines != nil {
+		e.dur.lines.Flush()
+	}
+}
+
+// records returns the loop's Lines for streamed updates.
+func (e *engine) records() *store.Lines {
+	if e.dur.lines == nil {
+		e.dur.lines = e.b.Sessions.Store.Lines()
+	}
+	return e.dur.lines
+}
 
 func (e *engine) bridgedOf(s *session) *bridged {
 	if s.b == nil {
@@ -128,10 +153,10 @@ func (e *engine) recordUpdate(s *session, body []byte) {
 		b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
 	}
 	if bytes.HasPrefix(body, b.updPrefix) && len(body) > len(b.updPrefix) && body[len(body)-1] == '}' {
-		e.store().AppendSessionUpdate(s.id, body[len(b.updPrefix):len(body)-1])
+		e.records().SessionUpdate(s.id, body[len(b.updPrefix):len(body)-1])
 		return
 	}
-	e.store().AppendUpdate(s.id, body)
+	e.records().Update(s.id, body)
 }
 
 func (e *engine) record(ev SessionEvent) {

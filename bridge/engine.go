@@ -247,6 +247,7 @@ func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
 // only when the editor stops reading (backpressure), and stops reading the
 // editor while an agent stops reading (backpressure the other way).
 func (e *engine) loop(ctx context.Context) error {
+	defer e.flushRecords()
 	for {
 		lines := e.lines
 		if e.paused() {
@@ -283,6 +284,7 @@ func (e *engine) loop(ctx context.Context) error {
 		case <-e.drained:
 		}
 		e.releaseHeld()
+		e.flushRecords()
 	}
 }
 

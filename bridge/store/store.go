@@ -10,13 +10,15 @@
 // "x-" and its hex. The directory is created 0700, files 0600.
 //
 // Writing never blocks the caller: Append copies the record into a queue
-// bounded by bytes, and one writer goroutine of the Store's own encodes it,
-// buffers it and flushes and fsyncs a session's file at every turn end (a
-// Record with Sync set) and every file at least once a second. When the
-// queue is full (a disk far slower than the agent's stream) records are
-// dropped and counted rather than stall the relay; the session's transcript
-// then gets a "gap" record where they were lost, so that nobody mistakes it
-// for complete.
+// bounded by bytes (a Lines gathers a stream's updates without even a lock
+// per update), and one writer goroutine of the Store's own encodes it and
+// hands it to the OS; a session's file is fsynced, and its sidecar
+// rewritten, at every turn end (a Record with Sync set) and every file at
+// least once a second, by a second goroutine, so that a slow fsync never
+// holds the writer up. When the queue is full (a disk far slower than the
+// agent's stream) records are dropped and counted rather than stall the
+// relay; the session's transcript then gets a "gap" record where they were
+// lost, so that nobody mistakes it for complete.
 //
 // Reading is tolerant: a torn last line (a crash in the middle of a write)
 // and any undecodable line are skipped with a warning, never an error.
@@ -143,16 +145,20 @@ type Store struct {
 	o   Options
 	log hclog.Logger
 
-	mu      sync.Mutex
-	queue   []op
-	arena   []byte // the queued records' bodies, back to back
-	bytes   int
+	mu    sync.Mutex
+	queue []op
+	arena []byte // the queued records' bodies, back to back
+	bytes int
+	// handOff is the queued size at which the writer is woken at once.
+	handOff int
 	dropped map[string]int // per session, since the last gap record
 	total   int64          // records ever dropped
 	closed  bool
 	wake    chan struct{} // the queue is no longer empty
 	urgent  chan struct{} // write now: a turn ended, a read waits, Close
 	done    chan struct{}
+
+	sy syncer
 
 	// writer-owned
 	files map[string]*file
@@ -177,6 +183,14 @@ type file struct {
 	capped bool
 	dirty  bool // written since the last fsync
 	metaD  bool // meta changed since the sidecar was written
+
+	// jobs counts the syncer's jobs for this file not yet done: the
+	// writer waits for them before it closes the file (closeFile).
+	jobs sync.WaitGroup
+	// The job waiting in the syncer's queue, if any (syncer.mu).
+	queued             bool
+	needSync, needMeta bool
+	snap               Meta // the listing data to write
 }
 
 // Open opens (creating) the state directory, applies retention and starts
@@ -214,7 +228,16 @@ func Open(o Options) (*Store, error) {
 	}
 	s := &Store{o: o, log: o.Logger, dropped: map[string]int{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		done: make(chan struct{}), files: map[string]*file{}}
+	// A stream is handed to the writer in blocks that stay in the CPU's
+	// cache (copying into a cold multi-megabyte arena cost the relay
+	// more than the copy itself), and the two arenas the Store and its
+	// writer swap are sized for a block up front, so none of them grows
+	// while streaming.
+	s.handOff = min(o.QueueBytes/4, handOffBytes)
+	s.arena = make([]byte, 0, s.handOff+s.handOff/2)
+	s.sy = syncer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.retain("")
+	go s.sy.run(s)
 	go s.run()
 	return s, nil
 }
@@ -264,28 +287,46 @@ func (s *Store) AppendSessionUpdate(sid string, update []byte) {
 
 func (s *Store) appendLine(sid string, body []byte, prefix string) {
 	if len(body) > s.o.MaxInline {
-		if prefix == shortPrefix {
-			body = fmt.Appendf(nil, `{"sessionId":%s,"update":%s}`, quote(sid), body)
-		}
-		s.add(sid, KindUpdate, body, false, nil) // its payload is cut first
+		s.appendLarge(sid, body, prefix)
 		return
 	}
 	n := len(prefix) + len(body) + 2
 	s.mu.Lock()
-	if !s.admit(sid, KindUpdate, n) {
+	if !s.admit(sid, KindUpdate, n, 1) {
 		s.mu.Unlock()
 		return
 	}
-	first := len(s.queue) == 0
-	k := len(s.queue) - 1
+	k, first := s.linesOp(sid)
+	s.arena = append(append(append(s.arena, prefix...), body...), "}\n"...)
+	s.queued(k, n, first)
+}
+
+// appendLarge queues an update whose payload is cut first (see MaxInline).
+func (s *Store) appendLarge(sid string, body []byte, prefix string) {
+	if prefix == shortPrefix {
+		body = fmt.Appendf(nil, `{"sessionId":%s,"update":%s}`, quote(sid), body)
+	}
+	s.add(sid, KindUpdate, body, false, nil)
+}
+
+// linesOp returns the index of the queue's last op when it holds sid's
+// lines, else of a new one; first says the queue was empty. s.mu is held.
+func (s *Store) linesOp(sid string) (k int, first bool) {
+	first = len(s.queue) == 0
+	k = len(s.queue) - 1
 	if k < 0 || s.queue[k].kind != kindLines || s.queue[k].sid != sid {
 		s.queue = append(s.queue, op{sid: sid, kind: kindLines, off: len(s.arena)})
 		k++
 	}
-	s.arena = append(append(append(s.arena, prefix...), body...), "}\n"...)
+	return k, first
+}
+
+// queued accounts for n bytes of lines just added to op k, unlocks s.mu
+// and wakes the writer if it should look.
+func (s *Store) queued(k, n int, first bool) {
 	s.queue[k].n += n
 	s.bytes += n
-	urgent := s.bytes >= s.o.QueueBytes/4
+	urgent := s.bytes >= s.handOff
 	s.mu.Unlock()
 	switch {
 	case urgent:
@@ -293,6 +334,65 @@ func (s *Store) appendLine(sid string, body []byte, prefix string) {
 	case first:
 		signal(s.wake)
 	}
+}
+
+// Lines gathers a run of update records on its caller's goroutine, with
+// no lock, and hands them to the Store in one piece: per streamed update
+// the caller pays one copy into a small buffer that stays in cache, and
+// the Store's lock is taken once per run. A Lines belongs to one goroutine.
+// Records reach the Store, in order, at Flush (and whenever the run
+// changes session or grows past linesBytes); a caller that also appends
+// other records, or reads, flushes first.
+type Lines struct {
+	s   *Store
+	sid string
+	buf []byte
+	n   int // records in buf
+}
+
+// linesBytes is the most a Lines holds before it hands its records over.
+const linesBytes = 32 << 10
+
+// Lines returns a new Lines for s.
+func (s *Store) Lines() *Lines { return &Lines{s: s} }
+
+// Update is AppendUpdate through l.
+func (l *Lines) Update(sid string, body []byte) { l.add(sid, body, linePrefix) }
+
+// SessionUpdate is AppendSessionUpdate through l.
+func (l *Lines) SessionUpdate(sid string, update []byte) { l.add(sid, update, shortPrefix) }
+
+func (l *Lines) add(sid string, body []byte, prefix string) {
+	if sid != l.sid || len(body) > l.s.o.MaxInline {
+		l.Flush()
+		if len(body) > l.s.o.MaxInline {
+			l.s.appendLarge(sid, body, prefix)
+			return
+		}
+		l.sid = sid
+	}
+	l.buf = append(append(append(l.buf, prefix...), body...), "}\n"...)
+	l.n++
+	if len(l.buf) >= linesBytes {
+		l.Flush()
+	}
+}
+
+// Flush hands the records gathered to the Store.
+func (l *Lines) Flush() {
+	if l.n == 0 {
+		return
+	}
+	s := l.s
+	s.mu.Lock()
+	if s.admit(l.sid, KindUpdate, len(l.buf), l.n) {
+		k, first := s.linesOp(l.sid)
+		s.arena = append(s.arena, l.buf...)
+		s.queued(k, len(l.buf), first)
+	} else {
+		s.mu.Unlock()
+	}
+	l.buf, l.n = l.buf[:0], 0
 }
 
 // kindLines is an op holding encoded update lines (AppendUpdate).
@@ -311,16 +411,17 @@ func quote(s string) []byte {
 	return b
 }
 
-// admit decides whether a record of n bytes fits the queue, counting a
-// drop when it does not; s.mu is held.
-func (s *Store) admit(sid, kind string, n int) bool {
+// admit decides whether records (n bytes in all) fit the queue, counting
+// them dropped when they do not; s.mu is held.
+func (s *Store) admit(sid, kind string, n, records int) bool {
 	if s.closed {
 		return false
 	}
 	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && kind != KindMeta && kind != KindSwitch {
-		s.dropped[sid]++
-		s.total++
-		if s.total == 1 || s.total%1000 == 0 {
+		before := s.total
+		s.dropped[sid] += records
+		s.total += int64(records)
+		if before == 0 || s.total/1000 != before/1000 {
 			s.log.Warn("session transcript writer is behind: records dropped (the disk is slower than the agent's stream)", "dropped", s.total)
 		}
 		return false
@@ -340,14 +441,14 @@ func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
 	}
 	n := len(body) + recordOverhead
 	s.mu.Lock()
-	if !s.admit(sid, kind, n) {
+	if !s.admit(sid, kind, n, 1) {
 		s.mu.Unlock()
 		return
 	}
 	first := len(s.queue) == 0
 	s.push(sid, kind, body, extra)
 	s.bytes += n
-	urgent := sync || s.bytes >= s.o.QueueBytes/4
+	urgent := sync || s.bytes >= s.handOff
 	s.mu.Unlock()
 	switch {
 	case urgent:
@@ -376,6 +477,9 @@ func (s *Store) do(fn func()) bool {
 	signal(s.urgent)
 	return true
 }
+
+// handOffBytes is the most a stream queues before the writer is woken.
+const handOffBytes = 256 << 10
 
 // batchDelay is how long the writer lets records gather once the queue is
 // no longer empty: a bridge killed loses at most that much of a stream.
@@ -453,7 +557,7 @@ func (s *Store) run() {
 	tick := time.NewTicker(s.o.FlushEvery)
 	defer tick.Stop()
 	var batch []op
-	var arena []byte
+	arena := make([]byte, 0, s.handOff+s.handOff/2) // as Open made s.arena
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
 	for {
@@ -485,9 +589,11 @@ func (s *Store) run() {
 			case o.stop:
 				s.flushAll()
 				for sid, f := range s.files {
-					f.f.Close()
+					f.close()
 					delete(s.files, sid)
 				}
+				close(s.sy.stop)
+				<-s.sy.done
 				return
 			case o.fn != nil:
 				o.fn()
@@ -561,7 +667,7 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 	if len(s.files) >= 64 {
 		s.flushAll()
 		for id, g := range s.files {
-			g.f.Close()
+			g.close()
 			delete(s.files, id)
 		}
 	}
@@ -716,21 +822,100 @@ func appendString(b []byte, v string) []byte {
 }
 
 // flush writes sid's buffer, fsyncs it and rewrites its sidecar if needed.
+//
+// The fsync and the sidecar are the syncer's: an fsync can take the disk's
+// time to write out everything the stream wrote, and the writer must keep
+// taking records meanwhile or the queue fills and records are dropped.
 func (s *Store) flush(sid string, f *file) {
+	var sync, meta bool
 	if f.dirty {
 		if err := f.writeOut(); err != nil {
 			s.log.Warn("session transcript write failed", "session", sid, "error", err)
 		}
-		if err := f.f.Sync(); err != nil {
-			s.log.Warn("session transcript fsync failed", "session", sid, "error", err)
-		}
 		f.dirty = false
 		f.metaD = true // updatedAt moved
+		sync = true
 	}
 	if f.metaD {
 		f.metaD = false
-		if err := s.writeMeta(sid, f.meta); err != nil {
-			s.log.Warn("session listing data not written", "session", sid, "error", err)
+		meta = true
+	}
+	if sync || meta {
+		s.sy.add(sid, f, sync, meta)
+	}
+}
+
+// close closes f once the syncer is done with it.
+func (f *file) close() {
+	f.jobs.Wait()
+	f.f.Close()
+}
+
+// syncer is the goroutine that fsyncs transcripts and rewrites their
+// sidecars, off the writer's path. Jobs for one file coalesce: one fsync
+// covers every write before it, and the newest listing data is the one
+// written.
+type syncer struct {
+	mu    sync.Mutex
+	queue []syncJob
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+type syncJob struct {
+	sid string
+	f   *file
+}
+
+// add asks for f to be fsynced (sync) and its sidecar written (meta), from
+// the writer goroutine.
+func (y *syncer) add(sid string, f *file, sync, meta bool) {
+	y.mu.Lock()
+	f.needSync = f.needSync || sync
+	if meta {
+		f.needMeta, f.snap = true, f.meta
+	}
+	if !f.queued {
+		f.queued = true
+		f.jobs.Add(1)
+		y.queue = append(y.queue, syncJob{sid, f})
+	}
+	y.mu.Unlock()
+	signal(y.wake)
+}
+
+func (y *syncer) run(s *Store) {
+	defer close(y.done)
+	var jobs []syncJob
+	for {
+		select {
+		case <-y.wake:
+		case <-y.stop:
+			// The writer stopped after waiting for every file's jobs.
+			return
+		}
+		y.mu.Lock()
+		jobs, y.queue = y.queue, jobs[:0]
+		y.mu.Unlock()
+		for i, j := range jobs {
+			jobs[i] = syncJob{}
+			y.mu.Lock()
+			f := j.f
+			sync, meta, snap := f.needSync, f.needMeta, f.snap
+			f.queued, f.needSync, f.needMeta = false, false, false
+			y.mu.Unlock()
+			if sync {
+				if err := f.f.Sync(); err != nil {
+					s.log.Warn("session transcript fsync failed", "session", j.sid, "error", err)
+				}
+			}
+			if meta {
+				if err := s.writeMeta(j.sid, snap); err != nil {
+					s.log.Warn("session listing data not written", "session", j.sid, "error", err)
+				}
+			}
+			f.jobs.Done()
 		}
 	}
 }
@@ -852,7 +1037,7 @@ func (s *Store) archive(sid string) {
 	}
 	if f := s.files[sid]; f != nil {
 		s.flush(sid, f)
-		f.f.Close()
+		f.close()
 		delete(s.files, sid)
 	}
 	var to string
@@ -881,7 +1066,7 @@ func (s *Store) archive(sid string) {
 
 func (s *Store) remove(sid string) error {
 	if f := s.files[sid]; f != nil {
-		f.f.Close()
+		f.close()
 		delete(s.files, sid)
 	}
 	tp, mp := s.paths(sid)

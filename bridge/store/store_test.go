@@ -388,3 +388,129 @@ func TestStore_ShortUpdateRoundTrip(t *testing.T) {
 		t.Fatalf("records %+v", tr.Records)
 	}
 }
+
+func bodies(tr *Transcript) []string {
+	var out []string
+	for _, r := range tr.Records {
+		out = append(out, r.Kind+" "+string(r.Body))
+	}
+	return out
+}
+
+func TestStore_LinesHandOverInOrder(t *testing.T) {
+	s := open(t, Options{MaxInline: 100})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	l := s.Lines()
+	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a"}}`))
+	l.Update("s1", []byte(`{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]},"x":1}`))
+	// Nothing reaches the store before a flush.
+	if tr, err := load(t, s, "s1"); err != nil || len(tr.Records) != 1 {
+		t.Fatalf("before Flush: %v, %v; want the meta record only", tr, err)
+	}
+	// Another session hands s1's run over first; an update too large to
+	// inline goes to the store directly, after what was gathered.
+	l.SessionUpdate("s2", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"b"}}`))
+	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"`+strings.Repeat("A", 200)+`"}}`))
+	l.Flush()
+	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
+
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`meta `,
+		`update {"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a"}}}`,
+		`update {"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]},"x":1}`,
+		`update {"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"acp-bridge:omitted:200"}}}`,
+		`stop {"stopReason":"end_turn"}`,
+	}
+	if got := bodies(tr); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("s1 records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	tr, err = load(t, s, "s2")
+	if err != nil || len(tr.Records) != 1 || !strings.Contains(string(tr.Records[0].Body), `"text":"b"`) {
+		t.Fatalf("s2: %v, %v", tr, err)
+	}
+}
+
+func TestStore_LinesHandOverWhenFull(t *testing.T) {
+	s := open(t, Options{})
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	l := s.Lines()
+	u := []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 1000) + `"}}`)
+	n := 2*linesBytes/len(u) + 1
+	for range n {
+		l.SessionUpdate("s1", u)
+	}
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a Flush, all but the last partial run have reached the store.
+	if got := len(tr.Records) - 1; got < n-linesBytes/len(u) || got >= n {
+		t.Fatalf("%d of %d updates handed over without Flush; want all but the last run", got, n)
+	}
+}
+
+func TestStore_LinesDroppedCountsEachRecord(t *testing.T) {
+	s := open(t, Options{QueueBytes: 1})
+	hold, held := make(chan struct{}), make(chan struct{})
+	s.do(func() { close(held); <-hold })
+	<-held
+	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	l := s.Lines()
+	for range 5 {
+		l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	}
+	l.Flush()
+	close(hold)
+	if _, err := load(t, s, "s1"); err != nil { // the writer has caught up
+		t.Fatal(err)
+	}
+	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{}`)})
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dropped() != 5 {
+		t.Fatalf("dropped %d, want the 5 updates", s.Dropped())
+	}
+	if got := bodies(tr); strings.Join(got, "|") != `meta |gap {"dropped":5}|stop {}` {
+		t.Fatalf("records %q", got)
+	}
+}
+
+// TestStore_SyncerFinishesBeforeClose: fsyncs and sidecars are written off
+// the writer's path, and Close returns only once they are on disk.
+func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for i := range 70 { // more than the writer keeps open: some are closed early
+		sid := fmt.Sprintf("s%02d", i)
+		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w", New: true})
+		s.Append(sid, Record{Kind: KindPrompt, Body: prompt("hello " + sid)})
+		s.Append(sid, Record{Kind: KindStop, At: at, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 70 {
+		sid := fmt.Sprintf("s%02d", i)
+		b, err := os.ReadFile(filepath.Join(dir, sid+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m Meta
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if !m.UpdatedAt.Equal(at) || m.Title == "" {
+			t.Fatalf("%s sidecar after Close: %s; want updatedAt %v and a title", sid, b, at)
+		}
+	}
+}
