@@ -61,13 +61,21 @@ func (s *scanner) fail(why string) bool {
 	return false
 }
 
-func (s *scanner) ws() {
-	b, i := s.b, s.i
+// The scanning functions below take the text and an index and return the
+// index past what they read: the index stays in a register instead of going
+// through the scanner on every byte. On a failure they return the index
+// where it was found and why.
+
+// skipWS returns the index of the first byte at or after i that is not JSON
+// whitespace.
+func skipWS(b []byte, i int) int {
 	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
-	s.i = i
+	return i
 }
+
+func (s *scanner) ws() { s.i = skipWS(s.b, s.i) }
 
 // plain marks the bytes a string may hold without a closer look.
 var plain = func() (t [256]bool) {
@@ -77,11 +85,10 @@ var plain = func() (t [256]bool) {
 	return
 }()
 
-// str scans a string starting at the opening quote, reporting whether it
-// held escapes.
-func (s *scanner) str() (escaped, ok bool) {
-	b := s.b
-	i := s.i + 1 // opening quote
+// scanString scans the string whose opening quote is at b[i], reporting
+// whether it held escapes.
+func scanString(b []byte, i int) (end int, escaped bool, why string) {
+	i++ // opening quote
 	for {
 		// Eight bytes at a time, jumping straight to the first that needs
 		// a closer look.
@@ -97,52 +104,56 @@ func (s *scanner) str() (escaped, ok bool) {
 				i++
 			}
 			if i >= len(b) {
-				s.i = i
-				return escaped, s.fail("unterminated string")
+				return i, escaped, "unterminated string"
 			}
 		}
 		switch c := b[i]; {
 		case c == '"':
-			s.i = i + 1
-			return escaped, true
+			return i + 1, escaped, ""
 		case c == '\\':
 			escaped = true
 			if i+1 >= len(b) {
-				s.i = i
-				return escaped, s.fail("unterminated string")
+				return i, escaped, "unterminated string"
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					s.i = i
-					return escaped, s.fail(`bad \u escape`)
+					return i, escaped, `bad \u escape`
 				}
 				i += 6
 			default:
-				s.i = i
-				return escaped, s.fail("bad escape")
+				return i, escaped, "bad escape"
 			}
 		case c < 0x20:
-			s.i = i
-			return escaped, s.fail("control character in a string")
+			return i, escaped, "control character in a string"
 		default: // multi-byte UTF-8
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
-				s.i = i
-				return escaped, s.fail("not valid UTF-8")
+				return i, escaped, "not valid UTF-8"
 			}
 			i += size
 		}
 	}
 }
 
+// str scans a string starting at the opening quote, reporting whether it
+// held escapes.
+func (s *scanner) str() (escaped, ok bool) {
+	end, escaped, why := scanString(s.b, s.i)
+	s.i = end
+	if why != "" {
+		return escaped, s.fail(why)
+	}
+	return escaped, true
+}
+
 // special8 flags, in the high bit of each byte, the bytes of w that are a
 // quote, a backslash, a control character or non-ASCII (the classic SWAR
 // tests for "has a byte equal to" and "has a byte less than"). A flag can
 // be wrong only above a true one (a borrow carries upward), so the lowest
-// flag, which is all str reads, is exact.
+// flag, which is all scanString reads, is exact.
 func special8(w uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	quote := w ^ (lo * '"')
@@ -154,8 +165,10 @@ func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' ||
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func (s *scanner) number() bool {
-	b, i := s.b, s.i
+// scanNumber scans the number starting at b[i]; ok is false (and end is i)
+// when it is not one.
+func scanNumber(b []byte, i int) (end int, ok bool) {
+	start := i
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -167,12 +180,12 @@ func (s *scanner) number() bool {
 			i++
 		}
 	default:
-		return s.fail("bad number")
+		return start, false
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
 		if i >= len(b) || !isDigit(b[i]) {
-			return s.fail("bad number")
+			return start, false
 		}
 		for i < len(b) && isDigit(b[i]) {
 			i++
@@ -184,119 +197,137 @@ func (s *scanner) number() bool {
 			i++
 		}
 		if i >= len(b) || !isDigit(b[i]) {
-			return s.fail("bad number")
+			return start, false
 		}
 		for i < len(b) && isDigit(b[i]) {
 			i++
 		}
 	}
-	s.i = i
-	return true
+	return i, true
 }
 
-func (s *scanner) literal(lit string) bool {
-	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
-		return s.fail("unexpected character")
+// hasLiteral reports whether lit is written at b[i].
+func hasLiteral(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// scanKey scans `"name" :` inside an object, from b[i]; the name's quotes
+// are b[start] and b[end-1].
+func scanKey(b []byte, i int) (start, end, next int, escaped bool, why string) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, i, false, "expected a member name"
 	}
-	s.i += len(lit)
-	return true
+	start = i
+	end, escaped, why = scanString(b, i)
+	if why != "" {
+		return 0, 0, end, false, why
+	}
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return 0, 0, i, false, "expected ':'"
+	}
+	return start, end, i + 1, escaped, ""
 }
 
 // key scans `"name" :` inside an object.
 func (s *scanner) key() (start, end int, escaped, ok bool) {
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		return 0, 0, false, s.fail("expected a member name")
+	start, end, next, escaped, why := scanKey(s.b, s.i)
+	s.i = next
+	if why != "" {
+		return 0, 0, false, s.fail(why)
 	}
-	start = s.i
-	if escaped, ok = s.str(); !ok {
-		return 0, 0, false, false
-	}
-	end = s.i
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != ':' {
-		return 0, 0, false, s.fail("expected ':'")
-	}
-	s.i++
 	return start, end, escaped, true
 }
 
 // value scans one value and everything nested in it, iteratively. It
-// returns with s.i just past the value.
+// returns with s.i just past the value (or where it failed).
 func (s *scanner) value() bool {
+	b, i := s.b, s.i
 	base := s.depth
+	var why string
 	for {
-		s.ws()
-		if s.i >= len(s.b) {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			s.i = i
 			return s.fail("unexpected end")
 		}
-		switch c := s.b[s.i]; c {
+		switch c := b[i]; c {
 		case '{', '[':
 			if s.depth >= MaxDepth {
+				s.i = i
 				return s.fail("too deep")
 			}
 			s.push(c)
-			s.i++
-			s.ws()
-			if s.i < len(s.b) && (s.b[s.i] == '}' && c == '{' || s.b[s.i] == ']' && c == '[') {
+			i = skipWS(b, i+1)
+			if i < len(b) && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
 				s.pop()
-				s.i++
+				i++
 				break
 			}
 			if c == '{' {
-				if _, _, _, ok := s.key(); !ok {
-					return false
+				if _, _, i, _, why = scanKey(b, i); why != "" {
+					s.i = i
+					return s.fail(why)
 				}
 			}
 			continue
 		case '"':
-			if _, ok := s.str(); !ok {
-				return false
+			if i, _, why = scanString(b, i); why != "" {
+				s.i = i
+				return s.fail(why)
 			}
-		case 't':
-			if !s.literal("true") {
-				return false
+		case 't', 'f', 'n':
+			lit := "null"
+			if c == 't' {
+				lit = "true"
+			} else if c == 'f' {
+				lit = "false"
 			}
-		case 'f':
-			if !s.literal("false") {
-				return false
-			}
-		case 'n':
-			if !s.literal("null") {
-				return false
-			}
-		default:
-			if c != '-' && !isDigit(c) {
+			if !hasLiteral(b, i, lit) {
+				s.i = i
 				return s.fail("unexpected character")
 			}
-			if !s.number() {
-				return false
+			i += len(lit)
+		default:
+			if c != '-' && !isDigit(c) {
+				s.i = i
+				return s.fail("unexpected character")
+			}
+			var ok bool
+			if i, ok = scanNumber(b, i); !ok {
+				s.i = i
+				return s.fail("bad number")
 			}
 		}
 		// After a value: close containers, or move on to the next member.
 		for {
 			if s.depth == base {
+				s.i = i
 				return true
 			}
-			s.ws()
-			if s.i >= len(s.b) {
+			i = skipWS(b, i)
+			if i >= len(b) {
+				s.i = i
 				return s.fail("unexpected end")
 			}
-			top, c := s.top(), s.b[s.i]
+			top, c := s.top(), b[i]
 			if c == ',' {
-				s.i++
+				i++
 				if top == '{' {
-					if _, _, _, ok := s.key(); !ok {
-						return false
+					if _, _, i, _, why = scanKey(b, i); why != "" {
+						s.i = i
+						return s.fail(why)
 					}
 				}
 				break
 			}
 			if c == '}' && top == '{' || c == ']' && top == '[' {
 				s.pop()
-				s.i++
+				i++
 				continue
 			}
+			s.i = i
 			return s.fail("expected ',' or a closing bracket")
 		}
 	}
