@@ -14,8 +14,10 @@ import (
 //
 // Twice is the floor for a message read from a stream whose length is not
 // known up front and handed on as one slice: it is gathered in chunks, then
-// copied once into a slice of its size, and for the copy both exist. The
-// allowance of 1% covers the chunk list and page rounding (±40 KiB here).
+// copied once into a slice of its size, and for the copy both exist (a
+// line's last piece is copied from the read buffer, so a child's way stays
+// just under twice). The allowance of 64 KiB covers the WebSocket's chunk
+// list and what any message costs besides its bytes (-36 to +21 KiB here).
 // Each relay carries two messages in a row: without package reclaim the
 // second stacked on the first one's garbage, and the peak reached 3×.
 //
@@ -71,8 +73,8 @@ func TestLargeMessagePeakHeap(t *testing.T) {
 				peak := r.peak - baseline
 				t.Logf("peak heap %.4f× the message (%+.0f KiB over twice); agent's share %.0f KiB",
 					peak/size, (peak-2*size)/1024, baseline/1024)
-				if peak > 2.01*size {
-					t.Errorf("peak heap %.3f× the %d MiB message, want ≤ 2×", peak/size, size>>20)
+				if peak > 2*size+64<<10 {
+					t.Errorf("peak heap %.4f× the %d MiB message (%+.0f KiB over twice), want ≤ 2× (+64 KiB)", peak/size, size>>20, (peak-2*size)/1024)
 				}
 			})
 		}

@@ -42,7 +42,19 @@ func (e *TooLongError) Error() string {
 type Reader struct {
 	br  *bufio.Reader
 	max int
+	// pieces indexes the read-buffer-sized pieces of a long line. It is
+	// made once, for lines up to indexedBytes, so that a line of many
+	// megabytes costs its pieces and its joined copy and nothing else:
+	// grown per line, the index alone left as much garbage again.
+	pieces []*[bufSize]byte
 }
+
+// bufSize is the read buffer, and the size of a long line's pieces.
+const bufSize = 64 << 10
+
+// indexedBytes is the longest line whose pieces the Reader's own index
+// holds (8 KiB of pointers); a longer one grows a copy of it.
+const indexedBytes = 64 << 20
 
 // NewReader returns a Reader whose frames are at most max bytes, not counting
 // the line terminator. max <= 0 means DefaultMax.
@@ -50,7 +62,7 @@ func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize), max: max, pieces: make([]*[bufSize]byte, 0, min(max, indexedBytes)/bufSize+1)}
 }
 
 // Next returns the next non-blank line without its "\n" or "\r\n", in a new
@@ -75,13 +87,20 @@ func (r *Reader) Next() ([]byte, error) {
 // A line that fits the read buffer (the usual case) is copied
 // once; a longer one is gathered in pieces and joined once (with spare
 // capacity, see spare), so that reading
-// a 60 MiB line allocates about twice its size, not the five times that
-// growing one slice would, and nothing of it is kept afterwards. The
-// per-frame budget restarts at every line.
+// a 60 MiB line allocates twice its size, not the five times that
+// growing one slice would, and nothing of it is kept afterwards. Its last
+// piece is joined straight from the read buffer. The per-frame budget
+// restarts at every line.
 func (r *Reader) readLine() ([]byte, error) {
-	var pieces [][]byte
+	pieces := r.pieces[:0]
+	defer func() {
+		clear(pieces)
+		if cap(pieces) == cap(r.pieces) {
+			r.pieces = pieces[:0]
+		}
+	}()
 	n := 0
-	var head, tail []byte
+	var head, tail, last []byte
 	tooLong := false
 	for {
 		chunk, err := r.br.ReadSlice('\n')
@@ -92,22 +111,30 @@ func (r *Reader) readLine() ([]byte, error) {
 			case n+len(chunk) > r.max+2: // +2: the terminator is not part of the frame
 				tooLong = true
 				if len(pieces) > 0 {
-					head = headOf(pieces[0])
-					tail = keepTail(keepTail(nil, pieces[len(pieces)-1]), chunk)
+					head = headOf(pieces[0][:])
+					tail = keepTail(keepTail(nil, pieces[len(pieces)-1][:]), chunk)
 				} else {
 					head = headOf(chunk)
 					tail = keepTail(nil, chunk)
 				}
-				pieces = nil
-			case err == nil && pieces == nil:
+				clear(pieces)
+				pieces = pieces[:0]
+			case err == nil && len(pieces) == 0:
 				// The whole line in one slice of the read buffer.
 				line := trimEOL(chunk)
 				if len(line) > r.max {
 					return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
 				}
 				return append(make([]byte, 0, len(line)), line...), nil
+			case errors.Is(err, bufio.ErrBufferFull):
+				// bufio hands out its whole buffer with ErrBufferFull:
+				// a piece of exactly bufSize bytes.
+				pieces = append(pieces, (*[bufSize]byte)(bytes.Clone(chunk)))
+				n += len(chunk)
 			default:
-				pieces = append(pieces, bytes.Clone(chunk))
+				// The line's end (or the input's): still in the read
+				// buffer, joined from there.
+				last = chunk
 				n += len(chunk)
 			}
 		}
@@ -116,7 +143,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			if tooLong {
 				return nil, &TooLongError{Max: r.max, Head: head, Tail: trimEOL(tail)}
 			}
-			line := trimEOL(join(pieces, n))
+			line := trimEOL(join(pieces, last, n))
 			reclaim.Collect(n) // the pieces, before the line is passed on
 			if len(line) > r.max {
 				return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
@@ -137,16 +164,16 @@ func (r *Reader) readLine() ([]byte, error) {
 // place rather than copy a line of many megabytes.
 const spare = 20
 
-// join concatenates pieces of n bytes in all into one slice of that length,
-// letting each piece go as soon as it is copied.
-func join(pieces [][]byte, n int) []byte {
+// join concatenates pieces and last, n bytes in all, into one slice of that
+// length, letting each piece go as soon as it is copied.
+func join(pieces []*[bufSize]byte, last []byte, n int) []byte {
 	reclaim.Collect(n) // earlier garbage, before the line's slice adds to the heap
 	out := make([]byte, 0, n+spare)
 	for i, p := range pieces {
-		out = append(out, p...)
+		out = append(out, p[:]...)
 		pieces[i] = nil
 	}
-	return out
+	return append(out, last...)
 }
 
 func trimEOL(b []byte) []byte {
