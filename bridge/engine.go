@@ -168,7 +168,8 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 // shutdown answers what is pending, closes the links and stops every
 // goroutine Serve started, bounded in time.
 func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Reader) error {
-	close(e.done) // from here on, link goroutines and timers stop reporting
+	defer e.flushRecords() // what failing the pending requests recorded
+	close(e.done)          // from here on, link goroutines and timers stop reporting
 	deadline := time.Now().Add(shutdownWriteWait)
 	links := slices.Clone(e.links)
 	if e.control != nil && e.control.detached {
