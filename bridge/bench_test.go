@@ -780,7 +780,11 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // with -short), in ten rounds that interleave the variants.
 //
 // Targets: x-naive (bridge throughput / naive throughput) ≥ 0.8, and
-// cpu-us/update ≤ 0.8.
+// cpu-us/update ≤ 0.8. The CPU target was set on a machine where the naive
+// relay took 0.4 µs per update: cpu-x-naive (the bridge's CPU per update ÷
+// the naive relay's, measured in the same run) ≤ 2 is that target in a form
+// the machine's speed does not move (on a shared 2-core machine the naive
+// relay itself took 0.38–0.81 µs from one day to the next).
 //
 // CPU attribution: the agent and the editor run in this process too, so the
 // process's CPU time (getrusage: user + system, every thread, the GC and the
@@ -845,6 +849,7 @@ func BenchmarkRelayStream(b *testing.B) {
 	b.ReportMetric(nv.dur.Seconds()/br.dur.Seconds(), "x-naive")
 	b.ReportMetric(per(br.cpu-d.cpu), "cpu-us/update")
 	b.ReportMetric(per(nv.cpu-d.cpu), "naive-cpu-us/update")
+	b.ReportMetric(float64(br.cpu-d.cpu)/float64(nv.cpu-d.cpu), "cpu-x-naive")
 }
 
 // BenchmarkRelayEcho times sequential round trips of a tiny extension
