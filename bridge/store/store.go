@@ -185,7 +185,7 @@ type file struct {
 	metaD  bool // meta changed since the sidecar was written
 
 	// jobs counts the syncer's jobs for this file not yet done: the
-	// writer waits for them before it closes the file (closeFile).
+	// writer waits for them before it closes the file (file.close).
 	jobs sync.WaitGroup
 	// The job waiting in the syncer's queue, if any (syncer.mu).
 	queued             bool
