@@ -264,16 +264,16 @@ func TestStore_SizeCapAndLargePayloads(t *testing.T) {
 	}
 }
 
-func TestStore_FullQueueDropsWithGap(t *testing.T) {
-	s := open(t, Options{QueueBytes: 1})
-	// Hold the writer so the queue fills.
+// fillHeld appends a meta record to s1, then calls fill while the writer is
+// held (so that the queue fills), lets the writer catch up, appends a stop
+// record and returns the transcript.
+func fillHeld(t *testing.T, s *Store, fill func()) *Transcript {
+	t.Helper()
 	hold, held := make(chan struct{}), make(chan struct{})
 	s.do(func() { close(held); <-hold })
 	<-held
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
-	for range 10 {
-		s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"n":1}`)})
-	}
+	fill()
 	close(hold)
 	if _, err := load(t, s, "s1"); err != nil { // the writer has caught up
 		t.Fatal(err)
@@ -283,6 +283,16 @@ func TestStore_FullQueueDropsWithGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+func TestStore_FullQueueDropsWithGap(t *testing.T) {
+	s := open(t, Options{QueueBytes: 1})
+	tr := fillHeld(t, s, func() {
+		for range 10 {
+			s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"n":1}`)})
+		}
+	})
 	if s.Dropped() != 10 {
 		t.Fatalf("dropped %d, want the 10 updates", s.Dropped())
 	}
@@ -455,24 +465,13 @@ func TestStore_LinesHandOverWhenFull(t *testing.T) {
 
 func TestStore_LinesDroppedCountsEachRecord(t *testing.T) {
 	s := open(t, Options{QueueBytes: 1})
-	hold, held := make(chan struct{}), make(chan struct{})
-	s.do(func() { close(held); <-hold })
-	<-held
-	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
-	l := s.Lines()
-	for range 5 {
-		l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
-	}
-	l.Flush()
-	close(hold)
-	if _, err := load(t, s, "s1"); err != nil { // the writer has caught up
-		t.Fatal(err)
-	}
-	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{}`)})
-	tr, err := load(t, s, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := fillHeld(t, s, func() {
+		l := s.Lines()
+		for range 5 {
+			l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+		}
+		l.Flush()
+	})
 	if s.Dropped() != 5 {
 		t.Fatalf("dropped %d, want the 5 updates", s.Dropped())
 	}
