@@ -30,21 +30,30 @@ func TestReader_LargeLineNotRetained(t *testing.T) {
 // (it held 24 KiB of garbage for 32 MiB), no copy of its last piece.
 func TestReader_LongLineCostsTwiceItsSize(t *testing.T) {
 	const n = 8<<20 + 12345 // not a whole number of pieces
+	const reads = 5
 	big := strings.Repeat("x", n)
-	r := NewReader(strings.NewReader(big+"\n"+big+"\n"), 0)
+	r := NewReader(strings.NewReader(strings.Repeat(big+"\n", 1+reads)), 0)
 	if _, err := r.Next(); err != nil { // the first builds what is kept
 		t.Fatal(err)
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	line, err := r.Next()
-	runtime.ReadMemStats(&after)
-	if err != nil || len(line) != n {
-		t.Fatalf("Next = %d bytes, %v", len(line), err)
+	// TotalAlloc counts the whole process: the runtime (and the race
+	// detector) sometimes allocate a few KiB of their own while a line is
+	// read. The reader's own cost is the same every time, and others only
+	// ever add to it, so the smallest of several reads is the reader's.
+	least := ^uint64(0)
+	for i := 0; i < reads; i++ {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		line, err := r.Next()
+		runtime.ReadMemStats(&after)
+		if err != nil || len(line) != n {
+			t.Fatalf("Next = %d bytes, %v", len(line), err)
+		}
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
 	pieces := n / bufSize * bufSize            // the last, partial piece is not copied
 	joined := (n + spare + 8191) / 8192 * 8192 // large objects take whole pages
-	if got, want := after.TotalAlloc-before.TotalAlloc, uint64(pieces+joined); got > want+1024 {
-		t.Errorf("reading a %d-byte line allocated %d bytes, want %d (+1 KiB)", n, got, want)
+	if want := uint64(pieces + joined); least > want+1024 {
+		t.Errorf("reading a %d-byte line allocated at least %d bytes, want %d (+1 KiB)", n, least, want)
 	}
 }
