@@ -42,27 +42,11 @@ func doctorAction(c *cli.Context) error {
 		return launch.Usagef("%q is not an argument of doctor. An agent command goes after --: acp-bridge doctor -- %s",
 			c.Args().First(), strings.Join(c.Args().Slice(), " "))
 	}
-	f := flagsFrom(c)
-	path, explicit := configPath(c)
-	if err := agentWithoutConfig(f, path, explicit); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(path, explicit)
+	r, err := resolveAgent(c)
 	if err != nil {
 		return err
 	}
-	s, err := launch.ResolveSettings(cfg, f)
-	if err != nil {
-		return err
-	}
-	spec, err := launch.ResolveAgent(cfg, f, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	dialect, newTranslator, err := launch.Configure(spec, cfg.Files, os.Stderr)
-	if err != nil {
-		return err
-	}
+	f, s, spec := r.flags, r.settings, r.spec
 	// Doctor speaks to a person on stdout; logs stay quiet unless asked.
 	quiet, err := quietSettings(c)
 	if err != nil {
@@ -88,7 +72,7 @@ func doctorAction(c *cli.Context) error {
 		d.timeout = doctorStepTimeout
 	}
 	d.say("agent:   %s", spec.Desc)
-	ok := d.run(c.Context, spec, dialect, newTranslator, s, logger)
+	ok := d.run(c.Context, spec, r.dialect, r.newTranslator, s, logger)
 	d.progress.Clear()
 	if !ok {
 		return launch.ReportedError{Err: errors.New("doctor found a problem")}

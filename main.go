@@ -36,6 +36,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/demo"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/urfave/cli/v2"
 )
@@ -331,6 +332,40 @@ func loadConfig(path string, explicit bool) (*config.Config, error) {
 	return cfg, nil
 }
 
+// resolvedAgent is what serving and doctor both derive from the command
+// line and the configuration: the agent, its dialect and the settings.
+type resolvedAgent struct {
+	flags         launch.Flags
+	cfg           *config.Config
+	settings      launch.Settings
+	spec          launch.Agent
+	dialect       translate.Dialect
+	newTranslator func() translate.Translator
+}
+
+// resolveAgent resolves the agent the command line names, the same way for
+// every command that talks to it, so that doctor checks exactly what
+// serving would run.
+func resolveAgent(c *cli.Context) (resolvedAgent, error) {
+	r := resolvedAgent{flags: flagsFrom(c)}
+	path, explicit := configPath(c)
+	if err := agentWithoutConfig(r.flags, path, explicit); err != nil {
+		return r, err
+	}
+	var err error
+	if r.cfg, err = loadConfig(path, explicit); err != nil {
+		return r, err
+	}
+	if r.settings, err = launch.ResolveSettings(r.cfg, r.flags); err != nil {
+		return r, err
+	}
+	if r.spec, err = launch.ResolveAgent(r.cfg, r.flags, os.LookupEnv); err != nil {
+		return r, err
+	}
+	r.dialect, r.newTranslator, err = launch.Configure(r.spec, r.cfg.Files, os.Stderr)
+	return r, err
+}
+
 func serveAction(c *cli.Context) error {
 	if c.Args().Len() > 0 && c.App.Metadata["dashdash"] != true {
 		// A bare word is a mistyped subcommand far more often than an
@@ -351,26 +386,11 @@ func serveAction(c *cli.Context) error {
 		return launch.Usagef("%q is not a subcommand.%s An agent command goes after --: acp-bridge [flags] -- %s",
 			word, hint, strings.Join(c.Args().Slice(), " "))
 	}
-	f := flagsFrom(c)
-	if err := agentWithoutConfig(f, c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig)); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(c.String(launch.FlagConfig), c.IsSet(launch.FlagConfig))
+	r, err := resolveAgent(c)
 	if err != nil {
 		return err
 	}
-	s, err := launch.ResolveSettings(cfg, f)
-	if err != nil {
-		return err
-	}
-	spec, err := launch.ResolveAgent(cfg, f, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	dialect, newTranslator, err := launch.Configure(spec, cfg.Files, os.Stderr)
-	if err != nil {
-		return err
-	}
+	f, cfg, s, spec, dialect, newTranslator := r.flags, r.cfg, r.settings, r.spec, r.dialect, r.newTranslator
 	shim, err := launch.ResolveShim(cfg, f)
 	if err != nil {
 		return err
