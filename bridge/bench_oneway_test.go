@@ -18,7 +18,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/legacy"
-	"github.com/acp-bridge/acp-bridge/translate/acp"
 )
 
 // One-way large messages, each direction on its own, through a WebSocket
@@ -111,27 +110,17 @@ func childAgent(in io.Reader, out io.Writer) error {
 
 // childRelay is the bridge as main.go runs it for an ACP agent child.
 func childRelay(_ string, in io.Reader, out io.Writer) error {
-	newTranslator, diags := acp.Dialect.Configure(nil)
-	if diags.HasErrors() {
-		return diags
-	}
-	b := &bridge.Bridge{
-		Dialect:       acp.Dialect,
-		NewTranslator: newTranslator,
-		MaxMessage:    maxMessage,
-		Dial: func(ctx context.Context, _ bridge.Spawn) (bridge.Link, error) {
-			p, err := legacy.Command{
-				Path:    os.Args[0],
-				Env:     append(os.Environ(), childAgentEnv+"=1"),
-				MaxLine: maxMessage,
-			}.Start(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return p, nil
-		},
-	}
-	return b.Serve(context.Background(), in, out)
+	return serveACP(in, out, nil, func(ctx context.Context) (bridge.Link, error) {
+		p, err := legacy.Command{
+			Path:    os.Args[0],
+			Env:     append(os.Environ(), childAgentEnv+"=1"),
+			MaxLine: maxMessage,
+		}.Start(ctx)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return p, nil
+	})
 }
 
 // sendLarge sends a _bench/sink request with size bytes of params and

@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"io"
 	"runtime"
 	"slices"
@@ -11,12 +10,8 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/store"
-	"github.com/acp-bridge/acp-bridge/legacy"
-	"github.com/acp-bridge/acp-bridge/translate/acp"
 )
 
-// storeRelay is bridgeRelay with durable sessions on: every streamed update
-// is also appended to a transcript in dir.
 // storeRelay is bridgeRelay with the transcript store on, in dir; *opened
 // is set to the store once it is open.
 func storeRelay(dir string, opened *atomic.Pointer[store.Store]) relay {
@@ -27,24 +22,7 @@ func storeRelay(dir string, opened *atomic.Pointer[store.Store]) relay {
 		}
 		defer st.Close()
 		opened.Store(st)
-		newTranslator, diags := acp.Dialect.Configure(nil)
-		if diags.HasErrors() {
-			return diags
-		}
-		b := &bridge.Bridge{
-			Dialect:       acp.Dialect,
-			NewTranslator: newTranslator,
-			MaxMessage:    maxMessage,
-			Sessions:      &bridge.Durable{Store: st},
-			Dial: func(ctx context.Context, _ bridge.Spawn) (bridge.Link, error) {
-				conn, err := legacy.WebSocket{URL: url, ReadLimit: maxMessage}.Dial(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return conn, nil
-			},
-		}
-		return b.Serve(context.Background(), in, out)
+		return serveACP(in, out, &bridge.Durable{Store: st}, dialWS(url))
 	}
 }
 

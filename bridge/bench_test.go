@@ -338,6 +338,13 @@ type relay func(url string, in io.Reader, out io.Writer) error
 
 // bridgeRelay is the bridge as main.go runs it for a WebSocket agent.
 func bridgeRelay(url string, in io.Reader, out io.Writer) error {
+	return serveACP(in, out, nil, dialWS(url))
+}
+
+// serveACP serves one editor on in and out with the bridge as main.go
+// builds it for an ACP agent reached through dial; sessions nil: no
+// transcript store.
+func serveACP(in io.Reader, out io.Writer, sessions *bridge.Durable, dial func(context.Context) (bridge.Link, error)) error {
 	newTranslator, diags := acp.Dialect.Configure(nil)
 	if diags.HasErrors() {
 		return diags
@@ -346,15 +353,21 @@ func bridgeRelay(url string, in io.Reader, out io.Writer) error {
 		Dialect:       acp.Dialect,
 		NewTranslator: newTranslator,
 		MaxMessage:    maxMessage,
-		Dial: func(ctx context.Context, _ bridge.Spawn) (bridge.Link, error) {
-			conn, err := legacy.WebSocket{URL: url, ReadLimit: maxMessage}.Dial(ctx)
-			if err != nil {
-				return nil, err // not a typed nil in the interface
-			}
-			return conn, nil
-		},
+		Sessions:      sessions,
+		Dial:          func(ctx context.Context, _ bridge.Spawn) (bridge.Link, error) { return dial(ctx) },
 	}
 	return b.Serve(context.Background(), in, out)
+}
+
+// dialWS dials the WebSocket agent at url.
+func dialWS(url string) func(context.Context) (bridge.Link, error) {
+	return func(ctx context.Context) (bridge.Link, error) {
+		conn, err := legacy.WebSocket{URL: url, ReadLimit: maxMessage}.Dial(ctx)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return conn, nil
+	}
 }
 
 // naiveRelay is what a user would otherwise run: each editor line becomes one
