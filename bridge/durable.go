@@ -164,12 +164,24 @@ func (e *engine) record(ev SessionEvent) {
 	switch ev.Kind {
 	case SessionOpened:
 		s := e.sessions[ev.Session]
-		r := store.Record{Kind: store.KindMeta, Cwd: ev.Cwd, New: e.dur.opening == "session/new"}
+		r := store.Record{Kind: store.KindMeta, Cwd: ev.Cwd}
 		if s != nil {
 			b := e.bridgedOf(s)
 			r.Agent, r.Dialect = b.bind.Name, b.bind.Dialect.Name
 		}
+		// The store writes only the sessions this process holds.
+		var err error
+		if e.dur.opening == "session/new" {
+			err = st.Create(ev.Session, store.Meta{Cwd: r.Cwd, Agent: r.Agent, Dialect: r.Dialect})
+		} else if !st.Holds(ev.Session) {
+			_, err = st.Acquire(ev.Session)
+		}
+		if err != nil {
+			e.log.Warn("session not recorded", "session", ev.Session, "error", err)
+		}
 		st.Append(ev.Session, r)
+	case SessionClosed:
+		st.Release(ev.Session)
 	case SessionPrompt:
 		if s := e.sessions[ev.Session]; s != nil && s.b != nil && s.b.idle != nil {
 			s.b.idle.Stop()
@@ -404,7 +416,7 @@ func (e *engine) unalias(o translate.Out) (_ translate.Out, drop bool) {
 func (e *engine) listSessions(req *request, params json.RawMessage) {
 	cwd := gjson.GetBytes(params, "cwd").Str
 	cursor := gjson.GetBytes(params, "cursor").Str
-	e.store().List(cwd, cursor, listPage, func(metas []store.Meta, next string, err error) {
+	e.store().List(cwd, "", cursor, listPage, func(metas []store.Meta, next string, err error) {
 		e.post(func() {
 			if req.retired {
 				return

@@ -4,10 +4,40 @@
 // directory, so that sessions can be listed, loaded and resumed whatever the
 // agent behind them remembers.
 //
-// Layout: one <name>.ndjson transcript per session and a <name>.json sidecar
-// holding its listing data (id, cwd, title, agent, timestamps), rewritten
-// atomically. <name> is the session id when it is a plain file name, else
-// "x-" and its hex. The directory is created 0700, files 0600.
+// # Layout
+//
+// One <name>.ndjson transcript per session, a <name>.json sidecar holding
+// its listing data (id, cwd, title, agent, backend session, timestamps),
+// rewritten atomically (temporary file and rename), and, while a process
+// holds the session, a <name>.lock. <name> is the session id when it is a
+// plain file name, else "x-" and its hex, else (an id too long for that)
+// "h-" and the hex of its SHA-256; the sidecar keeps the real id. Every
+// file is opened with O_NOFOLLOW and the listing skips anything but
+// regular files: nothing is read or written through a symbolic link
+// planted in the directory. Files are created 0600.
+//
+// The state directory is created 0700 when missing; an existing one keeps
+// its mode (a shared 1777 directory keeps its sticky bit) and is refused
+// when another user owns it. DefaultDir without HOME falls back to a
+// directory of the user's own in the temporary directory, refused if it is
+// someone else's or open to others.
+//
+// # Ownership
+//
+// Several bridge processes (one per editor window) may share a state
+// directory; a session is written by one Store at a time. Create claims a
+// new session id (its transcript is created exclusively: ErrTaken when the
+// id was ever recorded, by anyone), Acquire an existing one (BusyError when
+// another process holds it), Release gives it up. The claim is an flock on
+// the session's lock file, which holds the holder's pid (for BusyError) and
+// which the kernel drops with the process, so a bridge killed leaves
+// nothing stale. On systems without flock (Windows, Solaris…) sessions are
+// exclusive between the Stores of one process only. Records for a session
+// the Store does not hold are dropped and counted (Unowned), never written:
+// they create no file, and nothing late for a session recreates it once
+// Deleted. Delete refuses a session another process holds.
+//
+// # Writing
 //
 // Writing never blocks the caller: Append copies the record into a queue
 // bounded by bytes (a Lines gathers a stream's updates without even a lock
@@ -17,29 +47,47 @@
 // least once a second, by a second goroutine, so that a slow fsync never
 // holds the writer up. When the queue is full (a disk far slower than the
 // agent's stream) records are dropped and counted rather than stall the
-// relay; the session's transcript then gets a "gap" record where they were
-// lost, so that nobody mistakes it for complete.
+// relay; the session's transcript then gets a gap record
+// {"dropped":N} where they were lost, so that nobody mistakes it for
+// complete.
 //
-// Reading is tolerant: a torn last line (a crash in the middle of a write)
-// and any undecodable line are skipped with a warning, never an error.
+// A write that fails or is cut short (a full disk, an I/O error) is
+// undone: the transcript is truncated back to its last whole line (if even
+// that fails, the next record starts on a new line), the records lost are
+// counted, and the first write that works again is preceded by a gap
+// record {"lost":N,"cause":"..."}. Each episode is logged once.
 //
-// Bounds: binary payloads ("data" and "blob" strings, i.e. image, audio and
+// # Reading
+//
+// Read streams a transcript back with memory bounded by its largest
+// record, whatever its size; Load reads it whole. Reading is tolerant: a
+// torn line (a crash in the middle of a write) and any undecodable line
+// are skipped and counted, never an error, and invalid UTF-8 is replaced
+// by U+FFFD.
+//
+// # Bounds
+//
+// Binary payloads ("data" and "blob" strings, i.e. image, audio and
 // resource blobs) longer than MaxInline are not stored: the string becomes
-// "acp-bridge:omitted:N" (N its length; see Omitted). A transcript that reaches MaxSessionBytes takes no more records
-// except its metadata and agent switches (one "cap" record marks the spot).
-// At Open, sessions not updated for MaxAge, and the oldest beyond
-// MaxSessions, are deleted; MaxSessions is enforced again whenever a new
-// session is created.
+// "acp-bridge:omitted:N" (N its length; see Omitted). A transcript that
+// reaches MaxSessionBytes takes no more records except its metadata, agent
+// switches and backend changes (one "cap" record marks the spot). At Open,
+// sessions not updated for MaxAge, and the oldest beyond MaxSessions, are
+// deleted (never one another process holds); MaxSessions is enforced again
+// whenever a session is created.
 package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +97,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/tidwall/gjson"
 )
 
 // Record kinds.
@@ -59,8 +106,11 @@ const (
 	KindUpdate = "update" // Body: the session/update params sent to the editor, or the whole notification (Load gives the params)
 	KindStop   = "stop"   // Body: the prompt's result, or its error object
 	KindSwitch = "switch" // Agent, Dialect: the session moved to another agent
-	KindGap    = "gap"    // Body: {"dropped":N}: records lost to a full queue
+	KindGap    = "gap"    // Body: {"dropped":N}: records lost to a full queue; {"lost":N,"cause":"..."}: to failed writes
 	KindCap    = "cap"    // the size cap was reached; later records dropped
+	// KindBackend: Backend, Link: the agent-side session behind the
+	// session changed.
+	KindBackend = "backend"
 )
 
 // Record is one line of a transcript.
@@ -70,6 +120,8 @@ type Record struct {
 	Agent   string          `json:"agent,omitempty"`
 	Dialect string          `json:"dialect,omitempty"`
 	Cwd     string          `json:"cwd,omitempty"`
+	Backend string          `json:"backend,omitempty"`
+	Link    string          `json:"link,omitempty"`
 	Failed  bool            `json:"failed,omitempty"`
 	Body    json.RawMessage `json:"body,omitempty"`
 	// U is the update member of a KindUpdate record stored short; Load
@@ -78,30 +130,23 @@ type Record struct {
 	// Sync asks for the file to be flushed and fsynced once this record is
 	// written (a turn's end). Not stored.
 	Sync bool `json:"-"`
-	// New marks the meta record of a session just created: a transcript
-	// already filed under its id (an agent that hands out ids again after
-	// a restart) is another conversation, and is moved aside to the id
-	// "ID~N" first. Not stored.
-	New bool `json:"-"`
 }
 
 // Meta is a session's listing data (the sidecar file).
 type Meta struct {
-	SessionID string    `json:"sessionId"`
-	Cwd       string    `json:"cwd"`
-	Title     string    `json:"title,omitempty"`
-	Agent     string    `json:"agent,omitempty"`
-	Dialect   string    `json:"dialect,omitempty"`
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	Dialect   string `json:"dialect,omitempty"`
+	// Backend is the agent's own id of the session behind this one, and
+	// Link "shared" or "own": whether that backend session lives on the
+	// agent link the bridge shares between sessions or on a link of its
+	// own.
+	Backend   string    `json:"backend,omitempty"`
+	Link      string    `json:"link,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// Transcript is a session read back.
-type Transcript struct {
-	Meta    Meta
-	Records []Record
-	// Skipped counts lines that could not be read (torn or corrupt).
-	Skipped int
 }
 
 // Options configure a Store. Zero values mean the defaults given.
@@ -123,19 +168,51 @@ type Options struct {
 	// FlushEvery is the longest a written record waits for its fsync; 0
 	// means 1 s.
 	FlushEvery time.Duration
-	Logger     hclog.Logger
+	// FS holds the transcripts and sidecars; nil means the operating
+	// system's.
+	FS     FS
+	Logger hclog.Logger
 }
 
-// DefaultDir is $XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge.
+// DefaultDir is $XDG_STATE_HOME/acp-bridge, else ~/.local/state/acp-bridge,
+// else (no home directory) $TMPDIR/acp-bridge-<uid>, which Open refuses
+// unless it is the user's own and closed to others.
 func DefaultDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "acp-bridge")
 	}
 	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "acp-bridge-state")
+	if err != nil || home == "" {
+		return tempDir()
 	}
 	return filepath.Join(home, ".local", "state", "acp-bridge")
+}
+
+// tempDir is the state directory of a user without a home directory.
+func tempDir() string { return filepath.Join(os.TempDir(), "acp-bridge-"+uid()) }
+
+// openDir creates dir (0700) when missing and checks an existing one; it
+// never changes an existing directory's mode.
+func openDir(dir string) error {
+	private := filepath.Clean(dir) == tempDir()
+	stat := os.Stat
+	if private {
+		stat = os.Lstat // at a predictable path: not through a link
+	}
+	st, err := stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("creating the session state directory: %w", err)
+		}
+		st, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("the session state directory: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("the session state directory %s is not a directory (mode %v)", dir, st.Mode())
+	}
+	return checkOwner(dir, st, private)
 }
 
 // Store is a directory of transcripts. Its methods are safe for concurrent
@@ -159,8 +236,17 @@ type Store struct {
 	done    chan struct{}
 
 	sy syncer
+	fs FS
+
+	// held are the sessions this Store holds (Create, Acquire) and has not
+	// Released or Deleted; releasing counts the Releases and Deletes the
+	// writer has not run yet (the lock is still taken).
+	held      map[string]*claim
+	releasing map[string]int
+	unowned   int64 // records dropped: their session is not held
 
 	// writer-owned
+	owned map[string]*claim // as held, in the writer's order
 	files map[string]*file
 	now   time.Time // when the batch being written was taken
 	// nowText is now, formatted once per batch.
@@ -175,14 +261,29 @@ type op struct {
 	stop      bool
 }
 
+// claim is a session this Store holds.
+type claim struct {
+	lock *lock
+}
+
 type file struct {
-	f      *os.File
+	f      File
 	pend   []byte // encoded records not yet written (one write per batch)
 	meta   Meta
-	size   int64
+	size   int64 // written and pending: what the size cap counts
 	capped bool
 	dirty  bool // written since the last fsync
 	metaD  bool // meta changed since the sidecar was written
+
+	// end is the size on disk, whole lines only (a failed write is
+	// truncated back to it); torn says the file may end in a partial line
+	// all the same, so that the next write starts a new one.
+	end  int64
+	torn bool
+	// lost counts the records lost to failed writes since the last write
+	// that worked; cause is the last failure.
+	lost  int
+	cause string
 
 	// jobs counts the syncer's jobs for this file not yet done: the
 	// writer waits for them before it closes the file (file.close).
@@ -220,14 +321,15 @@ func Open(o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the session state directory: %w", err)
+	if o.FS == nil {
+		o.FS = osFS{}
 	}
-	if err := os.Chmod(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("securing the session state directory: %w", err)
+	if err := openDir(o.Dir); err != nil {
+		return nil, err
 	}
-	s := &Store{o: o, log: o.Logger, dropped: map[string]int{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
-		done: make(chan struct{}), files: map[string]*file{}}
+	s := &Store{o: o, log: o.Logger, fs: o.FS, dropped: map[string]int{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+		done: make(chan struct{}), files: map[string]*file{},
+		held: map[string]*claim{}, releasing: map[string]int{}, owned: map[string]*claim{}}
 	// A stream is handed to the writer in blocks that stay in the CPU's
 	// cache (copying into a cold multi-megabyte arena cost the relay
 	// more than the copy itself), and the two arenas the Store and its
@@ -250,6 +352,20 @@ func (s *Store) Dropped() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.total
+}
+
+// Unowned returns how many records were dropped because their session is
+// not held by this Store.
+func (s *Store) Unowned() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unowned
+}
+
+// structural says whether records of kind describe the session rather
+// than its conversation: they are kept past a full queue and the size cap.
+func structural(kind string) bool {
+	return kind == KindMeta || kind == KindSwitch || kind == KindBackend
 }
 
 // Append queues r for session sid. It copies r.Body and never blocks.
@@ -417,7 +533,17 @@ func (s *Store) admit(sid, kind string, n, records int) bool {
 	if s.closed {
 		return false
 	}
-	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && kind != KindMeta && kind != KindSwitch {
+	if s.held[sid] == nil {
+		// Not ours to write (never opened here, Released, Deleted): a
+		// record must not create a session nor recreate a deleted one.
+		before := s.unowned
+		s.unowned += int64(records)
+		if before&(before-1) == 0 { // 0, 1, 2, 4, …: not once per update
+			s.log.Debug("record for a session this process does not hold dropped", "session", sid, "kind", kind, "dropped", s.unowned)
+		}
+		return false
+	}
+	if s.bytes+n > s.o.QueueBytes && s.bytes > 0 && !structural(kind) {
 		before := s.total
 		s.dropped[sid] += records
 		s.total += int64(records)
@@ -492,29 +618,36 @@ const recordOverhead = 128
 // ErrClosed is reported to callbacks of a Store that was closed.
 var ErrClosed = errors.New("the session store is closed")
 
-// Load reads session sid back, after everything queued for it is written,
-// and passes it to done (on the writer goroutine). A session the store does
-// not have is reported with an error wrapping fs.ErrNotExist.
+// Load reads session sid back whole, after everything queued for it is
+// written, and passes it to done (on the writer goroutine). A session the
+// store does not have is reported with an error wrapping fs.ErrNotExist.
 func (s *Store) Load(sid string, done func(*Transcript, error)) {
-	if !s.do(func() { done(s.load(sid)) }) {
+	s.Read(sid, func(r *Reader, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		defer r.Close()
+		done(r.All())
+	})
+}
+
+// Read opens session sid for reading once everything queued for it
+// before the call is written, and passes done (on the writer goroutine)
+// a Reader of the records written so far. done must Close it, and may
+// hand it to another goroutine to read: the writer does not wait for it.
+func (s *Store) Read(sid string, done func(*Reader, error)) {
+	if !s.do(func() { done(s.read(sid)) }) {
 		done(nil, ErrClosed)
 	}
 }
 
-// List passes done the sessions whose cwd is cwd ("" for all), newest
-// first, at most limit of them after cursor, and the cursor of the next
-// page ("" when there is none).
-func (s *Store) List(cwd, cursor string, limit int, done func([]Meta, string, error)) {
-	if !s.do(func() { done(s.list(cwd, cursor, limit)) }) {
+// List passes done the sessions whose cwd is cwd ("" for all) and whose
+// agent is agent ("" for all), newest first, at most limit of them after
+// cursor, and the cursor of the next page ("" when there is none).
+func (s *Store) List(cwd, agent, cursor string, limit int, done func([]Meta, string, error)) {
+	if !s.do(func() { done(s.list(cwd, agent, cursor, limit)) }) {
 		done(nil, "", ErrClosed)
-	}
-}
-
-// Delete removes session sid's files; done gets fs.ErrNotExist when there
-// were none.
-func (s *Store) Delete(sid string, done func(error)) {
-	if !s.do(func() { done(s.remove(sid)) }) {
-		done(ErrClosed)
 	}
 }
 
@@ -528,7 +661,8 @@ func (s *Store) Has(sid string, done func(Meta, bool)) {
 	}
 }
 
-// Close writes and fsyncs everything queued and stops the writer.
+// Close writes and fsyncs everything queued, releases every session and
+// stops the writer.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -594,6 +728,13 @@ func (s *Store) run() {
 				}
 				close(s.sy.stop)
 				<-s.sy.done
+				s.mu.Lock()
+				for sid, c := range s.owned {
+					c.lock.release()
+					delete(s.owned, sid)
+					delete(s.held, sid)
+				}
+				s.mu.Unlock()
 				return
 			case o.fn != nil:
 				o.fn()
@@ -618,15 +759,19 @@ func (s *Store) run() {
 		// nothing it wrote (a machine that crashes loses up to a second).
 		for sid, f := range s.files {
 			if len(f.pend) > 0 {
-				if err := f.writeOut(); err != nil {
-					s.log.Warn("session transcript write failed", "session", sid, "error", err)
-				}
+				s.writeOut(sid, f)
 			}
 		}
 	}
 }
 
-// name is the file name stem of session sid.
+// maxName is the longest file name the Store makes (NAME_MAX on most
+// file systems).
+const maxName = 255
+
+// name is the file name stem of session sid: sid itself when it is a
+// plain name, else "x-" and its hex, else (too long for that) "h-" and
+// its SHA-256's. The first two are what every earlier version wrote.
 func name(sid string) string {
 	plain := sid != "" && len(sid) <= 100 && sid[0] != '.' && strings.IndexFunc(sid, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
@@ -634,7 +779,11 @@ func name(sid string) string {
 	if plain && !strings.HasPrefix(sid, "x-") {
 		return sid
 	}
-	return "x-" + hex.EncodeToString([]byte(sid))
+	if len("x-")+hex.EncodedLen(len(sid))+len(".ndjson") <= maxName {
+		return "x-" + hex.EncodeToString([]byte(sid))
+	}
+	h := sha256.Sum256([]byte(sid))
+	return "h-" + hex.EncodeToString(h[:])
 }
 
 func (s *Store) paths(sid string) (transcript, sidecar string) {
@@ -642,27 +791,50 @@ func (s *Store) paths(sid string) (transcript, sidecar string) {
 	return filepath.Join(s.o.Dir, n+".ndjson"), filepath.Join(s.o.Dir, n+".json")
 }
 
-// open returns the open file of sid, creating the session when new.
-func (s *Store) open(sid string, r *Record) (*file, error) {
+// open returns the open file of sid, a session this Store holds; a
+// transcript missing or not a regular file is an error: the writer never
+// creates one (Create does).
+func (s *Store) open(sid string) (*file, error) {
 	if f := s.files[sid]; f != nil {
 		return f, nil
 	}
-	tp, _ := s.paths(sid)
-	m, err := s.meta(sid)
-	fresh := err != nil
-	if fresh {
-		m = Meta{SessionID: sid, CreatedAt: r.At, UpdatedAt: r.At, Cwd: r.Cwd, Agent: r.Agent, Dialect: r.Dialect}
+	if s.owned[sid] == nil {
+		return nil, errNotOwned
 	}
-	fh, err := os.OpenFile(tp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	tp, _ := s.paths(sid)
+	fh, err := s.fs.OpenFile(tp, os.O_RDWR|os.O_APPEND|noFollow, 0)
 	if err != nil {
 		return nil, err
 	}
 	st, err := fh.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (mode %v)", tp, st.Mode())
+	}
 	if err != nil {
 		fh.Close()
 		return nil, err
 	}
-	f := &file{f: fh, meta: m, size: st.Size(), metaD: fresh}
+	m, err := s.meta(sid)
+	fresh := err != nil
+	if fresh {
+		m = Meta{SessionID: sid, CreatedAt: s.now, UpdatedAt: s.now}
+	}
+	f := &file{f: fh, meta: m, size: st.Size(), end: st.Size(), metaD: fresh}
+	if f.end > 0 {
+		// A bridge that stopped in the middle of a write left a partial
+		// line: the next record must not be glued onto it.
+		var last [1]byte
+		if _, err := fh.ReadAt(last[:], f.end-1); err != nil || last[0] != '\n' {
+			f.torn = true
+		}
+	}
+	s.track(sid, f)
+	return f, nil
+}
+
+// track adds f to the open files, closing them all first when there are
+// too many.
+func (s *Store) track(sid string, f *file) {
 	f.capped = f.size >= s.o.MaxSessionBytes
 	if len(s.files) >= 64 {
 		s.flushAll()
@@ -672,25 +844,26 @@ func (s *Store) open(sid string, r *Record) (*file, error) {
 		}
 	}
 	s.files[sid] = f
-	if fresh {
-		// Listed at once: a bridge killed before its first flush must not
-		// leave a transcript nobody can find.
-		if err := s.writeMeta(sid, m); err != nil {
-			s.log.Warn("session listing data not written", "session", sid, "error", err)
-		}
-		s.retain(sid)
+}
+
+var errNotOwned = errors.New("the session is not held by this process")
+
+// drop counts a record the writer could not write for want of a file.
+func (s *Store) drop(sid string, err error) {
+	if errors.Is(err, errNotOwned) {
+		s.mu.Lock()
+		s.unowned++
+		s.mu.Unlock()
+		return
 	}
-	return f, nil
+	s.log.Warn("session transcript not written", "session", sid, "error", err)
 }
 
 // write encodes one record into sid's file.
 func (s *Store) write(sid string, r *Record) {
-	if r.New {
-		s.archive(sid)
-	}
-	f, err := s.open(sid, r)
+	f, err := s.open(sid)
 	if err != nil {
-		s.log.Warn("session transcript not written", "session", sid, "error", err)
+		s.drop(sid, err)
 		return
 	}
 	switch r.Kind {
@@ -702,18 +875,21 @@ func (s *Store) write(sid string, r *Record) {
 			f.meta.Cwd = r.Cwd
 		}
 		f.metaD = true
+	case KindBackend:
+		f.meta.Backend, f.meta.Link = r.Backend, r.Link
+		f.metaD = true
 	case KindPrompt:
 		if f.meta.Title == "" {
 			f.meta.Title = Title(r.Body)
 			f.metaD = f.meta.Title != ""
 		}
 	}
-	if f.capped && r.Kind != KindMeta && r.Kind != KindSwitch {
+	if f.capped && !structural(r.Kind) {
 		return
 	}
 	start := len(f.pend)
 	f.pend = s.encode(f.pend, r)
-	if !f.capped && f.size+int64(len(f.pend)-start) > s.o.MaxSessionBytes && r.Kind != KindMeta && r.Kind != KindSwitch {
+	if !f.capped && f.size+int64(len(f.pend)-start) > s.o.MaxSessionBytes && !structural(r.Kind) {
 		f.capped = true
 		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
 		f.pend = s.encode(f.pend[:start], &Record{Kind: KindCap, At: r.At})
@@ -733,9 +909,9 @@ func (s *Store) write(sid string, r *Record) {
 
 // writeLines appends a block of encoded update lines to sid's transcript.
 func (s *Store) writeLines(sid string, lines []byte) {
-	f, err := s.open(sid, &Record{Kind: KindUpdate, At: s.now})
+	f, err := s.open(sid)
 	if err != nil {
-		s.log.Warn("session transcript not written", "session", sid, "error", err)
+		s.drop(sid, err)
 		return
 	}
 	if f.capped {
@@ -749,14 +925,10 @@ func (s *Store) writeLines(sid string, lines []byte) {
 	// The block is already encoded: written as it is, after any record
 	// still pending for the file (order), with no copy.
 	if len(f.pend) > 0 {
-		if err := f.writeOut(); err != nil {
-			s.log.Warn("session transcript write failed", "session", sid, "error", err)
-		}
+		s.writeOut(sid, f)
 	}
-	if _, err := f.f.Write(lines); err != nil {
-		s.log.Warn("session transcript write failed", "session", sid, "error", err)
-	}
-	f.size += int64(len(lines))
+	s.put(sid, f, lines)
+	f.size = f.end
 	if capped {
 		f.capped = true
 		s.log.Warn("session transcript reached its size cap; later records are not stored", "session", sid, "cap", s.o.MaxSessionBytes)
@@ -790,7 +962,7 @@ func (s *Store) encode(b []byte, r *Record) []byte {
 		b = r.At.UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, '"')
 	}
-	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}} {
+	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}, {"backend", r.Backend}, {"link", r.Link}} {
 		if f.v != "" {
 			b = append(b, `,"`+f.k+`":`...)
 			b = appendString(b, f.v)
@@ -807,13 +979,74 @@ func (s *Store) encode(b []byte, r *Record) []byte {
 }
 
 // writeOut hands f's pending records to the OS.
-func (f *file) writeOut() error {
-	_, err := f.f.Write(f.pend)
+func (s *Store) writeOut(sid string, f *file) {
+	s.put(sid, f, f.pend)
+	f.size = f.end
 	f.pend = f.pend[:0]
 	if cap(f.pend) > 1<<20 {
 		f.pend = nil // a large record passed: do not keep its memory
 	}
-	return err
+}
+
+// put writes whole lines b to f. A write that fails or is cut short is
+// undone back to the last whole line it wrote and the records it held
+// are counted lost; the next write that works starts with a gap record
+// that says how many (and, if the file could not be truncated, on a
+// line of its own).
+func (s *Store) put(sid string, f *file, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	var head int // bytes of b before the caller's: the newline and gap record
+	if f.torn || f.lost > 0 {
+		var pre []byte
+		if f.torn {
+			pre = append(pre, '\n')
+		}
+		if f.lost > 0 {
+			body := fmt.Appendf(nil, `{"lost":%d,"cause":%s}`, f.lost, quote(f.cause))
+			pre = s.encode(pre, &Record{Kind: KindGap, At: s.now, Body: body})
+		}
+		head = len(pre)
+		b = append(pre, b...) // a copy, on recovery only
+	}
+	n, err := f.f.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		if f.lost > 0 {
+			s.log.Info("session transcript written again; a gap record marks the records lost", "session", sid, "lost", f.lost)
+		}
+		f.end += int64(n)
+		f.torn, f.lost, f.cause = false, 0, ""
+		return
+	}
+	n = max(n, 0)
+	keep := bytes.LastIndexByte(b[:n], '\n') + 1 // whole lines written
+	if keep > 0 {
+		f.torn = false
+	}
+	if keep >= head {
+		f.lost = 0 // the gap record went out
+	}
+	f.lost += bytes.Count(b[max(keep, head):], []byte{'\n'})
+	if n > keep {
+		if terr := f.f.Truncate(f.end + int64(keep)); terr != nil {
+			f.torn = true
+			f.end += int64(n)
+			err = fmt.Errorf("%w; undoing the partial line failed too: %v", err, terr)
+		} else {
+			f.end += int64(keep)
+		}
+	} else {
+		f.end += int64(keep)
+	}
+	if f.cause == "" {
+		s.log.Warn("session transcript write failed: records are lost until a write works again (a gap record will mark them); free disk space or check the disk",
+			"session", sid, "error", err)
+	}
+	f.cause = err.Error()
 }
 
 func appendString(b []byte, v string) []byte {
@@ -829,9 +1062,7 @@ func appendString(b []byte, v string) []byte {
 func (s *Store) flush(sid string, f *file) {
 	var sync, meta bool
 	if f.dirty {
-		if err := f.writeOut(); err != nil {
-			s.log.Warn("session transcript write failed", "session", sid, "error", err)
-		}
+		s.writeOut(sid, f)
 		f.dirty = false
 		f.metaD = true // updatedAt moved
 		sync = true
@@ -854,7 +1085,8 @@ func (f *file) close() {
 // syncer is the goroutine that fsyncs transcripts and rewrites their
 // sidecars, off the writer's path. Jobs for one file coalesce: one fsync
 // covers every write before it, and the newest listing data is the one
-// written.
+// written. The writer waits for a file's jobs before it closes, releases
+// or deletes it, so that no sidecar is written after.
 type syncer struct {
 	mu    sync.Mutex
 	queue []syncJob
@@ -912,7 +1144,7 @@ func (y *syncer) run(s *Store) {
 			}
 			if meta {
 				if err := s.writeMeta(j.sid, snap); err != nil {
-					s.log.Warn("session listing data not written", "session", j.sid, "error", err)
+					s.log.Warn("session listing data not written (the last written is kept)", "session", j.sid, "error", err)
 				}
 			}
 			f.jobs.Done()
@@ -926,31 +1158,41 @@ func (s *Store) flushAll() {
 	}
 }
 
+// writeMeta replaces sid's sidecar with m, atomically: a failure leaves
+// the last one written.
 func (s *Store) writeMeta(sid string, m Meta) error {
 	_, mp := s.paths(sid)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.o.Dir, ".meta-*")
+	var tmp string
+	var f File
+	for range 10 {
+		tmp = filepath.Join(s.o.Dir, fmt.Sprintf(".meta-%d-%x", os.Getpid(), rand.Uint64()))
+		f, err = s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o600)
+	n, err := f.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
 	}
 	if err == nil {
-		err = tmp.Sync()
+		err = f.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), mp)
+		err = s.fs.Rename(tmp, mp)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		s.fs.Remove(tmp)
 	}
 	return err
 }
@@ -961,117 +1203,47 @@ func (s *Store) meta(sid string) (Meta, error) {
 		return f.meta, nil
 	}
 	_, mp := s.paths(sid)
-	return readMeta(mp)
+	m, err := s.readMeta(mp)
+	if err == nil && m.SessionID != sid {
+		return Meta{}, fmt.Errorf("%s: the listing data of another session (%q): %w", mp, m.SessionID, fs.ErrNotExist)
+	}
+	return m, err
 }
 
-func readMeta(path string) (Meta, error) {
+// readMeta reads a sidecar, never through a link.
+func (s *Store) readMeta(path string) (Meta, error) {
 	var m Meta
-	b, err := os.ReadFile(path)
+	f, err := s.fs.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return m, err
 	}
-	if err := json.Unmarshal(b, &m); err != nil || m.SessionID == "" {
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return m, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > 1<<20 {
+		return m, fmt.Errorf("%s: not a session listing file: %w", path, fs.ErrNotExist)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(bytes.ToValidUTF8(b, []byte("\uFFFD")), &m); err != nil || m.SessionID == "" {
 		return m, fmt.Errorf("%s: unreadable session listing data: %w", path, fs.ErrNotExist)
 	}
 	return m, nil
 }
 
-func (s *Store) load(sid string) (*Transcript, error) {
-	m, err := s.meta(sid)
-	if err != nil {
-		return nil, fmt.Errorf("no transcript of session %q: %w", sid, fs.ErrNotExist)
-	}
-	if f := s.files[sid]; f != nil {
-		s.flush(sid, f)
-	}
-	tp, _ := s.paths(sid)
-	data, err := os.ReadFile(tp)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	t := &Transcript{Meta: m}
-	for len(data) > 0 {
-		line := data
-		i := bytes.IndexByte(data, '\n')
-		last := i < 0
-		if !last {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var r Record
-		if last || json.Unmarshal(line, &r) != nil || r.Kind == "" {
-			t.Skipped++
-			what := "corrupt line"
-			if last {
-				what = "torn last line (the bridge stopped in the middle of a write)"
-			}
-			s.log.Warn("session transcript: "+what+" ignored", "session", sid, "bytes", len(line))
-			continue
-		}
-		if r.Kind == kindShort && bytes.HasPrefix(line, []byte(shortPrefix)) {
-			// The params were {"sessionId":sid,"update": and what the
-			// line holds after its prefix, members after "update"
-			// included.
-			body := append([]byte(`{"sessionId":`), quote(sid)...)
-			body = append(append(body, `,"update":`...), line[len(shortPrefix):]...)
-			r = Record{Kind: KindUpdate, At: r.At, Body: body}
-		}
-		if r.Kind == KindUpdate && len(r.Body) > 0 && gjson.GetBytes(r.Body, "jsonrpc").Exists() {
-			// Stored as the whole notification (see KindUpdate).
-			r.Body = json.RawMessage(gjson.GetBytes(r.Body, "params").Raw)
-		}
-		t.Records = append(t.Records, r)
-	}
-	return t, nil
-}
-
-// archive moves an existing transcript of sid aside, to a fresh id.
-func (s *Store) archive(sid string) {
-	m, err := s.meta(sid)
-	if err != nil {
-		return
-	}
-	if f := s.files[sid]; f != nil {
-		s.flush(sid, f)
-		f.close()
-		delete(s.files, sid)
-	}
-	var to string
-	for i := 1; ; i++ {
-		to = fmt.Sprintf("%s~%d", sid, i)
-		if _, err := s.meta(to); err != nil {
-			break
-		}
-	}
-	tp, mp := s.paths(sid)
-	ntp, _ := s.paths(to)
-	m.SessionID = to
-	err = s.writeMeta(to, m)
-	if err == nil {
-		err = os.Rename(tp, ntp)
-	}
-	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		err = os.Remove(mp)
-	}
-	if err != nil {
-		s.log.Warn("earlier transcript under a reused session id not moved aside", "session", sid, "error", err)
-		return
-	}
-	s.log.Info("the agent reused a session id: its earlier transcript moved aside", "session", sid, "now", to)
-}
-
-func (s *Store) remove(sid string) error {
+// removeFiles removes sid's transcript and sidecar.
+func (s *Store) removeFiles(sid string) error {
 	if f := s.files[sid]; f != nil {
 		f.close()
 		delete(s.files, sid)
 	}
 	tp, mp := s.paths(sid)
-	err1 := os.Remove(mp)
-	err2 := os.Remove(tp)
+	err1 := s.fs.Remove(mp)
+	err2 := s.fs.Remove(tp)
 	if err1 != nil && err2 != nil {
 		return fmt.Errorf("no transcript of session %q: %w", sid, fs.ErrNotExist)
 	}
@@ -1080,15 +1252,15 @@ func (s *Store) remove(sid string) error {
 
 // all returns every session's listing data, newest first.
 func (s *Store) all() []Meta {
-	ents, _ := os.ReadDir(s.o.Dir)
+	ents, _ := s.fs.ReadDir(s.o.Dir)
 	var out []Meta
 	for _, e := range ents {
 		n := e.Name()
-		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") || !e.Type().IsRegular() {
 			continue
 		}
-		m, err := readMeta(filepath.Join(s.o.Dir, n))
-		if err != nil {
+		m, err := s.readMeta(filepath.Join(s.o.Dir, n))
+		if err != nil || name(m.SessionID)+".json" != n {
 			continue
 		}
 		if f := s.files[m.SessionID]; f != nil {
@@ -1115,7 +1287,7 @@ type cursor struct {
 	ID string `json:"id"`
 }
 
-func (s *Store) list(cwd, cur string, limit int) ([]Meta, string, error) {
+func (s *Store) list(cwd, agent, cur string, limit int) ([]Meta, string, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -1131,6 +1303,9 @@ func (s *Store) list(cwd, cur string, limit int) ([]Meta, string, error) {
 	var page []Meta
 	for _, m := range s.all() {
 		if cwd != "" && filepath.Clean(m.Cwd) != filepath.Clean(cwd) {
+			continue
+		}
+		if agent != "" && m.Agent != agent {
 			continue
 		}
 		if after != nil {
@@ -1149,7 +1324,8 @@ func (s *Store) list(cwd, cur string, limit int) ([]Meta, string, error) {
 	return page, "", nil
 }
 
-// retain deletes sessions beyond the age and count limits, never keep.
+// retain deletes sessions beyond the age and count limits, never keep, one
+// this Store holds, nor one another process holds.
 func (s *Store) retain(keep string) {
 	all := s.all()
 	now := time.Now()
@@ -1160,11 +1336,11 @@ func (s *Store) retain(keep string) {
 	for _, m := range all {
 		old := s.o.MaxAge > 0 && now.Sub(m.UpdatedAt) > s.o.MaxAge
 		over := s.o.MaxSessions > 0 && n >= s.o.MaxSessions
-		if m.SessionID != keep && (old || over) {
-			if s.remove(m.SessionID) == nil {
+		if m.SessionID != keep && s.owned[m.SessionID] == nil && (old || over) {
+			if s.removeUnheld(m.SessionID) == nil {
 				s.log.Debug("session transcript removed by retention", "session", m.SessionID, "updated", m.UpdatedAt)
+				continue
 			}
-			continue
 		}
 		n++
 	}

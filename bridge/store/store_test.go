@@ -42,6 +42,13 @@ func load(t *testing.T, s *Store, sid string) (*Transcript, error) {
 	return r.t, r.err
 }
 
+func create(t *testing.T, s *Store, sid string, m Meta) {
+	t.Helper()
+	if err := s.Create(sid, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func list(t *testing.T, s *Store, cwd, cursor string, limit int) ([]Meta, string) {
 	t.Helper()
 	type res struct {
@@ -50,7 +57,7 @@ func list(t *testing.T, s *Store, cwd, cursor string, limit int) ([]Meta, string
 		err  error
 	}
 	ch := make(chan res, 1)
-	s.List(cwd, cursor, limit, func(m []Meta, next string, err error) { ch <- res{m, next, err} })
+	s.List(cwd, "", cursor, limit, func(m []Meta, next string, err error) { ch <- res{m, next, err} })
 	r := <-ch
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -65,6 +72,7 @@ func prompt(text string) json.RawMessage {
 
 func TestStore_RoundTripAndTitle(t *testing.T) {
 	s := open(t, Options{})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Agent: "a", Dialect: "acp", Cwd: "/w"})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("fix the bug\nplease")})
 	s.Append("s1", Record{Kind: KindUpdate, Body: json.RawMessage(`{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}}`)})
@@ -84,6 +92,7 @@ func TestStore_RoundTripAndTitle(t *testing.T) {
 func TestStore_TornLastLineIgnored(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi"), Sync: true})
 	s.Close()
@@ -101,13 +110,16 @@ func TestStore_TornLastLineIgnored(t *testing.T) {
 	if len(tr.Records) != 2 || tr.Skipped != 1 {
 		t.Fatalf("records %d skipped %d", len(tr.Records), tr.Skipped)
 	}
-	// Appending after a torn line starts a fresh line only after it: the
-	// torn bytes and the next record share a line, which is skipped too,
-	// but the records after it read back.
+	// Appending after a torn line starts a fresh line first: the torn
+	// bytes stay a line of their own, skipped, and every record after
+	// them reads back.
+	if _, err := s2.Acquire("s1"); err != nil {
+		t.Fatal(err)
+	}
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
 	tr, _ = load(t, s2, "s1")
-	if len(tr.Records) != 3 || tr.Skipped != 1 {
+	if len(tr.Records) != 4 || tr.Skipped != 1 {
 		t.Fatalf("after append: records %d skipped %d", len(tr.Records), tr.Skipped)
 	}
 }
@@ -115,6 +127,7 @@ func TestStore_TornLastLineIgnored(t *testing.T) {
 func TestStore_PermissionBits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w", Sync: true})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi"), Sync: true})
 	if _, err := load(t, s, "s1"); err != nil {
@@ -143,6 +156,9 @@ func TestStore_ConcurrentSessions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			sid := fmt.Sprintf("sess-%d", g)
+			if err := s.Create(sid, Meta{}); err != nil {
+				t.Error(err)
+			}
 			s.Append(sid, Record{Kind: KindMeta, Cwd: "/w"})
 			for i := range 200 {
 				s.Append(sid, Record{Kind: KindUpdate, Body: fmt.Appendf(nil, `{"n":%d}`, i)})
@@ -174,6 +190,7 @@ func TestStore_ListPaginationNewestFirstByCwd(t *testing.T) {
 		if i%2 == 1 {
 			cwd = "/b"
 		}
+		create(t, s, fmt.Sprintf("s%d", i), Meta{CreatedAt: base.Add(time.Duration(i) * time.Minute)})
 		s.Append(fmt.Sprintf("s%d", i), Record{Kind: KindMeta, Cwd: cwd, At: base.Add(time.Duration(i) * time.Minute), Sync: true})
 	}
 	var got []string
@@ -199,7 +216,7 @@ func TestStore_ListPaginationNewestFirstByCwd(t *testing.T) {
 		t.Fatalf("all: %d next %q", len(all), next)
 	}
 	ch := make(chan error, 1)
-	s.List("", "garbage!", 2, func(_ []Meta, _ string, err error) { ch <- err })
+	s.List("", "", "garbage!", 2, func(_ []Meta, _ string, err error) { ch <- err })
 	if <-ch == nil {
 		t.Fatal("a bad cursor is accepted")
 	}
@@ -209,8 +226,10 @@ func TestStore_Retention(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir})
 	now := time.Now()
+	create(t, s, "ancient", Meta{CreatedAt: now.Add(-48 * time.Hour)})
 	s.Append("ancient", Record{Kind: KindMeta, Cwd: "/w", At: now.Add(-48 * time.Hour), Sync: true})
 	for i := range 4 {
+		create(t, s, fmt.Sprintf("s%d", i), Meta{CreatedAt: now.Add(time.Duration(i) * time.Second)})
 		s.Append(fmt.Sprintf("s%d", i), Record{Kind: KindMeta, Cwd: "/w", At: now.Add(time.Duration(i) * time.Second), Sync: true})
 	}
 	s.Close()
@@ -227,6 +246,7 @@ func TestStore_Retention(t *testing.T) {
 		t.Fatalf("old transcript kept: %v", err)
 	}
 	// A new session keeps the count bounded too.
+	create(t, s2, "s4", Meta{CreatedAt: now.Add(time.Minute)})
 	s2.Append("s4", Record{Kind: KindMeta, Cwd: "/w", At: now.Add(time.Minute), Sync: true})
 	m, _ = list(t, s2, "", "", 0)
 	if len(m) != 3 || m[0].SessionID != "s4" {
@@ -237,6 +257,7 @@ func TestStore_Retention(t *testing.T) {
 func TestStore_SizeCapAndLargePayloads(t *testing.T) {
 	s := open(t, Options{MaxSessionBytes: 4096, MaxInline: 100})
 	img := strings.Repeat("A", 1000)
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindPrompt, Body: json.RawMessage(`{"sessionId":"s1","prompt":[{"type":"image","mimeType":"image/png","data":"` + img + `"}]}`)})
 	for i := range 100 {
 		s.Append("s1", Record{Kind: KindUpdate, Body: fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 50))})
@@ -269,6 +290,7 @@ func TestStore_SizeCapAndLargePayloads(t *testing.T) {
 // record and returns the transcript.
 func fillHeld(t *testing.T, s *Store, fill func()) *Transcript {
 	t.Helper()
+	create(t, s, "s1", Meta{})
 	hold, held := make(chan struct{}), make(chan struct{})
 	s.do(func() { close(held); <-hold })
 	<-held
@@ -307,6 +329,7 @@ func TestStore_FullQueueDropsWithGap(t *testing.T) {
 
 func TestStore_Delete(t *testing.T) {
 	s := open(t, Options{})
+	create(t, s, "a/b c", Meta{})
 	s.Append("a/b c", Record{Kind: KindMeta, Cwd: "/w", Sync: true})
 	if _, err := load(t, s, "a/b c"); err != nil {
 		t.Fatal(err)
@@ -325,23 +348,30 @@ func TestStore_Delete(t *testing.T) {
 	}
 }
 
-func TestStore_ReusedIDMovesEarlierTranscriptAside(t *testing.T) {
-	s := open(t, Options{})
-	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/old", New: true})
+// An id recorded before (an agent that hands out ids again after a
+// restart, another bridge process) is refused to Create: its transcript is
+// another conversation, and stays as it was.
+func TestStore_CreateRefusesARecordedID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	create(t, s, "sess-1", Meta{Cwd: "/old"})
 	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("first conversation"), Sync: true})
-	s.Append("sess-1", Record{Kind: KindMeta, Cwd: "/new", New: true})
-	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("second conversation"), Sync: true})
-	m, _ := list(t, s, "", "", 0)
-	if len(m) != 2 {
-		t.Fatalf("sessions %+v", m)
+	if err := s.Create("sess-1", Meta{Cwd: "/new"}); !errors.Is(err, ErrTaken) {
+		t.Fatalf("Create of a held id: %v, want ErrTaken", err)
 	}
-	old, err := load(t, s, "sess-1~1")
-	if err != nil || old.Meta.Title != "first conversation" || old.Meta.Cwd != "/old" || len(old.Records) != 2 {
-		t.Fatalf("moved aside: %+v %v", old, err)
+	s.Release("sess-1")
+	s.barrier() // released: its listing data written
+	s2 := open(t, Options{Dir: dir})
+	if err := s2.Create("sess-1", Meta{Cwd: "/new"}); !errors.Is(err, ErrTaken) {
+		t.Fatalf("Create of a recorded id: %v, want ErrTaken", err)
 	}
-	cur, err := load(t, s, "sess-1")
-	if err != nil || cur.Meta.Title != "second conversation" || len(cur.Records) != 2 {
-		t.Fatalf("current: %+v %v", cur, err)
+	if !s2.Taken("sess-1") || s2.Taken("sess-2") {
+		t.Fatal("Taken is wrong")
+	}
+	s2.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("second conversation"), Sync: true})
+	old, err := load(t, s2, "sess-1")
+	if err != nil || old.Meta.Title != "first conversation" || old.Meta.Cwd != "/old" || len(old.Records) != 1 {
+		t.Fatalf("recorded transcript: %+v %v", old, err)
 	}
 }
 
@@ -356,6 +386,7 @@ func TestOmitLarge_SplicesOnlyLargePayloads(t *testing.T) {
 
 func TestStore_ListShowsSessionsNotFlushedYet(t *testing.T) {
 	s := open(t, Options{FlushEvery: time.Hour})
+	create(t, s, "fresh", Meta{})
 	s.Append("fresh", Record{Kind: KindMeta, Cwd: "/w"})
 	s.Append("fresh", Record{Kind: KindPrompt, Body: prompt("just asked")})
 	m, _ := list(t, s, "/w", "", 0)
@@ -369,11 +400,11 @@ func TestStore_ListShowsSessionsNotFlushedYet(t *testing.T) {
 func TestStore_NewSessionListedBeforeAnyFlush(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir, FlushEvery: time.Hour})
-	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w", Agent: "a"})
+	create(t, s, "s1", Meta{Cwd: "/w", Agent: "a"})
 	taken := make(chan struct{}) // the writer has taken the record; nothing flushed
 	s.do(func() { close(taken) })
 	<-taken
-	m, err := readMeta(filepath.Join(dir, "s1.json"))
+	m, err := s.readMeta(filepath.Join(dir, "s1.json"))
 	if err != nil || m.Cwd != "/w" || m.Agent != "a" {
 		t.Fatalf("listing data on disk: %+v %v", m, err)
 	}
@@ -383,6 +414,7 @@ func TestStore_NewSessionListedBeforeAnyFlush(t *testing.T) {
 // "update" included.
 func TestStore_ShortUpdateRoundTrip(t *testing.T) {
 	s := open(t, Options{})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
 	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}},"_meta":{"k":[1,2]}`))
 	s.AppendSessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
@@ -409,7 +441,9 @@ func bodies(tr *Transcript) []string {
 
 func TestStore_LinesHandOverInOrder(t *testing.T) {
 	s := open(t, Options{MaxInline: 100})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
+	create(t, s, "s2", Meta{})
 	l := s.Lines()
 	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a"}}`))
 	l.Update("s1", []byte(`{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]},"x":1}`))
@@ -446,6 +480,7 @@ func TestStore_LinesHandOverInOrder(t *testing.T) {
 
 func TestStore_LinesHandOverWhenFull(t *testing.T) {
 	s := open(t, Options{})
+	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindMeta, Cwd: "/w"})
 	l := s.Lines()
 	u := []byte(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 1000) + `"}}`)
@@ -491,7 +526,8 @@ func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
 	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	for i := range 70 { // more than the writer keeps open: some are closed early
 		sid := fmt.Sprintf("s%02d", i)
-		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w", New: true})
+		create(t, s, sid, Meta{})
+		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w"})
 		s.Append(sid, Record{Kind: KindPrompt, Body: prompt("hello " + sid)})
 		s.Append(sid, Record{Kind: KindStop, At: at, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
 	}
