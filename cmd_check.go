@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -120,7 +121,36 @@ func dialerFrom(url string, args []string) (check.Dialer, error) {
 		}
 		return check.URL{URL: url}, nil
 	case len(args) > 0:
-		return check.Command{Args: args}, nil
+		return check.Command{Args: args, Env: scratchSessions()}, nil
 	}
 	return nil, launch.Usagef("no agent: give an agent command after -- (acp-bridge check -- my-agent --acp) or --url ws://…")
+}
+
+// scratchSessions is the environment check and compare give the agents
+// they start: an acp-bridge among them records its sessions in a
+// directory of the run's own, never in the user's history (the test
+// sessions' prompts and ids are nobody's conversations). The directory is
+// removed when the process exits (see removeScratch).
+func scratchSessions() []string {
+	scratch.once.Do(func() {
+		scratch.dir, scratch.err = os.MkdirTemp("", "acp-bridge-check-sessions-")
+	})
+	if scratch.err != nil {
+		// With no scratch directory the bridge under test records nothing.
+		return []string{"ACP_BRIDGE_NO_SESSIONS=1"}
+	}
+	return []string{"ACP_BRIDGE_STATE_DIR=" + scratch.dir}
+}
+
+var scratch struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// removeScratch removes the scratch session directory, if one was made.
+func removeScratch() {
+	if scratch.dir != "" {
+		os.RemoveAll(scratch.dir)
+	}
 }

@@ -99,7 +99,7 @@ func agentDialer(flag, v string) (check.Dialer, error) {
 	if len(args) == 0 {
 		return nil, launch.Usagef("%s is empty: give an agent command line or a ws:// URL", flag)
 	}
-	return check.Command{Args: args}, nil
+	return check.Command{Args: args, Env: scratchSessions()}, nil
 }
 
 // splitCommand splits a command line into words the way a POSIX shell

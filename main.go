@@ -67,6 +67,7 @@ func run(args []string) int {
 	// bare words and words after "--" over alike.
 	app.Metadata = map[string]any{"dashdash": slices.Contains(args, "--"), "args": args}
 	err := app.RunContext(ctx, args)
+	removeScratch()
 	var ue launch.UsageError
 	var re launch.ReportedError
 	switch {
