@@ -200,6 +200,7 @@ dialect "echo-chat" {
 # state_dir         = "/srv/acp-sessions"  # default: $XDG_STATE_HOME/acp-bridge (a relative path is taken from this file's directory)
 # session_idle      = "15m"     # close an agent session idle this long ("off": never)
 # history_preamble  = true      # prime a new agent session with the transcript
+# list_all_sessions = false     # session/list lists every recorded session, not only this agent's
 # session_max_age   = "720h"    # delete transcripts not updated for this long
 # max_sessions      = 1000      # keep at most this many transcripts
 # session_max_bytes = "64MiB"   # cap one transcript

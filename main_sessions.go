@@ -18,12 +18,14 @@ const (
 	flagStateDir    = "state-dir"
 	flagNoSessions  = "no-sessions"
 	flagSessionIdle = "session-idle"
+	flagListAll     = "list-all-sessions"
 )
 
 func sessionFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagStateDir, Usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)", EnvVars: envTwin(flagStateDir)},
 		&cli.BoolFlag{Name: flagNoSessions, Usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", EnvVars: envTwin(flagNoSessions)},
+		&cli.BoolFlag{Name: flagListAll, Usage: "session/list lists every recorded session, not only those of the agent being served", EnvVars: envTwin(flagListAll)},
 		&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)},
 	}
 }
@@ -57,7 +59,7 @@ func setupSessions(c *cli.Context, cfg *config.Config, spec launch.Agent, b *bri
 		logger.Warn("durable sessions are off", "error", err)
 		return nopCloser{}, nil
 	}
-	d := &bridge.Durable{Store: st, NoPreamble: sc.NoPreamble}
+	d := &bridge.Durable{Store: st, NoPreamble: sc.NoPreamble, ListAll: sc.ListAll || c.Bool(flagListAll)}
 	if idle > 0 {
 		d.IdleTimeout = idle
 	}

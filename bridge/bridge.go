@@ -142,6 +142,14 @@ type Binding struct {
 	Name string
 }
 
+// displayName is b's name for messages: "agent" when it has none.
+func (b Binding) displayName() string {
+	if b.Name == "" {
+		return "agent"
+	}
+	return b.Name
+}
+
 // Hop says which side of the bridge a tapped message crossed.
 type Hop int
 

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/store"
@@ -51,6 +50,9 @@ type Durable struct {
 	NoPreamble bool
 	// PreambleBytes bounds the preamble (its tail is kept); 0 means 32 KiB.
 	PreambleBytes int
+	// ListAll makes session/list list every session in the store, not
+	// only those of the agents this bridge serves.
+	ListAll bool
 	// IdleTimeout closes a session's backend (its own agent link) after
 	// that long without a turn; the session re-attaches on its next
 	// request. 0 means never.
@@ -77,6 +79,11 @@ type bridged struct {
 	switched bool
 	// updPrefix is how params naming this session start (recordUpdate).
 	updPrefix []byte
+	// owned: this bridge holds the session in the store (it created it,
+	// or loaded or resumed it), so the session's records are written. A
+	// session the engine merely routes (an id the editor named that no
+	// bridge opened, an agent's session nobody recorded) is never recorded.
+	owned bool
 }
 
 // durableState is the engine's durable-session state (loop-owned).
@@ -87,6 +94,9 @@ type durableState struct {
 	opening string
 	// suppressing counts sessions whose backend is replaying a load.
 	suppressing int
+	// held are sessions taken in the store for a load that the agent
+	// serves itself (its own session/load), until it answers.
+	held map[string]bool
 	// lines gathers streamed updates for the store on the loop, with no
 	// lock per update; the loop flushes it after every event it handles,
 	// and store() before anything else reaches the store (order).
@@ -128,10 +138,13 @@ func (e *engine) bridgedOf(s *session) *bridged {
 	return s.b
 }
 
-// onSession records ev in the store and passes it to Bridge.OnSession.
+// onSession records ev in the store, for a session this bridge holds there,
+// and passes it to Bridge.OnSession.
 func (e *engine) onSession(ev SessionEvent) {
 	if e.durable() && ev.Session != "" {
-		e.record(ev)
+		if s := e.sessions[ev.Session]; s != nil && s.b != nil && s.b.owned {
+			e.record(s, ev)
+		}
 	}
 	if e.b.OnSession != nil {
 		e.b.OnSession(ev)
@@ -145,10 +158,13 @@ func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable
 // or the whole notification as relayed (the store gives the params back
 // on load; no parsing per streamed update here).
 func (e *engine) recordUpdate(s *session, body []byte) {
+	b := s.b
+	if b == nil || !b.owned {
+		return
+	}
 	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
 		body = body[len(updateHead) : len(body)-1] // the params, as most relays frame them
 	}
-	b := e.bridgedOf(s)
 	if b.updPrefix == nil {
 		b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
 	}
@@ -159,39 +175,22 @@ func (e *engine) recordUpdate(s *session, body []byte) {
 	e.records().Update(s.id, body)
 }
 
-func (e *engine) record(ev SessionEvent) {
+func (e *engine) record(s *session, ev SessionEvent) {
 	st := e.store()
 	switch ev.Kind {
 	case SessionOpened:
-		s := e.sessions[ev.Session]
-		r := store.Record{Kind: store.KindMeta, Cwd: ev.Cwd}
-		if s != nil {
-			b := e.bridgedOf(s)
-			r.Agent, r.Dialect = b.bind.Name, b.bind.Dialect.Name
+		// Listing data; a session just created got its meta from Create.
+		if e.dur.opening != "session/new" && e.dur.opening != "session/fork" {
+			st.Append(ev.Session, store.Record{Kind: store.KindMeta, Cwd: ev.Cwd, Agent: s.b.bind.Name, Dialect: s.b.bind.Dialect.Name})
 		}
-		// The store writes only the sessions this process holds.
-		var err error
-		if e.dur.opening == "session/new" {
-			err = st.Create(ev.Session, store.Meta{Cwd: r.Cwd, Agent: r.Agent, Dialect: r.Dialect})
-		} else if !st.Holds(ev.Session) {
-			_, err = st.Acquire(ev.Session)
-		}
-		if err != nil {
-			e.log.Warn("session not recorded", "session", ev.Session, "error", err)
-		}
-		st.Append(ev.Session, r)
-	case SessionClosed:
-		st.Release(ev.Session)
 	case SessionPrompt:
-		if s := e.sessions[ev.Session]; s != nil && s.b != nil && s.b.idle != nil {
+		if s.b.idle != nil {
 			s.b.idle.Stop()
 		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
 	case SessionTurnEnded:
 		st.Append(ev.Session, store.Record{Kind: store.KindStop, Body: ev.Body, Failed: ev.Failed, Sync: true})
-		if s := e.sessions[ev.Session]; s != nil {
-			e.armIdle(s)
-		}
+		e.armIdle(s)
 	}
 }
 
@@ -209,6 +208,58 @@ func (e *engine) sessionOpened(req *request, sid string, result json.RawMessage)
 	e.onSession(SessionEvent{Kind: SessionOpened, Session: sid, Cwd: req.cwd, Body: result})
 	e.dur.opening = ""
 	return result
+}
+
+// claimNew records a session the agent just created (session/new, fork)
+// under an editor id no bridge has handed out before: the agent's own id
+// when it is new to this engine and to the store, else the agent's id with
+// a "~N" suffix, the agent's id then being this session's backend id (the
+// engine maps the two both ways). Agents that number sessions per process
+// hand out "sess-1" again after every restart; the editor must never be
+// given an id it already has, or another window has. It returns the
+// editor's id and the answer as the editor gets it.
+func (e *engine) claimNew(req *request, agentID string, result json.RawMessage) (string, json.RawMessage, bool) {
+	bind := e.defaultBinding()
+	if req.link != nil {
+		bind = req.link.bind
+	}
+	if bind.Name == "" {
+		bind.Name = e.b.AgentName
+	}
+	linkKind := "shared"
+	if req.link != nil && !req.link.control {
+		linkKind = "own"
+	}
+	st := e.store()
+	id := agentID
+	for n := 1; ; n++ {
+		if n > 1 {
+			id = fmt.Sprintf("%s~%d", agentID, n)
+		}
+		if n > 1000 {
+			e.log.Warn("session not recorded: no free session id", "session", agentID)
+			return agentID, result, false
+		}
+		if s := e.sessions[id]; s != nil && (s.b != nil || s.link != req.link) && s.link.down == nil {
+			continue // an editor id this engine already serves
+		}
+		if e.dur.alias[id] != nil {
+			continue
+		}
+		err := st.Create(id, store.Meta{SessionID: id, Cwd: req.cwd, Agent: bind.Name, Dialect: bind.Dialect.Name, Backend: agentID, Link: linkKind})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrTaken) {
+			e.log.Warn("session not recorded: its transcript could not be created", "session", id, "error", err)
+			return agentID, result, false
+		}
+	}
+	if id != agentID {
+		e.log.Info("the agent handed out a session id the editor may already know; the editor is given another", "agent_session", agentID, "session", id)
+		result = withKey(result, "sessionId", json.RawMessage(mustJSON(id)))
+	}
+	return id, result, true
 }
 
 // --- initialize ------------------------------------------------------------------
@@ -413,35 +464,69 @@ func (e *engine) unalias(o translate.Out) (_ translate.Out, drop bool) {
 
 // --- list ------------------------------------------------------------------------
 
+// listSessions serves session/list from the store: the sessions of the
+// agents this bridge serves (the agent's own name, and every agent a
+// session can switch to), or every session with Durable.ListAll. Several
+// agents are listed by filtering pages of the whole store, so a page may
+// hold fewer than listPage sessions; nextCursor still leads to the rest.
 func (e *engine) listSessions(req *request, params json.RawMessage) {
 	cwd := gjson.GetBytes(params, "cwd").Str
 	cursor := gjson.GetBytes(params, "cursor").Str
-	e.store().List(cwd, "", cursor, listPage, func(metas []store.Meta, next string, err error) {
-		e.post(func() {
-			if req.retired {
-				return
-			}
-			if err != nil {
-				e.fail(req, translate.Errorf(translate.CodeInvalidParams, "session/list: %v", err))
-				return
-			}
-			type info struct {
-				SessionID string `json:"sessionId"`
-				Cwd       string `json:"cwd"`
-				Title     string `json:"title,omitempty"`
-				UpdatedAt string `json:"updatedAt"`
-			}
-			out := struct {
-				Sessions   []info `json:"sessions"`
-				NextCursor string `json:"nextCursor,omitempty"`
-			}{Sessions: []info{}, NextCursor: next}
-			for _, m := range metas {
-				out.Sessions = append(out.Sessions, info{m.SessionID, m.Cwd, m.Title, m.UpdatedAt.UTC().Format(time.RFC3339Nano)})
-			}
-			b, _ := json.Marshal(out)
-			e.answer(req, b)
+	var agents map[string]bool
+	agent := ""
+	if !e.b.Sessions.ListAll {
+		agents = map[string]bool{e.b.AgentName: true}
+		for _, b := range e.b.Sessions.Agents {
+			agents[b.Name] = true
+		}
+		if len(agents) == 1 {
+			agent, agents = e.b.AgentName, nil
+		}
+	}
+	var found []store.Meta
+	var page func(cursor string)
+	page = func(cursor string) {
+		e.store().List(cwd, agent, cursor, listPage, func(metas []store.Meta, next string, err error) {
+			e.post(func() {
+				if req.retired {
+					return
+				}
+				if err != nil {
+					e.fail(req, translate.Errorf(translate.CodeInvalidParams, "session/list: %v", err))
+					return
+				}
+				for _, m := range metas {
+					if agents == nil || agents[m.Agent] {
+						found = append(found, m)
+					}
+				}
+				if next != "" && len(found) < listPage/2 {
+					page(next)
+					return
+				}
+				e.answerList(req, found, next)
+			})
 		})
-	})
+	}
+	page(cursor)
+}
+
+func (e *engine) answerList(req *request, metas []store.Meta, next string) {
+	type info struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+		Title     string `json:"title,omitempty"`
+		UpdatedAt string `json:"updatedAt"`
+	}
+	out := struct {
+		Sessions   []info `json:"sessions"`
+		NextCursor string `json:"nextCursor,omitempty"`
+	}{Sessions: []info{}, NextCursor: next}
+	for _, m := range metas {
+		out.Sessions = append(out.Sessions, info{m.SessionID, m.Cwd, m.Title, m.UpdatedAt.UTC().Format(time.RFC3339Nano)})
+	}
+	b, _ := json.Marshal(out)
+	e.answer(req, b)
 }
 
 // listPage is how many sessions one session/list answer holds.
@@ -449,57 +534,107 @@ const listPage = 50
 
 // --- load and resume -------------------------------------------------------------
 
-// openStored serves session/load or resume from the store: the transcript
-// is read off the loop, then replayed (load) and the backend re-attached.
+// openStored serves session/load or resume of a session the store may
+// have. The session is taken for this bridge first (Store.Acquire: no
+// other live bridge process may have it open), synchronously, so that a
+// prompt pipelined behind the load waits for it; then its transcript is
+// read off the loop and replayed (load) as it is read, and its backend
+// re-attached. An id the store does not have is the agent's business.
 func (e *engine) openStored(req *request, env *translate.Envelope) {
-	e.store().Load(req.session, func(t *store.Transcript, err error) {
-		e.post(func() { e.openLoaded(req, env, t, err) })
-	})
-}
-
-func (e *engine) openLoaded(req *request, env *translate.Envelope, t *store.Transcript, err error) {
-	if req.retired {
+	sid := req.session
+	if s := e.sessions[sid]; s != nil && s.b != nil && s.b.owned {
+		e.reopen(req, s) // open here already
 		return
 	}
-	s := e.sessions[req.session]
-	if err != nil {
-		if s != nil && s.link.down == nil {
-			e.dispatch(req, env) // live, but never recorded: the agent's
-			return
-		}
-		if s == nil && errors.Is(err, fs.ErrNotExist) {
-			e.dispatch(req, env) // not ours: the agent may know it
-			return
-		}
+	st := e.store()
+	meta, err := st.Acquire(sid)
+	var busy *store.BusyError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.dispatch(req, env) // not recorded by any bridge: the agent may know it
+		return
+	case errors.As(err, &busy):
 		e.fail(req, translate.Errorf(translate.CodeInternalError,
-			"session %s cannot be %s: its transcript is unreadable (%v)", req.session, pastTense(req.method), err).With("sessionId", req.session))
+			"session %s cannot be %s here: it is open in another acp-bridge process (pid %d), probably another editor window; close it there, or end that process, and try again",
+			sid, pastTense(req.method), busy.PID).With("sessionId", sid).With("pid", busy.PID))
+		return
+	case err != nil:
+		e.fail(req, translate.Errorf(translate.CodeInternalError,
+			"session %s cannot be %s: its transcript cannot be opened (%v)", sid, pastTense(req.method), err).With("sessionId", sid))
 		return
 	}
-	bind := e.agentNamed(t.Meta.Agent)
-	if s == nil && req.method == "session/load" && bind.Dialect.Relay && bind.Name == e.b.AgentName &&
-		gjson.GetBytes(e.dur.caps[bind.Name], "loadSession").Bool() {
-		e.dispatch(req, env) // the agent's own load, which replays itself
-		return
-	}
-	if t.Skipped > 0 {
-		e.log.Warn("session transcript had unreadable lines; they were skipped", "session", req.session, "lines", t.Skipped)
-	}
-	if req.method == "session/load" {
-		for _, u := range replay(req.session, t) {
-			e.writeEditorSession(editorMsg{head: updateHead, body: u, tail: closeBrace}, req.session)
+	bind := e.agentNamed(meta.Agent)
+	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == e.b.AgentName &&
+		(meta.Backend == "" || meta.Backend == sid) && gjson.GetBytes(e.dur.caps[bind.Name], "loadSession").Bool() {
+		// The agent's own load of its own session, which replays itself.
+		if e.dur.held == nil {
+			e.dur.held = map[string]bool{}
 		}
+		e.dur.held[sid] = true
+		e.dispatch(req, env)
+		return
 	}
-	fresh := s == nil
-	if fresh {
-		s = &session{id: req.session, link: e.parkedLink(bind), cwd: req.cwd, dirs: req.dirs}
-		e.sessions[s.id] = s
-		s.b = &bridged{bind: bind, mcp: json.RawMessage("[]")}
+	// A session the engine only routed so far (a prompt for an id it did
+	// not know, sent before this load) becomes the recorded one.
+	old := e.sessions[sid]
+	s := &session{id: sid, link: e.parkedLink(bind), cwd: req.cwd, dirs: req.dirs}
+	if old != nil {
+		s.prompts, s.queued = old.prompts, old.queued
 	}
+	e.sessions[sid] = s
+	s.b = &bridged{bind: bind, mcp: json.RawMessage("[]"), owned: true, attaching: true}
 	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 		s.b.mcp = json.RawMessage(m.Raw)
 	}
+	if meta.Backend != "" && meta.Backend != sid && (meta.Agent == "" || meta.Agent == bind.Name) {
+		e.setBackend(s, meta.Backend)
+	}
+	e.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
+	// The replay is the bridge's own work, however long the transcript:
+	// the agent's answer is timed from the re-attach on.
+	if req.timer != nil {
+		req.timer.Stop()
+		req.timer = nil
+	}
+	e.readHistory(sid, req.method == "session/load", func(primer string, skipped int, err error) {
+		e.armTimeout(req)
+		if skipped > 0 {
+			e.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
+		}
+		if err != nil {
+			e.log.Warn("session transcript could not be read to its end", "session", sid, "error", err)
+		}
+		s.b.attaching = false
+		if e.sessions[sid] != s {
+			return // closed or deleted meanwhile; its request was answered
+		}
+		e.attachHistory(s, primer, e.openAnswer(req, s, true))
+	})
+}
+
+// reopen serves a load or resume of a session this bridge has open: a
+// load replays its transcript again; the backend session stays.
+func (e *engine) reopen(req *request, s *session) {
 	s.cwd, s.dirs = req.cwd, req.dirs
-	finish := func(err *translate.Error, result json.RawMessage) {
+	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
+		s.b.mcp = json.RawMessage(m.Raw)
+	}
+	finish := e.openAnswer(req, s, false)
+	if req.method != "session/load" {
+		e.whenAttached(s, func(err *translate.Error) { finish(err, nil) })
+		return
+	}
+	e.readHistory(s.id, true, func(_ string, _ int, _ error) {
+		e.whenAttached(s, func(err *translate.Error) { finish(err, nil) })
+	})
+}
+
+// openAnswer returns what answers a load or resume once the backend is
+// attached: the modes, models and config options of the backend's answer,
+// with the bridge's own. fresh: the session was opened by this request, so
+// a failure forgets it (and gives it up in the store).
+func (e *engine) openAnswer(req *request, s *session, fresh bool) func(*translate.Error, json.RawMessage) {
+	return func(err *translate.Error, result json.RawMessage) {
 		if req.retired {
 			return
 		}
@@ -520,14 +655,16 @@ func (e *engine) openLoaded(req *request, env *translate.Envelope, t *store.Tran
 		b = e.sessionOpened(req, s.id, b)
 		e.answer(req, b)
 	}
-	switch {
-	case s.b.attaching:
-		s.b.waiters = append(s.b.waiters, func(err *translate.Error) { finish(err, nil) })
-	case s.link.down == nil:
-		finish(nil, nil)
-	default:
-		e.attach(s, t, finish)
+}
+
+// attachHistory attaches s's backend, priming a new backend session with
+// primer, and then runs done and the waiters.
+func (e *engine) attachHistory(s *session, primer string, done func(*translate.Error, json.RawMessage)) {
+	if s.link.down == nil {
+		e.attached(s, nil, nil, done)
+		return
 	}
+	e.attach(s, primer, done)
 }
 
 func pastTense(method string) string {
@@ -556,10 +693,15 @@ func (e *engine) agentNamed(name string) Binding {
 	return e.defaultBinding()
 }
 
-// forget drops a session from the engine (not from the store).
+// forget drops a session from the engine (not from the store, where it is
+// given up for other bridge processes to open).
 func (e *engine) forget(s *session) {
 	delete(e.sessions, s.id)
 	if s.b != nil {
+		if s.b.owned {
+			s.b.owned = false
+			e.store().Release(s.id)
+		}
 		if s.b.backend != "" {
 			delete(e.dur.alias, s.b.backend)
 		}
@@ -567,6 +709,26 @@ func (e *engine) forget(s *session) {
 			s.b.idle.Stop()
 		}
 	}
+}
+
+// releaseSessions gives up, at shutdown, every session this bridge holds
+// in the store, once what was recorded for it is written: another bridge
+// process (the editor's next window) may open them.
+func (e *engine) releaseSessions() {
+	if !e.durable() {
+		return
+	}
+	st := e.store()
+	for _, s := range e.sessions {
+		if s.b != nil && s.b.owned {
+			s.b.owned = false
+			st.Release(s.id)
+		}
+	}
+	for sid := range e.dur.held {
+		st.Release(sid)
+	}
+	e.dur.held = nil
 }
 
 // --- attaching a backend session -------------------------------------------------
@@ -584,83 +746,117 @@ func (e *engine) whenAttached(s *session, f func(*translate.Error)) {
 	}
 	s.b.attaching = true
 	s.b.waiters = append(s.b.waiters, f)
-	e.store().Load(s.id, func(t *store.Transcript, err error) {
-		e.post(func() {
-			if err != nil {
-				t = &store.Transcript{}
-			}
-			s.b.attaching = false
-			e.attach(s, t, func(*translate.Error, json.RawMessage) {})
-		})
+	e.readHistory(s.id, false, func(primer string, _ int, _ error) {
+		s.b.attaching = false
+		e.attach(s, primer, func(*translate.Error, json.RawMessage) {})
 	})
 }
 
 // attach opens a backend session for s: the backend's own resume or load
 // when it advertises one, else a new session primed with the transcript.
 // done gets the backend's answer.
-func (e *engine) attach(s *session, t *store.Transcript, done func(*translate.Error, json.RawMessage)) {
+func (e *engine) attach(s *session, history string, done func(*translate.Error, json.RawMessage)) {
 	s.b.attaching = true
-	bind := s.b.bind
+	e.attachWith(s, history, s.b.bind, "", done)
+}
+
+// attachMethod picks how a backend session is reopened on an agent whose
+// capabilities are known: its own session/resume, its own session/load, or
+// a new session (always, right after a switch of agents).
+func (e *engine) attachMethod(s *session, bind Binding) string {
 	caps := gjson.ParseBytes(e.dur.caps[bind.Name])
-	method := "session/new"
 	switch {
 	case s.b.switched:
 	case caps.Get("sessionCapabilities.resume").IsObject():
-		method = "session/resume"
+		return "session/resume"
 	case caps.Get("loadSession").Bool():
-		method = "session/load"
+		return "session/load"
 	}
-	e.attachWith(s, t, bind, method, done)
+	return "session/new"
 }
 
-func (e *engine) attachWith(s *session, t *store.Transcript, bind Binding, method string, done func(*translate.Error, json.RawMessage)) {
-	backendID := s.id
-	if s.b.backend != "" {
-		backendID = s.b.backend
+// attachWith opens the backend session with method, or with the method the
+// agent's capabilities call for when method is "". A link of the session's
+// own is opened first when the session needs one; the method is sent once
+// that link's initialize is answered (agents refuse requests before it),
+// and chosen then, from the capabilities that answer declares.
+func (e *engine) attachWith(s *session, history string, bind Binding, method string, done func(*translate.Error, json.RawMessage)) {
+	if !bind.Dialect.PerSession && bind.Name == e.b.AgentName {
+		l, err := e.ensureControl()
+		if err != nil {
+			e.attached(s, err, nil, done)
+			return
+		}
+		if method == "" {
+			method = e.attachMethod(s, bind)
+		}
+		e.attachOn(l, s, history, bind, method, done)
+		return
 	}
+	tr := bind.NewTranslator()
+	spawn := Spawn{Cwd: s.cwd, Session: s.id}
+	if sb, ok := tr.(translate.SpawnBuilder); ok {
+		m := method
+		if m == "" {
+			m = e.attachMethod(s, bind)
+		}
+		cmd, err := sb.BuildSpawn(translate.Msg{Kind: translate.Request, Method: m, Body: e.attachParams(s, m), Session: s.id, At: time.Now()})
+		if err != nil {
+			e.attached(s, translate.Errorf(translate.CodeInternalError, "could not start agent %s for session %s: %v", bind.displayName(), s.id, err), nil, done)
+			return
+		}
+		spawn.Command = cmd
+	}
+	l := e.newLink(spawn, bind, tr)
+	e.initLink(l, func(o translate.Out) {
+		if e.stopping() {
+			s.b.attaching, s.b.waiters = false, nil
+			return
+		}
+		if o.Kind != translate.Reply {
+			if l.down == nil {
+				e.retireLink(l, "initialize failed")
+			}
+			e.attached(s, translate.Errorf(translate.CodeInternalError,
+				"session %s could not be reopened on agent %s: its initialize failed (%s); its transcript is kept, so fix the agent and try again",
+				s.id, bind.displayName(), errorMessage(o.Body)).With("sessionId", s.id), nil, done)
+			return
+		}
+		e.learnCaps(l, o.Body)
+		m := method
+		if m == "" {
+			m = e.attachMethod(s, bind)
+		}
+		e.attachOn(l, s, history, bind, m, done)
+	})
+}
+
+// attachParams are the params of the request that reopens s's backend.
+func (e *engine) attachParams(s *session, method string) json.RawMessage {
 	params := map[string]any{"cwd": s.cwd, "mcpServers": s.b.mcp}
 	if len(s.dirs) > 0 {
 		params["additionalDirectories"] = s.dirs
 	}
 	if method != "session/new" {
+		backendID := s.id
+		if s.b.backend != "" {
+			backendID = s.b.backend
+		}
 		params["sessionId"] = backendID
 	}
 	body, _ := json.Marshal(params)
+	return body
+}
 
-	var l *link
-	switch {
-	case bind.Dialect.PerSession || bind.Name != e.b.AgentName:
-		tr := bind.NewTranslator()
-		spawn := Spawn{Cwd: s.cwd, Session: s.id}
-		if sb, ok := tr.(translate.SpawnBuilder); ok {
-			cmd, err := sb.BuildSpawn(translate.Msg{Kind: translate.Request, Method: method, Body: body, Session: s.id, At: time.Now()})
-			if err != nil {
-				e.attached(s, translate.Errorf(translate.CodeInternalError, "could not start agent %s for session %s: %v", bind.Name, s.id, err), nil, done)
-				return
-			}
-			spawn.Command = cmd
-		}
-		l = e.newLink(spawn, bind, tr)
-		e.nextRef++
-		init := &request{ref: e.nextRef, method: "initialize", link: l, then: func(o translate.Out) {
-			if o.Kind == translate.Reply {
-				e.learnCaps(l, o.Body)
-			}
-		}}
-		e.pending.add(init)
-		e.feed(l, translate.Msg{Kind: translate.Request, Ref: init.ref, Method: "initialize", Body: e.initParams})
-	default:
-		var err *translate.Error
-		if l, err = e.ensureControl(); err != nil {
-			e.attached(s, err, nil, done)
-			return
-		}
-	}
+// attachOn sends method on l, an initialized link, to open s's backend
+// session there.
+func (e *engine) attachOn(l *link, s *session, history string, bind Binding, method string, done func(*translate.Error, json.RawMessage)) {
+	body := e.attachParams(s, method)
 	if method == "session/load" {
 		s.b.suppress = true
 		e.dur.suppressing++
 	}
-	e.log.Info("re-attaching session", "session", s.id, "agent", bind.Name, "method", method)
+	e.log.Info("re-attaching session", "session", s.id, "agent", bind.Name, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str)
 	e.internal(l, method, body, s.id, func(o translate.Out) {
 		if s.b.suppress {
 			s.b.suppress = false
@@ -675,18 +871,19 @@ func (e *engine) attachWith(s *session, t *store.Transcript, bind Binding, metho
 			if method != "session/new" {
 				// The backend no longer has it (restarted, expired): a new
 				// backend session, primed with the transcript.
-				e.log.Info("backend could not reopen the session; starting a new one", "session", s.id, "method", method, "error", errorMessage(o.Body))
+				e.log.Warn("the agent could not reopen its own session; starting a new one primed with the transcript",
+					"session", s.id, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str, "error", errorMessage(o.Body))
 				if !l.control {
 					e.retireLink(l, method+" failed")
 				}
-				e.attachWith(s, t, bind, "session/new", done)
+				e.attachWith(s, history, bind, "session/new", done)
 				return
 			}
 			if !l.control {
 				e.retireLink(l, "session/new failed")
 			}
 			e.attached(s, translate.Errorf(translate.CodeInternalError,
-				"session %s could not be reopened on agent %s: %s; its transcript is kept, so fix the agent and try again", s.id, bind.Name, errorMessage(o.Body)).With("sessionId", s.id), nil, done)
+				"session %s could not be reopened on agent %s: %s; its transcript is kept, so fix the agent and try again", s.id, bind.displayName(), errorMessage(o.Body)).With("sessionId", s.id), nil, done)
 			return
 		}
 		if old := s.link; old != l && old.down == nil && !old.control {
@@ -694,30 +891,58 @@ func (e *engine) attachWith(s *session, t *store.Transcript, bind Binding, metho
 		}
 		s.link = l
 		if method == "session/new" {
-			if s.b.backend != "" {
-				delete(e.dur.alias, s.b.backend)
-			}
-			s.b.backend = ""
 			id := gjson.GetBytes(o.Body, "sessionId").Str
 			if id == "" {
 				id = s.id
 			}
-			// An alias left by a session whose backend is gone must not
-			// capture this backend session's messages.
-			delete(e.dur.alias, id)
-			if id != s.id {
-				if e.dur.alias == nil {
-					e.dur.alias = map[string]*session{}
-				}
-				e.dur.alias[id] = s
-				s.b.backend = id
-			}
+			e.setBackend(s, id)
 			if !e.b.Sessions.NoPreamble {
-				s.b.primer = preamble(t, e.b.Sessions.PreambleBytes)
+				s.b.primer = history
 			}
+		} else {
+			e.setBackend(s, gjson.GetBytes(body, "sessionId").Str)
 		}
+		e.recordBackend(s)
 		e.attached(s, nil, o.Body, done)
 	})
+}
+
+// setBackend makes id the backend session id of s: the engine maps it to
+// the editor's id both ways when they differ. An alias left by a session
+// whose backend is gone must not capture this backend session's messages.
+func (e *engine) setBackend(s *session, id string) {
+	if s.b.backend != "" {
+		delete(e.dur.alias, s.b.backend)
+	}
+	s.b.backend = ""
+	if other := e.dur.alias[id]; other != nil && other != s {
+		other.b.backend = ""
+	}
+	delete(e.dur.alias, id)
+	if id != "" && id != s.id {
+		if e.dur.alias == nil {
+			e.dur.alias = map[string]*session{}
+		}
+		e.dur.alias[id] = s
+		s.b.backend = id
+	}
+}
+
+// recordBackend writes down which agent session serves s now, so that a
+// later bridge process asks the agent for that very session again.
+func (e *engine) recordBackend(s *session) {
+	if !s.b.owned {
+		return
+	}
+	id := s.b.backend
+	if id == "" {
+		id = s.id
+	}
+	linkKind := "shared"
+	if !s.link.control {
+		linkKind = "own"
+	}
+	e.store().Append(s.id, store.Record{Kind: store.KindBackend, Agent: s.b.bind.Name, Dialect: s.b.bind.Dialect.Name, Backend: id, Link: linkKind})
 }
 
 func (e *engine) attached(s *session, err *translate.Error, result json.RawMessage, done func(*translate.Error, json.RawMessage)) {
@@ -801,7 +1026,12 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 			if req.retired {
 				return
 			}
+			var busy *store.BusyError
 			switch {
+			case errors.As(err, &busy):
+				e.fail(req, translate.Errorf(translate.CodeInternalError,
+					"session %s cannot be deleted here: it is open in another acp-bridge process (pid %d), probably another editor window; close it there first",
+					req.session, busy.PID).With("sessionId", req.session).With("pid", busy.PID))
 			case err == nil || s != nil:
 				e.answer(req, json.RawMessage("{}"))
 			case errors.Is(err, fs.ErrNotExist):
@@ -862,153 +1092,6 @@ func (e *engine) busy(l *link, sid string) bool {
 		}
 	}
 	return false
-}
-
-// --- replay and preamble ---------------------------------------------------------
-
-// replayed are the session/update kinds session/load replays.
-var replayed = map[string]bool{
-	"user_message_chunk": true, "agent_message_chunk": true, "agent_thought_chunk": true,
-	"tool_call": true, "tool_call_update": true, "plan": true,
-}
-
-// replay returns the session/update params that replay t, in order: each
-// prompt's blocks as user_message_chunk, agent chunks and plans as they
-// came, and each tool call once, where it started, in its final state.
-func replay(sid string, t *store.Transcript) []json.RawMessage {
-	type entry struct {
-		update map[string]json.RawMessage
-	}
-	var out []*entry
-	tools := map[string]*entry{}
-	for _, r := range t.Records {
-		switch r.Kind {
-		case store.KindPrompt:
-			gjson.GetBytes(r.Body, "prompt").ForEach(func(_, block gjson.Result) bool {
-				out = append(out, &entry{map[string]json.RawMessage{
-					"sessionUpdate": json.RawMessage(`"user_message_chunk"`),
-					"content":       replayBlock(block),
-				}})
-				return true
-			})
-		case store.KindUpdate:
-			kind := gjson.GetBytes(r.Body, "update.sessionUpdate").Str
-			if !replayed[kind] {
-				continue
-			}
-			var u map[string]json.RawMessage
-			if json.Unmarshal([]byte(gjson.GetBytes(r.Body, "update").Raw), &u) != nil {
-				continue
-			}
-			if c, ok := u["content"]; ok && (kind == "agent_message_chunk" || kind == "agent_thought_chunk" || kind == "user_message_chunk") {
-				u["content"] = replayBlock(gjson.ParseBytes(c))
-			}
-			id := gjson.GetBytes(r.Body, "update.toolCallId").Str
-			if kind == "tool_call_update" {
-				if prev := tools[id]; prev != nil {
-					for k, v := range u {
-						if k != "sessionUpdate" {
-							prev.update[k] = v
-						}
-					}
-					continue
-				}
-			}
-			en := &entry{u}
-			if kind == "tool_call" {
-				tools[id] = en
-			}
-			out = append(out, en)
-		}
-	}
-	sidJSON, _ := json.Marshal(sid)
-	params := make([]json.RawMessage, 0, len(out))
-	for _, en := range out {
-		u, _ := json.Marshal(en.update)
-		params = append(params, json.RawMessage(`{"sessionId":`+string(sidJSON)+`,"update":`+string(u)+`}`))
-	}
-	return params
-}
-
-// replayBlock returns a content block as replayed: one whose payload the
-// store omitted becomes a text block saying so.
-func replayBlock(block gjson.Result) json.RawMessage {
-	if n, ok := omitted(block); ok {
-		text := fmt.Sprintf("[%s omitted from the session transcript: %s bytes of %s]", block.Get("type").Str, n, block.Get("mimeType").Str)
-		b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
-		return b
-	}
-	return json.RawMessage(block.Raw)
-}
-
-// omitted reports whether the store omitted a content block's payload,
-// and its size.
-func omitted(block gjson.Result) (string, bool) {
-	for _, k := range []string{"data", "resource.blob"} {
-		if v := block.Get(k).Str; strings.HasPrefix(v, store.Omitted) {
-			return strings.TrimPrefix(v, store.Omitted), true
-		}
-	}
-	return "", false
-}
-
-// preamble renders t as a text preamble for a new backend session, at most
-// max bytes (its tail kept); "" when t holds no conversation.
-func preamble(t *store.Transcript, max int) string {
-	if t == nil {
-		return ""
-	}
-	if max <= 0 {
-		max = 32 << 10
-	}
-	records := t.Records
-	if n := len(records); n > 0 && records[n-1].Kind == store.KindPrompt {
-		records = records[:n-1] // the prompt being sent now, not history
-	}
-	var b strings.Builder
-	last := ""
-	say := func(who, text string) {
-		if who != last {
-			b.WriteString("\n\n" + who + ": ")
-			last = who
-		}
-		b.WriteString(text)
-	}
-	for _, r := range records {
-		switch r.Kind {
-		case store.KindPrompt:
-			gjson.GetBytes(r.Body, "prompt").ForEach(func(_, block gjson.Result) bool {
-				if block.Get("type").Str == "text" {
-					say("User", block.Get("text").Str)
-				} else {
-					say("User", "["+block.Get("type").Str+"]")
-				}
-				return true
-			})
-		case store.KindUpdate:
-			u := gjson.GetBytes(r.Body, "update")
-			switch u.Get("sessionUpdate").Str {
-			case "agent_message_chunk":
-				if u.Get("content.type").Str == "text" {
-					say("Assistant", u.Get("content.text").Str)
-				}
-			case "tool_call":
-				say("Assistant", "\n[tool: "+u.Get("title").Str+"]\n")
-			}
-		case store.KindSwitch:
-			last = ""
-			b.WriteString("\n\n[the conversation moved to agent " + r.Agent + "]")
-		}
-	}
-	text := strings.TrimSpace(b.String())
-	if text == "" {
-		return ""
-	}
-	if len(text) > max {
-		text = "…" + strings.ToValidUTF8(text[len(text)-max:], "")
-	}
-	return "[acp-bridge] This conversation was started earlier, in another session; its transcript so far follows. Continue from it; the user's new message comes after it.\n\n" +
-		text + "\n\n[end of the earlier transcript]"
 }
 
 // withPreamble puts a text block holding text before a prompt's blocks.

@@ -13,32 +13,38 @@ func rec(kind, body string) store.Record {
 	return store.Record{Kind: kind, Body: json.RawMessage(body)}
 }
 
-// replay sends each tool call once, where it started, in its final state;
-// prompts become user_message_chunk; payloads the store omitted say so;
-// updates that describe state rather than history are left out.
-func TestReplay_ToolCallsFinalUserChunksOmittedPayloads(t *testing.T) {
-	tr := &store.Transcript{Records: []store.Record{
+// A replay sends prompts as user_message_chunk and the history the editor
+// was sent as it came (a tool call, then its updates), says which payloads
+// the store omitted, and leaves out updates that describe state rather
+// than history.
+func TestReplay_UserChunksHistoryInOrderOmittedPayloads(t *testing.T) {
+	records := []store.Record{
 		rec(store.KindPrompt, `{"sessionId":"s","prompt":[{"type":"text","text":"fix it"},{"type":"image","mimeType":"image/png","data":"acp-bridge:omitted:900000"}]}`),
 		rec(store.KindUpdate, `{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read a.go","status":"pending"}}`),
 		rec(store.KindUpdate, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"reading"}}}`),
 		rec(store.KindUpdate, `{"sessionId":"s","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}`),
 		rec(store.KindUpdate, `{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed","content":[{"type":"content","content":{"type":"text","text":"package a"}}]}}`),
+		rec(store.KindUpdate, `{"sessionId":"other","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","mimeType":"image/png","data":"acp-bridge:omitted:5"}}}`),
 		rec(store.KindUpdate, `{"sessionId":"s","update":{"sessionUpdate":"plan","entries":[]}}`),
 		rec(store.KindStop, `{"stopReason":"end_turn"}`),
-	}}
+	}
 	var got []string
-	for _, p := range replay("s", tr) {
-		if !json.Valid(p) || gjson.GetBytes(p, "sessionId").Str != "s" {
-			t.Fatalf("bad params %s", p)
+	for _, r := range records {
+		for _, p := range replayRecord("s", r) {
+			if !json.Valid(p) || gjson.GetBytes(p, "sessionId").Str != "s" {
+				t.Fatalf("bad params %s", p)
+			}
+			u := gjson.GetBytes(p, "update")
+			got = append(got, u.Get("sessionUpdate").Str+"|"+u.Get("content.text").Str+u.Get("title").Str+"|"+u.Get("status").Str)
 		}
-		u := gjson.GetBytes(p, "update")
-		got = append(got, u.Get("sessionUpdate").Str+"|"+u.Get("content.text").Str+u.Get("title").Str+"|"+u.Get("status").Str)
 	}
 	want := []string{
 		"user_message_chunk|fix it|",
 		"user_message_chunk|[image omitted from the session transcript: 900000 bytes of image/png]|",
-		"tool_call|Read a.go|completed",
+		"tool_call|Read a.go|pending",
 		"agent_message_chunk|reading|",
+		"tool_call_update||completed",
+		"agent_message_chunk|[image omitted from the session transcript: 5 bytes of image/png]|",
 		"plan||",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

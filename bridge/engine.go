@@ -195,6 +195,7 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	for _, l := range e.links {
 		e.stopWake(l)
 	}
+	e.releaseSessions()
 	if werr := e.out.close(deadline); werr != nil {
 		if errors.Is(werr, errEditorStalled) {
 			// The writer is blocked in a write the editor will never take:
@@ -520,6 +521,13 @@ func (e *engine) editorResponse(env *translate.Envelope) {
 // feed hands l's translator one input: an editor message, or an event the
 // engine decided on (link up or down, a tick), and carries out its outputs.
 func (e *engine) feed(l *link, m translate.Msg) {
+	if l.initRef != 0 && !(m.Kind == translate.Request && m.Ref == l.initRef) {
+		switch m.Kind {
+		case translate.Request, translate.Notification, translate.Response:
+			l.gated = append(l.gated, m)
+			return
+		}
+	}
 	m.At = time.Now()
 	outs, err := l.tr.FromEditor(m)
 	// Outputs first: a translator that also returns an error may already

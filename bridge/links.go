@@ -36,6 +36,13 @@ type link struct {
 	down *translate.Error
 	// wake is the translator's pending Timer, if any.
 	wake *time.Timer
+	// initRef is the initialize the engine sent on this new link while it
+	// is unanswered (0 otherwise); gated are the messages for the link held
+	// until then, in order. Agents refuse every request before their
+	// initialize is answered (the official SDKs do), so a link opened for a
+	// session, a switch or a reconnect gets nothing else first.
+	initRef translate.Ref
+	gated   []translate.Msg
 
 	cancel      context.CancelFunc // stops dialing and both goroutines
 	delay       time.Duration      // wait before dialing (backoff); set before run

@@ -170,6 +170,9 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 		if req.then != nil {
 			req.then(o)
 		}
+		if req.method == "initialize" {
+			e.linkInitialized(l, req.ref, o)
+		}
 		return
 	}
 	if o.Kind == translate.Fail {

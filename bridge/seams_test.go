@@ -230,3 +230,60 @@ func TestSeams_BindSessionPicksAnotherAgent(t *testing.T) {
 		t.Errorf("turn on agent b answered %s", got)
 	}
 }
+
+// A link the engine opens for a session gets its initialize and nothing
+// else until that initialize is answered: agents built on the official
+// SDKs refuse every request before it. When the agent refuses the
+// initialize, the request that waited is answered with the agent's words
+// and never sent.
+func TestSeams_NewLinkGetsNothingBeforeItsInitializeIsAnswered(t *testing.T) {
+	other := make(chan *memLink, 2)
+	h := newHarness(t, func(b *bridge.Bridge) {
+		newTr, _ := acp.Dialect.Configure(nil)
+		b.BindSession = func(method string, params []byte) (bridge.Binding, bool) {
+			return bridge.Binding{Dialect: acp.Dialect, NewTranslator: newTr, Name: "agent-b",
+				Dial: func(context.Context, bridge.Spawn) (bridge.Link, error) {
+					l := newMemLink()
+					other <- l
+					return l, nil
+				}}, true
+		}
+	})
+	h.initialize()
+	for i, refuse := range []bool{false, true} {
+		id := fmt.Sprint(10 + i)
+		h.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		b := <-other
+		init := <-b.toAgent
+		if gjson.GetBytes(init, "method").Str != "initialize" {
+			t.Fatalf("the new link got %s first, want initialize", init)
+		}
+		select {
+		case early := <-b.toAgent:
+			t.Fatalf("the new link got %s before its initialize was answered", early)
+		case <-time.After(150 * time.Millisecond):
+		}
+		if refuse {
+			b.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(init, "id").Raw + `,"error":{"code":-32603,"message":"no credentials"}}`)
+			got := h.recv()
+			if gjson.Get(got, "id").Raw != id || !strings.Contains(gjson.Get(got, "error.message").Str, "no credentials") {
+				t.Fatalf("session/new behind a refused initialize answered %s", got)
+			}
+			select {
+			case f := <-b.toAgent:
+				t.Fatalf("the link whose initialize failed was sent %s", f)
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		b.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(init, "id").Raw + `,"result":{"protocolVersion":1}}`)
+		req := <-b.toAgent
+		if gjson.GetBytes(req, "method").Str != "session/new" {
+			t.Fatalf("after initialize the link got %s, want session/new", req)
+		}
+		b.fromAgent <- []byte(`{"jsonrpc":"2.0","id":` + gjson.GetBytes(req, "id").Raw + `,"result":{"sessionId":"b-1"}}`)
+		if got := h.recv(); gjson.Get(got, "result.sessionId").Str != "b-1" {
+			t.Fatalf("session/new answered %s", got)
+		}
+	}
+}

@@ -150,11 +150,52 @@ func (e *engine) queueBytes() int {
 
 // replayInitialize feeds a new link the editor's initialize, as an internal
 // request, so that the agent behind it is initialized before anything else.
-func (e *engine) replayInitialize(l *link) {
+func (e *engine) replayInitialize(l *link) { e.initLink(l, nil) }
+
+// initLink sends a new link the editor's initialize as an internal request
+// and gates the link until it is answered: whatever the engine feeds the
+// link meanwhile waits (see feed), so the agent sees initialize first and
+// nothing else before its answer. then, if not nil, gets the answer.
+func (e *engine) initLink(l *link, then func(translate.Out)) {
 	e.nextRef++
-	req := &request{ref: e.nextRef, method: "initialize", link: l}
+	req := &request{ref: e.nextRef, method: "initialize", link: l, then: then}
 	e.pending.add(req)
+	l.initRef = req.ref
 	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+}
+
+// linkInitialized opens l's gate once its initialize is answered: the
+// messages held for it are fed in order. When the agent refused the
+// initialize, the requests held are failed with its words instead (sending
+// them would only earn each the same refusal, in the agent's terms).
+func (e *engine) linkInitialized(l *link, ref translate.Ref, o translate.Out) {
+	if l.initRef != ref {
+		return
+	}
+	l.initRef = 0
+	gated := l.gated
+	l.gated = nil
+	for _, m := range gated {
+		if l.down != nil {
+			return // linkLost answered what depended on the link
+		}
+		if m.Kind == translate.Request {
+			req := e.pending.get(m.Ref)
+			if req == nil || req.retired {
+				continue // answered meanwhile (a timeout, a cancel)
+			}
+			if o.Kind == translate.Fail {
+				err := translate.Errorf(translate.CodeInternalError,
+					"agent %s refused initialize on a new connection, so %s was not sent: %s", l.bind.displayName(), m.Method, errorMessage(o.Body))
+				e.fail(req, err)
+				e.afterFailure(req, err.JSON())
+				continue
+			}
+		} else if o.Kind == translate.Fail {
+			continue
+		}
+		e.feed(l, m)
+	}
 }
 
 // openSessionLink opens the link of a session of its own (a per-session
@@ -246,12 +287,37 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 				sid = id
 			}
 		}
-		if sid != "" {
-			if s := e.sessions[sid]; s == nil || s.link.down != nil {
-				e.sessions[sid] = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
-			}
-			result = e.sessionOpened(req, sid, result)
+		if sid == "" {
+			break
 		}
+		agentID, owned := sid, false
+		switch {
+		case !e.durable():
+		case req.method == "session/new" || req.method == "session/fork":
+			sid, result, owned = e.claimNew(req, sid, result)
+		case e.dur.held[sid]:
+			delete(e.dur.held, sid)
+			owned = true
+		}
+		if s := e.sessions[sid]; s == nil || s.link.down != nil || owned && s.b == nil {
+			s = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
+			if old := e.sessions[sid]; old != nil {
+				s.prompts, s.queued = old.prompts, old.queued
+			}
+			e.sessions[sid] = s
+		}
+		if owned {
+			s := e.sessions[sid]
+			b := e.bridgedOf(s)
+			b.owned = true
+			if agentID != sid {
+				if other := e.sessions[agentID]; other != nil && other.link == req.link && other.b == nil {
+					delete(e.sessions, agentID) // filed under the agent's id by openSessionLink
+				}
+				e.setBackend(s, agentID)
+			}
+		}
+		result = e.sessionOpened(req, sid, result)
 	}
 	return result, nil
 }
@@ -278,6 +344,11 @@ func (e *engine) afterFailure(req *request, errObj json.RawMessage) {
 	case "initialize":
 		e.initFailed(req, errObj)
 	case "session/new", "session/load", "session/resume":
+		if e.dur.held[req.session] {
+			// The agent's own load failed: the session is free again.
+			delete(e.dur.held, req.session)
+			e.store().Release(req.session)
+		}
 		// A link opened for this session alone goes with it.
 		if s := e.sessions[req.session]; s != nil && s.link == req.link && !s.link.control {
 			delete(e.sessions, req.session)
@@ -312,6 +383,9 @@ func (e *engine) linkLost(l *link, err error) {
 		e.dialing.failed(time.Now())
 	}
 	l.down = e.linkError(l, err)
+	// What waited for the link's initialize is answered below, with the
+	// pending requests that depend on the link.
+	l.initRef, l.gated = 0, nil
 	if l.closedByEngine() {
 		e.log.Debug("agent link closed", "link", l.String(), "cause", l.down.Reason)
 	} else {

@@ -106,29 +106,24 @@ func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
 	s.b.switched = true
 	s.b.attaching = true
 	e.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: bind.Name, Dialect: bind.Dialect.Name, Sync: true})
-	e.store().Load(s.id, func(t *store.Transcript, err error) {
-		e.post(func() {
-			if err != nil {
-				t = &store.Transcript{}
+	e.readHistory(s.id, false, func(primer string, _ int, _ error) {
+		e.attach(s, primer, func(aerr *translate.Error, _ json.RawMessage) {
+			s.b.switched = false
+			if req.retired {
+				return
 			}
-			e.attach(s, t, func(aerr *translate.Error, _ json.RawMessage) {
-				s.b.switched = false
-				if req.retired {
-					return
-				}
-				if aerr != nil {
-					// Back to the old agent, re-attached on the next request.
-					s.b.bind = from
-					e.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: from.Name, Dialect: from.Dialect.Name, Sync: true})
-					e.fail(req, translate.Errorf(translate.CodeInternalError,
-						"could not switch session %s to agent %s (%s); it stays with agent %s", s.id, to, errorMessage(aerr.JSON()), from.Name).With("sessionId", s.id))
-					return
-				}
-				update := fmt.Sprintf(`{"sessionId":%s,"update":{"sessionUpdate":"config_option_update","configOptions":%s}}`,
-					mustJSON(s.id), e.withAgentOption(nil, to))
-				e.writeEditorSession(editorMsg{head: updateHead, body: []byte(update), tail: closeBrace}, s.id)
-				answer()
-			})
+			if aerr != nil {
+				// Back to the old agent, re-attached on the next request.
+				s.b.bind = from
+				e.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: from.Name, Dialect: from.Dialect.Name, Sync: true})
+				e.fail(req, translate.Errorf(translate.CodeInternalError,
+					"could not switch session %s to agent %s (%s); it stays with agent %s", s.id, to, errorMessage(aerr.JSON()), from.Name).With("sessionId", s.id))
+				return
+			}
+			update := fmt.Sprintf(`{"sessionId":%s,"update":{"sessionUpdate":"config_option_update","configOptions":%s}}`,
+				mustJSON(s.id), e.withAgentOption(nil, to))
+			e.writeEditorSession(editorMsg{head: updateHead, body: []byte(update), tail: closeBrace}, s.id)
+			answer()
 		})
 	})
 }

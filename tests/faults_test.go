@@ -60,6 +60,11 @@ func TestFault_WSAgentKilledMidTurn50Times(t *testing.T) {
 			t.Fatalf("round %d: prompt error %q does not say the connection was lost", i, msg)
 		}
 		agent = StartWSAgent(t, fakeagent.WSOptions{Addr: addr})
+		// The editor closes the session it lost; an open session keeps
+		// its transcript lock (a descriptor) for the bridge's life.
+		if l := e.RawCall(t, "session/close", fmt.Sprintf(`{"sessionId":%q}`, sid)); !l.Get("result").IsObject() {
+			t.Fatalf("round %d: session/close = %s", i, l)
+		}
 		if i == 4 {
 			fdsAt5 = fdCount(t, e.Pid())
 		}

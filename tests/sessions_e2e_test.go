@@ -553,7 +553,9 @@ func TestSessions_LoadFailsWhenTheAgentCannotReattach(t *testing.T) {
 	broken := Transport{Name: "child", Start: func(*testing.T) Agent {
 		return Agent{Args: []string{"--dialect", "claude-stream-json", "--", "/bin/false"}}
 	}}
-	e := NewEditor(t, broken, EditorOptions{Args: []string{"--state-dir", state}})
+	// Another command is another agent by name, whose sessions session/list
+	// leaves out unless asked for all.
+	e := NewEditor(t, broken, EditorOptions{Args: []string{"--state-dir", state, "--list-all-sessions"}})
 	e.Initialize(t)
 	for _, method := range []string{"session/load", "session/resume"} {
 		l := e.RawCall(t, method, fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
@@ -576,7 +578,9 @@ func TestSessions_RuleProfilesLoadAcrossRestart(t *testing.T) {
 		t.Run(p.dialect, func(t *testing.T) {
 			t.Parallel()
 			state, cwd := t.TempDir(), t.TempDir()
-			o := EditorOptions{Args: append([]string{"--dialect", p.dialect, "--state-dir", state}, p.args...)}
+			// A fake WebSocket agent comes back on another port, which
+			// names another agent: list them all.
+			o := EditorOptions{Args: append([]string{"--dialect", p.dialect, "--state-dir", state, "--list-all-sessions"}, p.args...)}
 			e1 := NewEditor(t, p.transports[0], o)
 			e1.Initialize(t)
 			sid := e1.NewSession(t, cwd)

@@ -154,6 +154,7 @@ type rawRoot struct {
 	StateDir        *hcl.Attribute `hcl:"state_dir,optional"`
 	SessionIdle     *hcl.Attribute `hcl:"session_idle,optional"`
 	HistoryPreamble *hcl.Attribute `hcl:"history_preamble,optional"`
+	ListAllSessions *hcl.Attribute `hcl:"list_all_sessions,optional"`
 	SessionMaxAge   *hcl.Attribute `hcl:"session_max_age,optional"`
 	MaxSessions     *hcl.Attribute `hcl:"max_sessions,optional"`
 	SessionMaxBytes *hcl.Attribute `hcl:"session_max_bytes,optional"`

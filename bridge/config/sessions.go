@@ -20,6 +20,8 @@ type Sessions struct {
 	Idle time.Duration
 	// NoPreamble is true when the file says history_preamble = false.
 	NoPreamble bool
+	// ListAll is true when the file says list_all_sessions = true.
+	ListAll bool
 	// MaxAge, MaxSessions, MaxBytes bound the state dir; 0 = not set.
 	MaxAge      time.Duration
 	MaxSessions int
@@ -30,6 +32,9 @@ func (e *evaluator) sessions(raw *rawRoot) Sessions {
 	var s Sessions
 	if v, ok := e.boolean(raw.SessionsOn); ok {
 		s.Off = !v
+	}
+	if v, ok := e.boolean(raw.ListAllSessions); ok {
+		s.ListAll = v
 	}
 	if v, ok := e.boolean(raw.HistoryPreamble); ok {
 		s.NoPreamble = !v
