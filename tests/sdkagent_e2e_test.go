@@ -30,6 +30,29 @@ const sdkAgentScript = "testdata/sdkagent/agent.mjs"
 // start one.
 const sdkWait = 60 * time.Second
 
+// sdkRefusedMarker starts the stderr line agent.mjs writes for every request
+// the SDK refused because it came before the initialize answer.
+const sdkRefusedMarker = "sdk-agent: refused before initialize:"
+
+// newSDKEditor is NewEditor for a bridge in front of SDK agents. The bridge
+// logs its agents' stderr at Info; when the test ends, every request an
+// agent refused for coming before its initialize answer fails the test,
+// even one the bridge recovered from (a refused session/resume it retried
+// as session/new, say).
+func newSDKEditor(t *testing.T, tr Transport, o EditorOptions) *Editor {
+	t.Helper()
+	o.Args = append([]string{"--log-level", "info"}, o.Args...)
+	e := NewEditor(t, tr, o)
+	t.Cleanup(func() {
+		for _, line := range strings.Split(e.Stderr(), "\n") {
+			if strings.Contains(line, sdkRefusedMarker) {
+				t.Errorf("the bridge sent an SDK agent a request before that agent's initialize answer: %s", line)
+			}
+		}
+	})
+	return e
+}
+
 // sdkAgentTransport runs the SDK agent named name as the bridge's child.
 func sdkAgentTransport(name string) Transport {
 	return Transport{Name: "sdk", Start: func(t *testing.T) Agent {
@@ -112,7 +135,7 @@ func sdkStart(t *testing.T, e *Editor, cwd string) acp.SessionId {
 // prompt, and a cancel that ends the turn as cancelled.
 func TestSDKAgent_Relay(t *testing.T) {
 	t.Parallel()
-	e := NewEditor(t, sdkAgentTransport("solo"), EditorOptions{})
+	e := newSDKEditor(t, sdkAgentTransport("solo"), EditorOptions{})
 	sid := sdkStart(t, e, t.TempDir())
 
 	turn := sdkPrompt(t, e, sid, "hello small world")
@@ -153,7 +176,7 @@ func TestSDKAgent_SwitchAgents(t *testing.T) {
 	t.Parallel()
 	cfg := sdkAgentsConfig(t, "v1", "v2")
 	tr := Transport{Name: "config", Start: func(*testing.T) Agent { return Agent{Args: []string{"--config", cfg}} }}
-	e := NewEditor(t, tr, EditorOptions{Args: []string{"--state-dir", t.TempDir()}})
+	e := newSDKEditor(t, tr, EditorOptions{Args: []string{"--state-dir", t.TempDir()}})
 	sid := sdkStart(t, e, t.TempDir())
 
 	first := sdkPrompt(t, e, sid, "remember pineapple")
@@ -189,7 +212,7 @@ func TestSDKAgent_SwitchAgents(t *testing.T) {
 // a fresh link to a new process, which must be initialized first.
 func TestSDKAgent_ReattachAfterAgentLoss(t *testing.T) {
 	t.Parallel()
-	e := NewEditor(t, sdkAgentTransport("solo"), EditorOptions{Args: []string{"--state-dir", t.TempDir()}})
+	e := newSDKEditor(t, sdkAgentTransport("solo"), EditorOptions{Args: []string{"--state-dir", t.TempDir()}})
 	sid := sdkStart(t, e, t.TempDir())
 	first := sdkPrompt(t, e, sid, "remember pineapple")
 	if first.Agent != "solo" || first.PID <= 0 {
@@ -219,20 +242,23 @@ func TestSDKAgent_ReattachAfterAgentLoss(t *testing.T) {
 }
 
 // After the bridge restarts (a new process on the same --state-dir),
-// session/load of the old session works against the SDK agent and the next
-// prompt is served by it, with the conversation as its history.
+// session/load of the old session works against the SDK agent: the bridge
+// replays its transcript and re-attaches the session on a new link (the
+// agent's session/resume, which a new agent process answers "Resource not
+// found", then a new session primed with the history), initializing that
+// link first. The next prompt is served with the conversation as history.
 func TestSDKAgent_RestartResume(t *testing.T) {
 	t.Parallel()
 	state, cwd := t.TempDir(), t.TempDir()
 	args := EditorOptions{Args: []string{"--state-dir", state}}
-	e := NewEditor(t, sdkAgentTransport("solo"), args)
+	e := newSDKEditor(t, sdkAgentTransport("solo"), args)
 	sid := sdkStart(t, e, cwd)
 	if turn := sdkPrompt(t, e, sid, "remember pineapple"); turn.Text != "solo heard: remember pineapple" {
 		t.Fatalf("first prompt: %+v", turn)
 	}
 	stopBridge(t, e.Bridge)
 
-	e2 := NewEditor(t, sdkAgentTransport("solo"), args)
+	e2 := newSDKEditor(t, sdkAgentTransport("solo"), args)
 	if _, err := e2.Conn.Initialize(sdkCtx(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 		t.Fatalf("initialize after the restart: %v", err)
 	}

@@ -4,13 +4,19 @@
 // served before initialize has been answered), so the bridge is tested
 // against what real SDK-built agents do, not against our own fakes.
 //
-//   node agent.mjs [--name NAME]
+//   node agent.mjs [--name NAME] [--load-session]
 //
-// It speaks ACP over stdio. initialize advertises loadSession and
-// session/resume; session/new numbers sessions per process (s-1, s-2…);
-// session/load and session/resume accept only ids this process created
-// (else the SDK's "Resource not found", -32002); session/load replays the
-// session's history.
+// It speaks ACP over stdio. initialize advertises session/resume, and
+// loadSession with --load-session; session/new numbers sessions per process
+// (s-1, s-2…); session/load and session/resume accept only ids this process
+// created (else the SDK's "Resource not found", -32002); session/load
+// replays the session's history. (Without --load-session a bridge serves
+// session/load from its own transcripts and re-attaches with
+// session/resume, which is what the tests exercise.)
+//
+// Every request the SDK refuses because it came before the initialize
+// answer is also reported on stderr, in a line starting RefusedMarker, so
+// that a test sees it even when the bridge recovers from the refusal.
 //
 // session/prompt answers the prompt's last text block, one
 // agent_message_chunk per word, behind a first chunk "[NAME pid=PID] " that
@@ -25,7 +31,9 @@
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
+const RefusedMarker = "sdk-agent: refused before initialize:";
 const name = option("--name") ?? "sdk-agent";
+const loadSession = process.argv.includes("--load-session");
 const sessions = new Map(); // session id → { history: update[], turn: AbortController | null }
 let created = 0;
 
@@ -55,7 +63,7 @@ const app = acp
   .agent({ name })
   .onRequest(acp.methods.agent.initialize, () => ({
     protocolVersion: acp.PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } },
+    agentCapabilities: { loadSession, sessionCapabilities: { resume: {} } },
     agentInfo: { name, version: "2.4.0" },
     authMethods: [],
   }))
@@ -108,7 +116,19 @@ const app = acp
     sessions.get(params.sessionId)?.turn?.abort();
   });
 
-const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
+// Each write of the SDK is one whole message: watch them for the SDK's
+// refusals of requests that came before initialize was answered.
+const decoder = new TextDecoder();
+const watched = new TransformStream({
+  transform(bytes, out) {
+    const line = decoder.decode(bytes);
+    if (line.includes("ACP connection must be initialized before")) {
+      process.stderr.write(`${RefusedMarker} ${line.trim()}\n`);
+    }
+    out.enqueue(bytes);
+  },
+});
+void watched.readable.pipeTo(Writable.toWeb(process.stdout));
+app.connect(acp.ndJsonStream(watched.writable, Readable.toWeb(process.stdin)));
 // Exit when the client closes stdin, as an editor's agent must.
 process.stdin.on("end", () => process.exit(0));
-void connection;
