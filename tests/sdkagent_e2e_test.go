@@ -171,13 +171,16 @@ func TestSDKAgent_Relay(t *testing.T) {
 // Switching a session to another agent (session/set_config_option "agent")
 // opens a link to that agent, which must be initialized before the session
 // is opened on it; the next prompt is answered by the other agent, with the
-// conversation so far as its history preamble.
+// conversation so far as its history preamble. After a bridge restart,
+// session/load brings the session back on the agent it was switched to,
+// again on a new link to a new process.
 func TestSDKAgent_SwitchAgents(t *testing.T) {
 	t.Parallel()
-	cfg := sdkAgentsConfig(t, "v1", "v2")
+	cfg, cwd := sdkAgentsConfig(t, "v1", "v2"), t.TempDir()
 	tr := Transport{Name: "config", Start: func(*testing.T) Agent { return Agent{Args: []string{"--config", cfg}} }}
-	e := newSDKEditor(t, tr, EditorOptions{Args: []string{"--state-dir", t.TempDir()}})
-	sid := sdkStart(t, e, t.TempDir())
+	args := EditorOptions{Args: []string{"--state-dir", t.TempDir()}}
+	e := newSDKEditor(t, tr, args)
+	sid := sdkStart(t, e, cwd)
 
 	first := sdkPrompt(t, e, sid, "remember pineapple")
 	if first.Agent != "v1" || first.Text != "v1 heard: remember pineapple" {
@@ -205,6 +208,24 @@ func TestSDKAgent_SwitchAgents(t *testing.T) {
 	}
 	if third := sdkPrompt(t, e, sid, "and more"); third.Agent != "v2" || third.Text != "v2 heard: and more" {
 		t.Errorf("the conversation did not continue on v2: %+v", third)
+	}
+	stopBridge(t, e.Bridge)
+
+	e2 := newSDKEditor(t, tr, args)
+	if _, err := e2.Conn.Initialize(sdkCtx(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatalf("initialize after the restart: %v", err)
+	}
+	id = e2.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	l, ok = e2.Out.Find(sdkWait, func(l Line) bool { return l.IsResponse() && l.ID() == id })
+	if !ok {
+		t.Fatal("session/load after the restart was not answered")
+	}
+	if got := l.Get(`result.configOptions.#(id=="agent").currentValue`).Str; got != "v2" {
+		t.Fatalf("session/load after the restart = %s, want the session on v2", l)
+	}
+	fourth := sdkPrompt(t, e2, sid, "recall")
+	if fourth.Agent != "v2" || fourth.Stop != acp.StopReasonEndTurn || !strings.Contains(fourth.Text, "pineapple") {
+		t.Errorf("prompt after the restart: %+v, want v2 to answer, recalling the conversation (pineapple)", fourth)
 	}
 }
 
