@@ -14,6 +14,15 @@
 // It also answers _test/journal, _test/info (pid, transport) and
 // _test/release {"key":K} (lets a "hold K" prompt finish).
 //
+// The agent is as strict about the handshake as every agent built on the
+// official TypeScript SDK (@agentclientprotocol/sdk 2.4.0): until its
+// initialize answer has gone out, a request other than initialize is
+// refused with PreInitError and a notification is dropped (logged, and
+// journalled as "dropped-before-initialize:METHOD"). It takes InitDelay to
+// answer initialize, as a real agent does some work first, so that a
+// client sending its next request without waiting for the answer is caught
+// every time, not only when it loses a race.
+//
 // Everything else is scripted by the prompt's first text block; see
 // (*agent).Prompt for the commands.
 package fakeagent
@@ -33,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/acp-go-sdk"
@@ -75,6 +85,21 @@ const EnvLoadSession = "FAKE_AGENT_LOAD_SESSION"
 // set").
 const EnvInitExit = "FAKE_AGENT_INIT_EXIT"
 
+// InitDelay is how long the agent works on initialize before answering it.
+// A client that waits for the answer never notices; one that does not has
+// its next requests refused, deterministically.
+const InitDelay = 50 * time.Millisecond
+
+// PreInitError is the error object the TypeScript SDK's agents answer a
+// request other than initialize with before initialize has been answered
+// (dist/v1/stable/acp.js, agentInitializationGate, in
+// @agentclientprotocol/sdk 2.4.0: RequestError.invalidRequest with the
+// message "ACP connection must be initialized before '<method>'").
+func PreInitError(method string) []byte {
+	b, _ := json.Marshal(map[string]any{"code": -32600, "message": "Invalid request: ACP connection must be initialized before '" + method + "'"})
+	return b
+}
+
 // sdkLineCap is kept below acp-go-sdk's 10 MiB bufio.Scanner limit: a longer
 // frame handed to the SDK would kill its connection (peers.md §0.3).
 const sdkLineCap = 8 << 20
@@ -108,6 +133,9 @@ func Serve(in io.Reader, out io.Writer, opt Options) error {
 		if len(bytes.TrimSpace(line)) > 0 {
 			frame := bytes.TrimRight(line, "\r\n")
 			a.journal.received(frame)
+			if !a.initialized.Load() && !a.admitBeforeInit(frame) {
+				continue
+			}
 			if !a.route(frame) {
 				if _, werr := fromRouter.Write(append(frame, '\n')); werr != nil {
 					return werr
@@ -240,6 +268,10 @@ type agent struct {
 	conn    *acp.AgentSideConnection
 	journal journal
 
+	// initialized is set once an initialize answer is about to go out;
+	// until then only initialize is served (see admitBeforeInit).
+	initialized atomic.Bool
+
 	mu       sync.Mutex
 	sessions int
 	gates    map[string]chan struct{} // "hold K" waits on gates[K]; _test/release closes it
@@ -272,6 +304,29 @@ func (a *agent) release(key string) {
 	}
 }
 
+// admitBeforeInit decides the fate of a frame that arrives before
+// initialize has been answered, as the TypeScript SDK's gate does: it
+// reports true for initialize itself and for anything that is not a
+// request or a notification (a response, or garbage for the SDK to reject);
+// it answers any other request with PreInitError and drops any other
+// notification, reporting false.
+func (a *agent) admitBeforeInit(frame []byte) bool {
+	method := gjson.GetBytes(frame, "method")
+	if method.Type != gjson.String || method.Str == "initialize" {
+		return true
+	}
+	id := gjson.GetBytes(frame, "id")
+	if !id.Exists() {
+		a.journal.event("dropped-before-initialize:%s", method.Str)
+		a.opt.Logger.Warn("fake agent: dropped a notification that came before initialize was answered", "method", method.Str)
+		return false
+	}
+	a.journal.event("refused-before-initialize:%s", method.Str)
+	a.opt.Logger.Warn("fake agent: refused a request that came before initialize was answered", "method", method.Str)
+	a.out.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id.Raw, PreInitError(method.Str)))
+	return false
+}
+
 // route answers the frames the router handles with its own bytes and
 // reports whether it did; the rest go to the SDK.
 func (a *agent) route(frame []byte) bool {
@@ -300,7 +355,15 @@ func (a *agent) route(frame []byte) bool {
 		if a.opt.LoadSession {
 			res = bytes.Replace(res, []byte(`"loadSession":false`), []byte(`"loadSession":true`), 1)
 		}
-		reply(res)
+		// Answered later, off the read loop, so that frames sent right
+		// behind initialize arrive while it is still unanswered. The flag
+		// is set before the answer goes out, as the SDK does, so that a
+		// client's next request is never refused.
+		go func() {
+			time.Sleep(InitDelay)
+			a.initialized.Store(true)
+			reply(res)
+		}()
 		return true
 	case "session/load":
 		if !a.opt.LoadSession {

@@ -9,7 +9,11 @@
 //     stream-json flags and exactly one of --session-id and --resume with a
 //     UUID, as the real CLI refuses bad flags;
 //   - control requests initialize, interrupt, set_permission_mode and
-//     set_model are answered with control_response;
+//     set_model are answered with control_response; initialize is answered
+//     after fakeagent.InitDelay, and any message that arrives while it is
+//     unanswered is recorded as a violation (then handled): a host that
+//     sends initialize must wait for its answer, as the Claude Agent SDK
+//     does, and the delay catches one that does not every time;
 //   - each user message runs a script chosen by its text (see Scripts);
 //     tools that need approval ask with control_request can_use_tool and
 //     wait for the control_response;
@@ -36,6 +40,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
 // EnvJournal names the directory journals are written to.
@@ -82,6 +88,9 @@ type cli struct {
 	next     int                          // control request ids of the CLI
 	answers  map[string]chan gjson.Result // can_use_tool request id → answer
 	bypassOK bool
+	// initPending is true from the initialize control request until its
+	// answer goes out.
+	initPending bool
 }
 
 // turn is the running user message.
@@ -193,23 +202,26 @@ func (c *cli) controlSuccess(id string, response any) {
 
 func (c *cli) receive(line []byte) {
 	m := gjson.ParseBytes(line)
+	c.mu.Lock()
+	pending := c.initPending
+	c.mu.Unlock()
+	if pending {
+		what := m.Get("type").Str
+		if sub := m.Get("request.subtype").Str; sub != "" {
+			what += " " + sub
+		}
+		c.j.event("violation: " + what + " before the initialize control_response")
+	}
 	switch m.Get("type").Str {
 	case "control_request":
 		id := m.Get("request_id").Str
 		req := m.Get("request")
 		switch sub := req.Get("subtype").Str; sub {
 		case "initialize":
-			c.controlSuccess(id, obj{
-				"commands": []obj{
-					{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
-					{"name": "review", "description": "Review a pull request", "argumentHint": ""},
-				},
-				"output_style": "default",
-				"models": []obj{
-					{"value": "default", "displayName": "Default (recommended)", "description": "Sonnet 4.5"},
-					{"value": "opus", "displayName": "Opus", "description": "Opus 4.1"},
-				},
-			})
+			c.mu.Lock()
+			c.initPending = true
+			c.mu.Unlock()
+			go c.answerInitialize(id)
 		case "interrupt":
 			c.j.event("interrupt")
 			c.mu.Lock()
@@ -267,6 +279,26 @@ func (c *cli) receive(line []byte) {
 	default:
 		c.j.event("violation: unknown message " + m.Get("type").Str)
 	}
+}
+
+// answerInitialize answers the initialize control request after
+// fakeagent.InitDelay; the message is over once the answer is on its way.
+func (c *cli) answerInitialize(id string) {
+	time.Sleep(fakeagent.InitDelay)
+	c.mu.Lock()
+	c.initPending = false
+	c.mu.Unlock()
+	c.controlSuccess(id, obj{
+		"commands": []obj{
+			{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
+			{"name": "review", "description": "Review a pull request", "argumentHint": ""},
+		},
+		"output_style": "default",
+		"models": []obj{
+			{"value": "default", "displayName": "Default (recommended)", "description": "Sonnet 4.5"},
+			{"value": "opus", "displayName": "Opus", "description": "Opus 4.1"},
+		},
+	})
 }
 
 func (c *cli) streamEvent(ev obj) {

@@ -49,6 +49,12 @@
 //	contains "long"        streams a chunk every 20ms until cancelled (10s at most)
 //	anything else          three agent_message_chunk updates, then end_turn
 //
+// Like every agent built on the TypeScript SDK, it serves nothing but
+// initialize until initialize has been answered: another request gets
+// fakeagent.PreInitError, another notification is dropped (and logged on
+// stderr). It answers initialize after fakeagent.InitDelay, so that a
+// client that does not wait for the answer is caught every time.
+//
 // Unknown methods get -32601, notifications no answer, malformed JSON -32700
 // with id null, an invalid request -32600, an unknown session -32602, and a
 // second prompt on a busy session -32602. One prompt per session at a time.
@@ -222,6 +228,7 @@ type agent struct {
 	wg  sync.WaitGroup
 
 	mu          sync.Mutex
+	initialized bool // an initialize answer has gone out (or is going)
 	inits       int
 	clientCaps  json.RawMessage
 	sessions    map[string]*session
@@ -404,11 +411,20 @@ func (a *agent) handle(frame []byte) error {
 		return nil
 	}
 	if !hasID {
+		if !a.isInitialized() {
+			fmt.Fprintf(os.Stderr, "flawed agent: dropped %s: it came before initialize was answered\n", method)
+			return nil
+		}
 		a.notification(method, m.Params)
 		return nil
 	}
 	if !validID(m.ID) {
 		a.fail(nil, -32600, "Invalid Request: id must be a string or a number")
+		return nil
+	}
+	if method != "initialize" && !a.isInitialized() {
+		fmt.Fprintf(os.Stderr, "flawed agent: refused %s: it came before initialize was answered\n", method)
+		a.send(map[string]any{"id": m.ID, "error": json.RawMessage(fakeagent.PreInitError(method))})
 		return nil
 	}
 	a.call(m.ID, method, m.Params)
@@ -474,7 +490,24 @@ func (a *agent) nullable(id json.RawMessage) {
 	a.result(id, map[string]any{})
 }
 
+func (a *agent) isInitialized() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.initialized
+}
+
+// initialize answers after fakeagent.InitDelay, off the read loop, so that
+// frames sent right behind it arrive while it is unanswered.
 func (a *agent) initialize(id, params json.RawMessage) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		time.Sleep(fakeagent.InitDelay)
+		a.answerInitialize(id, params)
+	}()
+}
+
+func (a *agent) answerInitialize(id, params json.RawMessage) {
 	a.mu.Lock()
 	a.inits++
 	n := a.inits
@@ -486,6 +519,9 @@ func (a *agent) initialize(id, params json.RawMessage) {
 		a.fail(id, -32600, "Invalid Request: already initialized")
 		return
 	}
+	a.mu.Lock()
+	a.initialized = true
+	a.mu.Unlock()
 	var version any = 1
 	switch {
 	case a.on(StringProtocolVersion):

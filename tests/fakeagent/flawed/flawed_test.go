@@ -78,6 +78,8 @@ func TestConformantSession(t *testing.T) {
 
 func TestDefectCanceledSpelling(t *testing.T) {
 	send, recv := conn(t, Set{CanceledSpelling: true})
+	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	recv()
 	send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	recv()
 	send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"flawed-1","prompt":[{"type":"text","text":"wait-cancel"}]}}`)
@@ -94,5 +96,29 @@ func TestParseRejectsUnknownDefect(t *testing.T) {
 	s, err := Parse(" snake-case , late-updates")
 	if err != nil || !s[SnakeCase] || !s[LateUpdates] || len(s) != 2 {
 		t.Fatalf("Parse = %v, %v", s, err)
+	}
+}
+
+// TestNothingServedBeforeInitializeIsAnswered sends a session/new and a
+// session/cancel right behind initialize, without waiting for its answer,
+// as a client that forgets the handshake does: the request gets the
+// TypeScript SDK's refusal, the notification nothing, and once initialize
+// is answered the same request is served.
+func TestNothingServedBeforeInitializeIsAnswered(t *testing.T) {
+	send, recv := conn(t, nil)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"flawed-1"}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	l := recv()
+	if gjson.Get(l, "id").Int() != 2 || gjson.Get(l, "error.code").Int() != -32600 ||
+		gjson.Get(l, "error.message").String() != "Invalid request: ACP connection must be initialized before 'session/new'" {
+		t.Fatalf("first answer %s, want session/new refused as the SDK refuses it", l)
+	}
+	if l := recv(); gjson.Get(l, "id").Int() != 1 || !gjson.Get(l, "result.protocolVersion").Exists() {
+		t.Fatalf("second answer %s, want the initialize result (and nothing for the notification)", l)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	if l := recv(); gjson.Get(l, "result.sessionId").String() != "flawed-1" {
+		t.Fatalf("session/new after initialize: %s", l)
 	}
 }

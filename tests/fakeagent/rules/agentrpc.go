@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
@@ -18,9 +20,13 @@ type rpc struct {
 // AgentRPC is the agent/createSession, agent/prompt, agent/update design of
 // legacy-formats.md §5.3 (JSON-RPC 2.0; the server sends "initialized"
 // after answering initialize). Tool updates carry data {id,name,arguments}.
+// Until initialize is answered (after fakeagent.InitDelay) a request gets
+// the design's "Server not initialized" (-32603) and a notification is
+// dropped, so a client that does not wait for the answer is caught.
 func AgentRPC(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	sessions := 0
+	var initialized atomic.Bool
 	for line := range c.in {
 		var m rpc
 		if json.Unmarshal(line, &m) != nil {
@@ -28,6 +34,13 @@ func AgentRPC(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 			continue
 		}
 		id := string(m.ID)
+		if m.Method != "initialize" && m.Method != "" && !initialized.Load() {
+			fmt.Fprintf(os.Stderr, "fake agent-rpc agent: refused %s: it came before initialize was answered\n", m.Method)
+			if m.ID != nil {
+				c.send(`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32603,"message":"Server not initialized"}}`)
+			}
+			continue
+		}
 		var p struct {
 			SessionID    string `json:"sessionId"`
 			Prompt       string `json:"prompt"`
@@ -43,8 +56,12 @@ func AgentRPC(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 		}
 		switch m.Method {
 		case "initialize":
-			c.send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"protocolVersion":"1.0","capabilities":{"sessionManagement":true,"streaming":true,"toolExecution":true,"fileOperations":true,"webSearch":true},"serverInfo":{"name":"mini-agent","version":"0.1.0"}}}`)
-			c.send(`{"jsonrpc":"2.0","method":"initialized","params":{}}`)
+			go func() {
+				time.Sleep(fakeagent.InitDelay)
+				initialized.Store(true)
+				c.send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"protocolVersion":"1.0","capabilities":{"sessionManagement":true,"streaming":true,"toolExecution":true,"fileOperations":true,"webSearch":true},"serverInfo":{"name":"mini-agent","version":"0.1.0"}}}`)
+				c.send(`{"jsonrpc":"2.0","method":"initialized","params":{}}`)
+			}()
 		case "agent/createSession":
 			if p.WorkspaceDir == "" {
 				c.send(`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32602,"message":"workspaceDir is required"}}`)

@@ -78,6 +78,13 @@ const (
 	// IdleCancelError is the answer to cancelSendMessage with no turn
 	// running (captured).
 	IdleCancelError = `{"code":-32603,"message":"Internal error","data":{"details":"Not currently generating"}}`
+	// PreInitError is what the agent answers a request that arrives before
+	// its initialize answer went out, besides recording a violation: the
+	// bridge must wait for that answer, as every client of an SDK-built
+	// agent must. Gemini CLI 0.1.x was not captured doing this; the shape
+	// is the one its Connection gives every error a handler throws
+	// (legacy-formats.md §1.2), with "%s" the method.
+	PreInitError = `{"code":-32603,"message":"Internal error","data":{"details":"The connection must be initialized before '%s'"}}`
 	// RateLimitError is Gemini's mapping of HTTP 429 (legacy-formats.md §1.2).
 	RateLimitError = `{"code":429,"message":"Rate limit exceeded. Try again later."}`
 	// PlanEntries are the entries of the "plan" script's updatePlan.
@@ -245,7 +252,8 @@ type agent struct {
 	sent        map[int64]string     // unanswered request id → method
 	pending     map[int64]chan reply // requests a script waits on
 	nextBridgeN int64                // the id the bridge's next request must carry
-	initialized bool
+	initSeen    bool                 // initialize arrived
+	initialized bool                 // its answer has gone out (or is going)
 	turn        *turn
 	died        chan struct{}
 	dieOnce     sync.Once
@@ -319,26 +327,39 @@ func (a *agent) checkBridgeID(id gjson.Result) {
 
 func (a *agent) request(method string, id json.RawMessage, params gjson.Result) {
 	a.mu.Lock()
-	initialized := a.initialized
+	initialized, initSeen := a.initialized, a.initSeen
+	if method == "initialize" {
+		a.initSeen = true
+	}
 	a.mu.Unlock()
 	if method != "initialize" && !initialized {
-		a.violation("%s before initialize", method)
+		// Gemini turns what its handlers throw into an Internal error;
+		// PreInitError is that shape (see its comment).
+		a.violation("%s before initialize was answered", method)
+		a.fail(id, fmt.Sprintf(PreInitError, method))
+		return
 	}
 	switch method {
 	case "initialize":
-		if initialized {
+		if initSeen {
 			a.violation("second initialize")
 		}
 		if v := params.Get("protocolVersion"); v.Type != gjson.String {
 			a.violation("initialize protocolVersion %s is not a string", v.Raw)
 		}
-		a.mu.Lock()
-		a.initialized = true
-		a.mu.Unlock()
-		if a.cfg.Banner {
-			a.send(Banner)
-		}
-		a.result(id, fmt.Sprintf(`{"protocolVersion":%q,"isAuthenticated":%t}`, ProtocolVersion, !a.cfg.Unauthenticated))
+		// Answered after fakeagent.InitDelay, off the read loop, so that
+		// a request sent right behind initialize arrives while it is
+		// still unanswered; the flag is set before the answer goes out.
+		go func() {
+			time.Sleep(fakeagent.InitDelay)
+			a.mu.Lock()
+			a.initialized = true
+			a.mu.Unlock()
+			if a.cfg.Banner {
+				a.send(Banner)
+			}
+			a.result(id, fmt.Sprintf(`{"protocolVersion":%q,"isAuthenticated":%t}`, ProtocolVersion, !a.cfg.Unauthenticated))
+		}()
 	case "authenticate":
 		if params.Exists() {
 			a.violation("authenticate with params %s (0.0.x sends none)", params.Raw)

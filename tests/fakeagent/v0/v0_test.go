@@ -168,3 +168,19 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A request sent right behind initialize, before its answer, is refused and
+// recorded as a violation; once initialize is answered it is served.
+func TestNothingServedBeforeInitializeIsAnswered(t *testing.T) {
+	p := startPeer(t, Config{})
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.0.9"}}`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"sendUserMessage","params":{"chunks":[{"text":"429"}]}}`)
+	p.expect(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"details":"The connection must be initialized before 'sendUserMessage'"}}}`)
+	p.expect(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"0.0.9","isAuthenticated":true}}`)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"sendUserMessage","params":{"chunks":[{"text":"429"}]}}`)
+	p.expect(`{"jsonrpc":"2.0","id":2,"error":` + RateLimitError + `}`)
+	waitFor(t, func() bool { return len(p.journal().Violations()) == 1 })
+	if v := p.journal().Violations(); !strings.Contains(v[0], "sendUserMessage before initialize was answered") {
+		t.Errorf("violations = %q", v)
+	}
+}
