@@ -57,6 +57,7 @@ async function say(client, sessionId, s, update) {
   await client.notify(acp.methods.client.session.update, { sessionId, update });
 }
 
+const words = (text) => text.split(/\s+/).filter(Boolean);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const app = acp
@@ -100,11 +101,12 @@ const app = acp
         }
         return { stopReason: "cancelled" };
       }
-      const words =
+      const context = texts.slice(0, -1).join(" ");
+      const answer =
         text.trim() === "recall"
-          ? [`${name} recalls:`, ...(texts.slice(0, -1).join(" ").split(/\s+/).filter(Boolean)), ...(texts.length > 1 ? [] : ["nothing"])]
-          : [`${name} heard:`, ...text.split(/\s+/).filter(Boolean)];
-      for (const [i, w] of words.entries()) {
+          ? [`${name} recalls:`, ...words(context || "nothing")]
+          : [`${name} heard:`, ...words(text)];
+      for (const [i, w] of answer.entries()) {
         await say(client, sessionId, s, chunk(i === 0 ? w : ` ${w}`));
       }
       return { stopReason: turn.signal.aborted ? "cancelled" : "end_turn" };
