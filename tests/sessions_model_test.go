@@ -23,10 +23,21 @@ package tests
 //	   new agent session.
 //
 // Fixed sequences reproduce the bugs of issue 25 (case-N); seeded random
-// sequences look for more of their class. A failure prints the seed, the
-// steps and the mismatch; replay it with
+// sequences (seeds 1…3, 30 steps, by default) look for more of their
+// class. A failure prints the seed, the steps and the mismatch; replay it
+// with
 //
 //	go test -race -run 'TestSessionsModel/seed-S$' ./tests/ -sessions.seed=S -sessions.steps=M
+//
+// A longer search: -sessions.seeds N -sessions.steps M; -sessions.without
+// leaves operations out (to look past a bug already known) and
+// -sessions.mode fixes the agent's mode (strict, lenient, keep).
+//
+// Where the promises are silent the model is loose: a prompt in a window
+// on a session another window has open may get any answer (only if it
+// succeeded may it show in that session's replay), a cancelled turn
+// replays its prompt and any prefix of what it streamed, and a turn cut
+// by a kill or an exit may be there like a cancelled one or not at all.
 
 import (
 	"flag"
