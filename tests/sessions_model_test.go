@@ -213,6 +213,11 @@ var modelCases = []struct {
 		{kind: "open", w: 1}, {kind: "load", w: 1, s: 0}, {kind: "prompt", w: 1, s: 0, n: 2},
 		{kind: "kill", w: 1}, {kind: "verify"},
 	}},
+	// P7: kill -9 right after a turn was answered: the turn survives.
+	{"case-7-kill-after-answer", "strict", []mop{
+		{kind: "open", w: 0}, {kind: "new", w: 0, n: 2}, {kind: "prompt", w: 0, s: 0, n: 3}, {kind: "kill", w: 0},
+		{kind: "open", w: 1}, {kind: "load", w: 1, s: 0}, {kind: "verify"},
+	}},
 	// P8: close, then load again in the same window; and the pipelined load.
 	{"case-8-close-then-load", "strict", []mop{
 		{kind: "open", w: 0}, {kind: "new", w: 0}, {kind: "prompt", w: 0, s: 0, n: 2},
