@@ -162,7 +162,9 @@ func seedTranscripts(tb testing.TB, dir string) {
 		tb.Fatal(err)
 	}
 	for i, sid := range seededSessions {
-		st.Append(sid, store.Record{Kind: store.KindMeta, Cwd: "/w", New: true})
+		if err := st.Create(sid, store.Meta{Cwd: "/w"}); err != nil {
+			tb.Fatal(err)
+		}
 		st.Append(sid, store.Record{Kind: store.KindPrompt, Body: json.RawMessage(fmt.Sprintf(`{"sessionId":%q,"prompt":[{"type":"text","text":"seeded turn %d"}]}`, sid, i))})
 		st.Append(sid, store.Record{Kind: store.KindUpdate, Body: json.RawMessage(fmt.Sprintf(`{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"seeded answer %d"}}}`, sid, i))})
 		st.Append(sid, store.Record{Kind: store.KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
@@ -183,7 +185,7 @@ func listed(tb testing.TB, dir string) []string {
 	}
 	defer st.Close()
 	done := make(chan []string, 1)
-	st.List("", "", 1<<20, func(ms []store.Meta, _ string, err error) {
+	st.List("", "", "", 1<<20, func(ms []store.Meta, _ string, err error) {
 		if err != nil {
 			tb.Errorf("listing %s: %v", dir, err)
 		}
