@@ -205,7 +205,7 @@ func TestFault_SidecarKeepsLastGood(t *testing.T) {
 	s := open(t, Options{Dir: dir, FS: x})
 	create(t, s, "s1", Meta{Cwd: "/w"})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("first"), Sync: true})
-	s.barrier() // the stop's flush queued the sidecar
+	s.barrier()                   // the stop's flush queued the sidecar
 	synced := make(chan struct{}) // the syncer has written the sidecar
 	s.do(func() { s.files["s1"].jobs.Wait(); close(synced) })
 	<-synced
