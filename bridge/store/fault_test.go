@@ -22,6 +22,8 @@ type faultFS struct {
 	// the bytes reach the file, and the error returned.
 	write    func(b []byte) (int, error)
 	truncErr error
+	// metaErr fails the writing of sidecars (their temporary files).
+	metaErr error
 }
 
 func (x *faultFS) set(write func(b []byte) (int, error), truncErr error) {
@@ -31,6 +33,12 @@ func (x *faultFS) set(write func(b []byte) (int, error), truncErr error) {
 }
 
 func (x *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	x.mu.Lock()
+	metaErr := x.metaErr
+	x.mu.Unlock()
+	if metaErr != nil && strings.HasPrefix(filepath.Base(name), ".meta-") {
+		return nil, metaErr
+	}
 	f, err := x.osFS.OpenFile(name, flag, perm)
 	if err != nil || !strings.HasSuffix(name, ".ndjson") {
 		return f, err
@@ -187,5 +195,33 @@ func TestFault_TruncateFailsToo(t *testing.T) {
 	tr, g := faultRun(t, func(b []byte) (int, error) { return len(b) - 3, syscall.ENOSPC }, errors.New("truncate: injected"))
 	if tr.Skipped == 0 || !strings.Contains(g.Cause, "truncate: injected") {
 		t.Fatalf("skipped %d (want the torn line), gap %+v", tr.Skipped, g)
+	}
+}
+
+// A sidecar that cannot be rewritten keeps its last good version.
+func TestFault_SidecarKeepsLastGood(t *testing.T) {
+	x := &faultFS{}
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir, FS: x})
+	create(t, s, "s1", Meta{Cwd: "/w"})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("first"), Sync: true})
+	s.barrier()                   // the stop's flush queued the sidecar
+	synced := make(chan struct{}) // the syncer has written the sidecar
+	s.do(func() { s.files["s1"].jobs.Wait(); close(synced) })
+	<-synced
+	x.mu.Lock()
+	x.metaErr = syscall.ENOSPC
+	x.mu.Unlock()
+	s.Append("s1", Record{Kind: KindBackend, Backend: "b-2", Link: "own", Sync: true})
+	s.Close()
+	m, err := s.readMeta(filepath.Join(dir, "s1.json"))
+	if err != nil || m.Title != "first" || m.Backend != "" {
+		t.Fatalf("sidecar after a failed rewrite: %+v %v; want the last good one", m, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".meta-") {
+			t.Fatalf("temporary file left: %s", e.Name())
+		}
 	}
 }

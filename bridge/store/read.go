@@ -32,6 +32,7 @@ type Reader struct {
 	f       File
 	br      *bufio.Reader
 	line    []byte // a line longer than br's buffer, gathered
+	params  []byte // how the params of a short update start
 	skipped int
 	log     hclog.Logger
 }
@@ -95,7 +96,10 @@ func (r *Reader) Next() (Record, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		rec, ok := r.decode(line)
+		rec, ok := r.decode(line) // copies what it keeps
+		if cap(r.line) > 1<<20 {
+			r.line = nil // a large record passed: do not hold its memory twice
+		}
 		if torn || !ok {
 			r.skipped++
 			what := "corrupt line"
@@ -145,19 +149,23 @@ func (r *Reader) decode(line []byte) (Record, bool) {
 	if !utf8.Valid(line) {
 		line = bytes.ToValidUTF8(line, replacement)
 	}
+	if bytes.HasPrefix(line, []byte(shortPrefix)) {
+		// A streamed update stored short (the writer gives it no time):
+		// the params were {"sessionId":sid,"update": and what the line
+		// holds after its prefix, members after "update" included. One
+		// pass over the bytes, the bulk of a transcript.
+		if r.params == nil {
+			r.params = append(append([]byte(`{"sessionId":`), quote(r.sid)...), `,"update":`...)
+		}
+		body := append(r.params[:len(r.params):len(r.params)], line[len(shortPrefix):]...)
+		if !json.Valid(body) {
+			return Record{}, false
+		}
+		return Record{Kind: KindUpdate, Body: body}, true
+	}
 	var rec Record
 	if json.Unmarshal(line, &rec) != nil || rec.Kind == "" {
 		return Record{}, false
-	}
-	if rec.Kind == kindShort && bytes.HasPrefix(line, []byte(shortPrefix)) {
-		// The params were {"sessionId":sid,"update": and what the line
-		// holds after its prefix, members after "update" included.
-		body := append([]byte(`{"sessionId":`), quote(r.sid)...)
-		body = append(append(body, `,"update":`...), line[len(shortPrefix):]...)
-		if !json.Valid(body) { // the line is a JSON object: it is, but cheap to be sure
-			return Record{}, false
-		}
-		rec = Record{Kind: KindUpdate, At: rec.At, Body: body}
 	}
 	if rec.Kind == KindUpdate && len(rec.Body) > 0 && gjson.GetBytes(rec.Body, "jsonrpc").Exists() {
 		// Stored as the whole notification (see KindUpdate).
