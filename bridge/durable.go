@@ -94,6 +94,10 @@ type durableState struct {
 	opening string
 	// suppressing counts sessions whose backend is replaying a load.
 	suppressing int
+	// answers are prompt answers held until the store has written their
+	// turn (holdForStore), oldest first; nextSeq numbers them.
+	answers []heldAnswer
+	nextSeq uint64
 	// held are sessions taken in the store for a load that the agent
 	// serves itself (its own session/load), until it answers.
 	held map[string]bool
@@ -606,26 +610,49 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 		}
 		s.b.attaching = false
 		if e.sessions[sid] != s {
-			return // closed or deleted meanwhile; its request was answered
+			if !req.retired {
+				e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", sid, pastTense(req.method)).With("sessionId", sid))
+			}
+			return
 		}
 		e.attachHistory(s, primer, e.openAnswer(req, s, true))
 	})
 }
 
 // reopen serves a load or resume of a session this bridge has open: a
-// load replays its transcript again; the backend session stays.
+// load replays its transcript again; the backend session stays. Requests
+// for the session that arrive meanwhile (a prompt pipelined behind the
+// load) wait until it is answered, as they do behind a first load: their
+// updates must not read as history.
 func (e *engine) reopen(req *request, s *session) {
+	if s.b.attaching {
+		s.b.waiters = append(s.b.waiters, func(err *translate.Error) {
+			if req.retired {
+				return
+			}
+			if err != nil {
+				e.fail(req, err)
+				return
+			}
+			e.reopen(req, s)
+		})
+		return
+	}
 	s.cwd, s.dirs = req.cwd, req.dirs
 	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 		s.b.mcp = json.RawMessage(m.Raw)
 	}
 	finish := e.openAnswer(req, s, false)
-	if req.method != "session/load" {
-		e.whenAttached(s, func(err *translate.Error) { finish(err, nil) })
-		return
-	}
-	e.readHistory(s.id, true, func(_ string, _ int, _ error) {
-		e.whenAttached(s, func(err *translate.Error) { finish(err, nil) })
+	s.b.attaching = true
+	e.readHistory(s.id, req.method == "session/load", func(primer string, _ int, _ error) {
+		s.b.attaching = false
+		if e.sessions[s.id] != s {
+			if !req.retired {
+				e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", s.id, pastTense(req.method)).With("sessionId", s.id))
+			}
+			return
+		}
+		e.attachHistory(s, primer, finish)
 	})
 }
 
@@ -709,6 +736,54 @@ func (e *engine) forget(s *session) {
 			s.b.idle.Stop()
 		}
 	}
+}
+
+// heldAnswer is a prompt's answer waiting for the store (holdForStore).
+type heldAnswer struct {
+	seq     uint64
+	msg     editorMsg
+	session string
+}
+
+// holdForStore holds the answer to a prompt on a recorded session until
+// everything recorded before it — the prompt, the turn's updates, its stop
+// — is written (Store.Written): the editor is never told a turn ended
+// that a kill -9 of the bridge could still lose, and another window lists
+// the session's title as soon as its first turn is answered. Answers go
+// out in order; only that session's answer waits (a late update of the
+// same session may overtake it, which an editor takes as part of the
+// turn). It reports whether it took m.
+func (e *engine) holdForStore(req *request, m editorMsg) bool {
+	if !e.durable() || req.method != "session/prompt" || e.stopping() {
+		return false
+	}
+	if s := e.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
+		return false
+	}
+	e.dur.nextSeq++
+	seq := e.dur.nextSeq
+	e.dur.answers = append(e.dur.answers, heldAnswer{seq: seq, msg: m, session: req.session})
+	e.store().Written(func() {
+		e.recordedSeq.Store(seq) // barriers complete in order
+		signal(e.recorded)
+	})
+	return true
+}
+
+// releaseAnswers writes the held answers whose records are written; all of
+// them when all is set (shutdown: the store is closed after Serve, which
+// writes everything).
+func (e *engine) releaseAnswers(all bool) {
+	done := e.recordedSeq.Load()
+	n := 0
+	for _, a := range e.dur.answers {
+		if !all && a.seq > done {
+			break
+		}
+		e.writeEditorSession(a.msg, a.session)
+		n++
+	}
+	e.dur.answers = append(e.dur.answers[:0], e.dur.answers[n:]...)
 }
 
 // releaseSessions gives up, at shutdown, every session this bridge holds

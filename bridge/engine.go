@@ -62,6 +62,11 @@ type engine struct {
 	linkWG     sync.WaitGroup
 	helperWG   sync.WaitGroup
 	freeing    atomic.Bool // a freeMemory is running
+	// recorded is signalled when the store has written what a held
+	// prompt answer waits for; recordedSeq is the last such answer's
+	// number (holdForStore).
+	recorded    chan struct{}
+	recordedSeq atomic.Uint64
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -128,6 +133,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		drained:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		stopWrites: make(chan struct{}),
+		recorded:   make(chan struct{}, 1),
 		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
@@ -182,6 +188,7 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	stopGiveUp := time.AfterFunc(time.Until(deadline), func() { close(giveUp) })
 	defer stopGiveUp.Stop()
 	e.giveUp = giveUp
+	e.releaseAnswers(true)
 	shutting := translate.Errorf(translate.CodeInternalError, "acp-bridge is shutting down: the editor closed its input or the bridge was stopped")
 	for _, req := range e.pending.inOrder() {
 		e.fail(req, shutting)
@@ -283,6 +290,8 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 		case task := <-e.tasks:
 			task()
+		case <-e.recorded:
+			e.releaseAnswers(false)
 		case <-e.drained:
 		}
 		e.releaseHeld()

@@ -122,7 +122,7 @@ func (e *engine) answer(req *request, result json.RawMessage) {
 	}
 	defer e.dequeue(req)
 	e.turnEnded(req, result, false)
-	e.writeEditorSession(editorMsg{head: resultHead(req.id), body: result, tail: closeBrace}, req.session)
+	e.writeAnswer(req, editorMsg{head: resultHead(req.id), body: result, tail: closeBrace})
 }
 
 func (e *engine) fail(req *request, err *translate.Error) {
@@ -145,7 +145,18 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 		return
 	}
 	e.turnEnded(req, errObj, true)
-	e.writeEditorSession(editorMsg{body: translate.ErrorFrame(req.id, errObj)}, req.session)
+	e.writeAnswer(req, editorMsg{body: translate.ErrorFrame(req.id, errObj)})
+}
+
+// writeAnswer writes the answer to an editor request. A prompt's answer
+// on a recorded session waits until the store has handed the turn to the
+// operating system (see holdForStore): a turn the editor saw end survives
+// a kill -9 of the bridge right after.
+func (e *engine) writeAnswer(req *request, m editorMsg) {
+	if e.holdForStore(req, m) {
+		return
+	}
+	e.writeEditorSession(m, req.session)
 }
 
 func resultHead(id json.RawMessage) []byte {

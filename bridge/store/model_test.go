@@ -199,6 +199,8 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	readers := []*Store{a, b}
 	ids := []string{"s1", "s2", "s3", "a/b c", strings.Repeat("long-", 40), "x-1"}
 	m := model{prompts: map[string][]string{}, holder: map[string]int{}}
+	// gone are the ids deleted: never handed out again (tombstones).
+	gone := map[string]bool{}
 	var trace []string
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -215,13 +217,13 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		switch op {
 		case 0: // Create
 			want := "ok"
-			if exists {
+			if exists || gone[sid] {
 				want = "taken"
 			}
 			if got := drivers[d].create(sid); got != want {
 				fail("Create: %s, want %s", got, want)
 			}
-			if !exists {
+			if want == "ok" {
 				m.prompts[sid], m.holder[sid] = []string{}, d
 			}
 		case 1: // Acquire
@@ -263,6 +265,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if want == "ok" {
 				delete(m.prompts, sid)
 				delete(m.holder, sid)
+				gone[sid] = true
 			}
 		case 7: // Read, by either Store of this process
 			if held {
@@ -303,8 +306,8 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				fail("List: %q, want %q", got, want)
 			}
 		case 9: // Taken
-			if got := readers[rng.IntN(2)].Taken(sid); got != exists {
-				fail("Taken: %v, want %v", got, exists)
+			if got := readers[rng.IntN(2)].Taken(sid); got != (exists || gone[sid]) {
+				fail("Taken: %v, want %v", got, exists || gone[sid])
 			}
 		}
 	}

@@ -31,6 +31,10 @@ func (s *Store) Create(sid string, m Meta) error {
 		}
 		return err
 	}
+	if _, err := s.fs.Lstat(s.gonePath(sid)); err == nil {
+		l.release()
+		return fmt.Errorf("session %s was recorded and deleted: %w", sid, ErrTaken)
+	}
 	tp, _ := s.paths(sid)
 	f, err := s.fs.OpenFile(tp, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if err != nil {
@@ -47,25 +51,30 @@ func (s *Store) Create(sid string, m Meta) error {
 	if m.UpdatedAt.Before(m.CreatedAt) {
 		m.UpdatedAt = m.CreatedAt
 	}
+	// Listed before Create returns: another window's session/list right
+	// after this session/new is answered shows it, and a bridge killed
+	// before its first flush leaves no transcript nobody can find. Nothing
+	// else writes this sidecar until the op below hands the file to the
+	// writer.
+	metaErr := s.writeMeta(sid, m)
 	c := &claim{lock: l}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		f.Close()
 		s.fs.Remove(tp)
+		_, mp := s.paths(sid)
+		s.fs.Remove(mp)
 		l.release()
 		return ErrClosed
 	}
 	s.held[sid] = c
 	s.queue = append(s.queue, op{fn: func() {
 		s.owned[sid] = c
-		s.track(sid, &file{f: f, meta: m, metaD: true})
-		// Listed at once: a bridge killed before its first flush must
-		// not leave a transcript nobody can find.
-		if err := s.writeMeta(sid, m); err != nil {
-			s.log.Warn("session listing data not written", "session", sid, "error", err)
+		s.track(sid, &file{f: f, meta: m, metaD: metaErr != nil})
+		if metaErr != nil {
+			s.log.Warn("session listing data not written; retried at the next flush", "session", sid, "error", metaErr)
 		}
-		s.files[sid].metaD = false
 		s.retain(sid)
 	}})
 	s.mu.Unlock()
@@ -176,6 +185,9 @@ func (s *Store) Taken(sid string) bool {
 	}
 	tp, _ := s.paths(sid)
 	_, err := s.fs.Lstat(tp)
+	if errors.Is(err, fs.ErrNotExist) {
+		_, err = s.fs.Lstat(s.gonePath(sid))
+	}
 	return !errors.Is(err, fs.ErrNotExist)
 }
 

@@ -274,6 +274,9 @@ type file struct {
 	capped bool
 	dirty  bool // written since the last fsync
 	metaD  bool // meta changed since the sidecar was written
+	// titled: the title was just set and is not in the sidecar yet; a
+	// Written barrier puts it there (other windows list by the sidecar).
+	titled bool
 
 	// end is the size on disk, whole lines only (a failed write is
 	// truncated back to it); torn says the file may end in a partial line
@@ -604,6 +607,34 @@ func (s *Store) do(fn func()) bool {
 	return true
 }
 
+// Written runs fn on the writer goroutine once every record queued before
+// the call has been handed to the operating system (a kill -9 of this
+// process can no longer lose it; a machine crash still can until the next
+// fsync), and once a session's first title is in its sidecar, where other
+// processes list it. A closed Store runs fn at once. fn must not call
+// back into the Store synchronously.
+func (s *Store) Written(fn func()) {
+	if !s.do(func() {
+		var titled []*file
+		for sid, f := range s.files {
+			if len(f.pend) > 0 {
+				s.writeOut(sid, f)
+			}
+			if f.titled {
+				f.titled = false
+				s.sy.add(sid, f, false, true)
+				titled = append(titled, f)
+			}
+		}
+		for _, f := range titled {
+			f.jobs.Wait() // the syncer wrote the sidecar (and nothing older after it)
+		}
+		fn()
+	}) {
+		fn()
+	}
+}
+
 // handOffBytes is the most a stream queues before the writer is woken.
 const handOffBytes = 256 << 10
 
@@ -882,6 +913,7 @@ func (s *Store) write(sid string, r *Record) {
 		if f.meta.Title == "" {
 			f.meta.Title = Title(r.Body)
 			f.metaD = f.meta.Title != ""
+			f.titled = f.metaD
 		}
 	}
 	if f.capped && !structural(r.Kind) {
@@ -1247,7 +1279,40 @@ func (s *Store) removeFiles(sid string) error {
 	if err1 != nil && err2 != nil {
 		return fmt.Errorf("no transcript of session %q: %w", sid, fs.ErrNotExist)
 	}
+	// A tombstone keeps the id from being handed out again: an editor
+	// window that still remembers the deleted session must never load
+	// another conversation under its id. Retention removes it after
+	// MaxAge.
+	if g, err := s.fs.OpenFile(s.gonePath(sid), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, 0o600); err == nil {
+		g.Close()
+	} else {
+		s.log.Warn("deleted session's id not kept from reuse", "session", sid, "error", err)
+	}
 	return nil
+}
+
+// gonePath is the tombstone of a deleted session sid (see removeFiles).
+func (s *Store) gonePath(sid string) string {
+	return filepath.Join(s.o.Dir, name(sid)+goneSuffix)
+}
+
+const goneSuffix = ".gone"
+
+// expireTombstones removes the tombstones of sessions deleted longer than
+// MaxAge ago.
+func (s *Store) expireTombstones(now time.Time) {
+	if s.o.MaxAge <= 0 {
+		return
+	}
+	ents, _ := s.fs.ReadDir(s.o.Dir)
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), goneSuffix) || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > s.o.MaxAge {
+			s.fs.Remove(filepath.Join(s.o.Dir, e.Name()))
+		}
+	}
 }
 
 // all returns every session's listing data, newest first.
@@ -1329,6 +1394,7 @@ func (s *Store) list(cwd, agent, cur string, limit int) ([]Meta, string, error) 
 func (s *Store) retain(keep string) {
 	all := s.all()
 	now := time.Now()
+	s.expireTombstones(now)
 	n := 0
 	if keep != "" && !slices.ContainsFunc(all, func(m Meta) bool { return m.SessionID == keep }) {
 		n = 1 // a session just created has no listing data on disk yet

@@ -375,6 +375,42 @@ func TestStore_CreateRefusesARecordedID(t *testing.T) {
 	}
 }
 
+// A deleted session's id is never handed out again while its tombstone
+// lasts (MaxAge): a window that still remembers it must not load another
+// conversation under it. Nothing of it is listed or loadable.
+func TestStore_DeletedIDsAreNotReused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	create(t, s, "sess-1", Meta{Cwd: "/w"})
+	s.Append("sess-1", Record{Kind: KindPrompt, Body: prompt("secret plans"), Sync: true})
+	done := make(chan error, 1)
+	s.Delete("sess-1", func(err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create("sess-1", Meta{Cwd: "/w"}); !errors.Is(err, ErrTaken) {
+		t.Fatalf("Create of a deleted id: %v, want ErrTaken", err)
+	}
+	if !s.Taken("sess-1") {
+		t.Fatal("a deleted id is not Taken")
+	}
+	if _, err := s.Acquire("sess-1"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Acquire of a deleted session: %v, want not found", err)
+	}
+	if ms, _ := list(t, s, "", "", 0); len(ms) != 0 {
+		t.Fatalf("a deleted session is listed: %+v", ms)
+	}
+	// Past MaxAge the tombstone goes, and with it the reservation.
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, "sess-1"+goneSuffix), old, old); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, Options{Dir: dir, MaxAge: 24 * time.Hour})
+	if err := s2.Create("sess-1", Meta{Cwd: "/w"}); err != nil {
+		t.Fatalf("Create after the tombstone expired: %v", err)
+	}
+}
+
 func TestOmitLarge_SplicesOnlyLargePayloads(t *testing.T) {
 	in := `{"a":{"data":"` + strings.Repeat("Q", 50) + `","x":["data",{"blob" : "` + strings.Repeat("Z", 60) + `"}]},"data":"short","text":"` + strings.Repeat("T", 80) + `"}`
 	got := string(omitLarge(json.RawMessage(in), 40))
