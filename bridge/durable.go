@@ -554,6 +554,12 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 	meta, err := st.Acquire(sid)
 	var busy *store.BusyError
 	switch {
+	case errors.Is(err, store.ErrDeleted):
+		// The agent may still have its side of it; the user deleted the
+		// conversation through the bridge, and it stays deleted.
+		e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+			"session %s was deleted: start a new session (session/list shows the ones there are)", sid).With("sessionId", sid))
+		return
 	case errors.Is(err, fs.ErrNotExist):
 		e.dispatch(req, env) // not recorded by any bridge: the agent may know it
 		return

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,11 @@ import (
 // ErrTaken is wrapped by Create's error when the session id is already
 // recorded (here or by another process): the caller picks another id.
 var ErrTaken = errors.New("session id already recorded")
+
+// ErrDeleted is wrapped by Acquire's error for a session that was recorded
+// and then deleted (its id stays taken, see Create). It wraps
+// fs.ErrNotExist: the session is not there.
+var ErrDeleted = fmt.Errorf("the session was deleted: %w", fs.ErrNotExist)
 
 // BusyError is Acquire's and Delete's error when another acp-bridge
 // process (or another Acquire of the same Store, not yet Released) holds

@@ -105,6 +105,9 @@ func (s *Store) Acquire(sid string) (Meta, error) {
 	}
 	tp, mp := s.paths(sid)
 	if _, err := s.fs.Lstat(tp); err != nil {
+		if _, gerr := s.fs.Lstat(s.gonePath(sid)); gerr == nil {
+			return Meta{}, fmt.Errorf("session %q: %w", sid, ErrDeleted)
+		}
 		return Meta{}, notFound(sid, err)
 	}
 	l, err := takeLock(lockPath(s.o.Dir, name(sid)), sid)

@@ -394,8 +394,8 @@ func TestStore_DeletedIDsAreNotReused(t *testing.T) {
 	if !s.Taken("sess-1") {
 		t.Fatal("a deleted id is not Taken")
 	}
-	if _, err := s.Acquire("sess-1"); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("Acquire of a deleted session: %v, want not found", err)
+	if _, err := s.Acquire("sess-1"); !errors.Is(err, ErrDeleted) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Acquire of a deleted session: %v, want ErrDeleted (not found)", err)
 	}
 	if ms, _ := list(t, s, "", "", 0); len(ms) != 0 {
 		t.Fatalf("a deleted session is listed: %+v", ms)
