@@ -61,9 +61,15 @@ type Durable struct {
 
 // bridged is what the engine keeps of a durable session.
 type bridged struct {
-	// backend is the backend's session id when it is not the editor's.
-	backend string
-	bind    Binding
+	// backend is the backend's session id when it is not the editor's,
+	// on backendLink.
+	backend     string
+	backendLink *link
+	// resumeID is the agent's own id of this session recorded by an
+	// earlier bridge process: the next attach asks the agent to resume
+	// or load that one.
+	resumeID string
+	bind     Binding
 	// mcp are the mcpServers of the last open, sent again on re-attach.
 	mcp json.RawMessage
 	// attaching is set while a backend session is being opened; waiters
@@ -86,14 +92,27 @@ type bridged struct {
 	owned bool
 }
 
+// aliasKey names a backend session: its id on the link that serves it.
+type aliasKey struct {
+	link *link
+	id   string
+}
+
 // durableState is the engine's durable-session state (loop-owned).
 type durableState struct {
-	alias map[string]*session        // backend session id → session
+	// alias maps a backend session id, on the link that serves it, to
+	// the session it is: agents on different links (another agent, a
+	// restarted one) hand out the same ids, and one link's "s-1" must
+	// never reach another session.
+	alias map[aliasKey]*session
 	caps  map[string]json.RawMessage // agent name → its agentCapabilities
 	// opening is the method of the session answer being recorded.
 	opening string
 	// suppressing counts sessions whose backend is replaying a load.
 	suppressing int
+	// gone are backend sessions on the shared link of sessions closed
+	// here: their late updates are dropped (forgetBackend).
+	gone map[aliasKey]bool
 	// answers are prompt answers held until the store has written their
 	// turn (holdForStore), oldest first; nextSeq numbers them.
 	answers []heldAnswer
@@ -247,9 +266,6 @@ func (e *engine) claimNew(req *request, agentID string, result json.RawMessage) 
 		if s := e.sessions[id]; s != nil && (s.b != nil || s.link != req.link) && s.link.down == nil {
 			continue // an editor id this engine already serves
 		}
-		if e.dur.alias[id] != nil {
-			continue
-		}
 		err := st.Create(id, store.Meta{SessionID: id, Cwd: req.cwd, Agent: bind.Name, Dialect: bind.Dialect.Name, Backend: agentID, Link: linkKind})
 		if err == nil {
 			break
@@ -389,6 +405,34 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 	return true
 }
 
+// shadowed returns the session whose backend id on the agent's shared link
+// is sid, when sid names no session of this engine: the editor means
+// another session (one open in another window, one it remembers), and
+// passed on as it is, sid would reach that other conversation on the
+// agent. nil when there is none.
+func (e *engine) shadowed(sid string) *session {
+	if sid == "" || e.control == nil || len(e.dur.alias) == 0 {
+		return nil
+	}
+	if s := e.sessions[sid]; s != nil && s.b != nil {
+		return nil
+	}
+	return e.dur.alias[aliasKey{e.control, sid}]
+}
+
+// refuseShadowed answers a request naming a shadowed session id (see
+// shadowed) as the agent would an id it does not have. It reports whether
+// it did.
+func (e *engine) refuseShadowed(req *request) bool {
+	if !e.durable() || e.shadowed(req.session) == nil {
+		return false
+	}
+	e.log.Warn("request for a session not open here refused: its id is another session's on the agent", "method", req.method, "session", req.session)
+	e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+		"session %s is not open in this bridge: load it first with session/load (session/list shows the recorded sessions)", req.session).With("sessionId", req.session))
+	return true
+}
+
 // durableNotification routes an editor notification for a bridged session
 // whose backend id differs or which has no live backend. It reports whether
 // it took it.
@@ -396,7 +440,12 @@ func (e *engine) durableNotification(env *translate.Envelope) bool {
 	if !e.durable() {
 		return false
 	}
-	s := e.sessions[gjson.GetBytes(env.Params, "sessionId").Str]
+	sid := gjson.GetBytes(env.Params, "sessionId").Str
+	if e.shadowed(sid) != nil {
+		e.log.Warn("notification for a session not open here dropped: its id is another session's on the agent", "method", env.Method, "session", sid)
+		return true
+	}
+	s := e.sessions[sid]
 	if s == nil || s.b == nil || (s.b.backend == "" && s.link.down == nil && !s.b.attaching) {
 		return false
 	}
@@ -430,8 +479,8 @@ func (e *engine) toBackend(s *session, params json.RawMessage) json.RawMessage {
 // unalias maps an agent's output for a backend session id that is not the
 // editor's back to the editor's id. drop is set for updates of a backend's
 // own load that the editor must not see twice.
-func (e *engine) unalias(o translate.Out) (_ translate.Out, drop bool) {
-	if !e.durable() || len(e.dur.alias) == 0 && e.dur.suppressing == 0 {
+func (e *engine) unalias(l *link, o translate.Out) (_ translate.Out, drop bool) {
+	if !e.durable() || len(e.dur.alias) == 0 && e.dur.suppressing == 0 && len(e.dur.gone) == 0 {
 		return o, false
 	}
 	sid := o.Session
@@ -441,16 +490,20 @@ func (e *engine) unalias(o translate.Out) (_ translate.Out, drop bool) {
 			sid = gjson.GetBytes(o.Body, "sessionId").Str
 		}
 	}
-	s := e.dur.alias[sid]
+	if e.dur.gone[aliasKey{l, sid}] && o.Method == "session/update" && e.sessions[sid] == nil {
+		e.repaired(RepairDrainedTurnUpdates, sid, "update for a session closed here: "+gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
+		return o, true
+	}
+	s := e.dur.alias[aliasKey{l, sid}]
 	if s == nil {
-		if s = e.sessions[sid]; s == nil || s.b == nil {
+		if s = e.sessions[sid]; s == nil || s.b == nil || s.link != l {
 			return o, false
 		}
 	}
 	if s.b.suppress && o.Method == "session/update" {
 		return o, true
 	}
-	if s.b.backend == "" || s.b.backend != sid {
+	if s.b.backend == "" || s.b.backend != sid || s.b.backendLink != l {
 		return o, false
 	}
 	id, _ := json.Marshal(s.id)
@@ -596,8 +649,8 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 		s.b.mcp = json.RawMessage(m.Raw)
 	}
-	if meta.Backend != "" && meta.Backend != sid && (meta.Agent == "" || meta.Agent == bind.Name) {
-		e.setBackend(s, meta.Backend)
+	if meta.Backend != sid && (meta.Agent == "" || meta.Agent == bind.Name) {
+		s.b.resumeID = meta.Backend
 	}
 	e.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
 	// The replay is the bridge's own work, however long the transcript:
@@ -735,9 +788,7 @@ func (e *engine) forget(s *session) {
 			s.b.owned = false
 			e.store().Release(s.id)
 		}
-		if s.b.backend != "" {
-			delete(e.dur.alias, s.b.backend)
-		}
+		e.setBackend(s, "")
 		if s.b.idle != nil {
 			s.b.idle.Stop()
 		}
@@ -751,19 +802,35 @@ type heldAnswer struct {
 	session string
 }
 
-// holdForStore holds the answer to a prompt on a recorded session until
-// everything recorded before it — the prompt, the turn's updates, its stop
-// — is written (Store.Written): the editor is never told a turn ended
-// that a kill -9 of the bridge could still lose, and another window lists
-// the session's title as soon as its first turn is answered. Answers go
-// out in order; only that session's answer waits (a late update of the
-// same session may overtake it, which an editor takes as part of the
-// turn). It reports whether it took m.
-func (e *engine) holdForStore(req *request, m editorMsg) bool {
-	if !e.durable() || req.method != "session/prompt" || e.stopping() {
+// holdForStore holds an answer until what the store was asked before it
+// is done (Store.Written):
+//   - a prompt's on a recorded session, until the prompt, the turn's
+//     updates and its stop are written: the editor is never told a turn
+//     ended that a kill -9 of the bridge could still lose, and another
+//     window lists the session's title as soon as its first turn is
+//     answered;
+//   - session/close's, and a failed load's or resume's, until the session
+//     is released: another window may open it the moment the editor sees
+//     the answer.
+//
+// Answers go out in order; only those wait (a late update of the same
+// session may overtake a prompt's answer, which an editor takes as part of
+// the turn). It reports whether it took m.
+func (e *engine) holdForStore(req *request, m editorMsg, failed bool) bool {
+	if !e.durable() || e.stopping() {
 		return false
 	}
-	if s := e.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
+	switch req.method {
+	case "session/prompt":
+		if s := e.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
+			return false
+		}
+	case "session/close":
+	case "session/load", "session/resume":
+		if !failed {
+			return false
+		}
+	default:
 		return false
 	}
 	e.dur.nextSeq++
@@ -920,7 +987,10 @@ func (e *engine) attachParams(s *session, method string) json.RawMessage {
 	}
 	if method != "session/new" {
 		backendID := s.id
-		if s.b.backend != "" {
+		switch {
+		case s.b.resumeID != "":
+			backendID = s.b.resumeID
+		case s.b.backend != "":
 			backendID = s.b.backend
 		}
 		params["sessionId"] = backendID
@@ -983,30 +1053,36 @@ func (e *engine) attachOn(l *link, s *session, history string, bind Binding, met
 		} else {
 			e.setBackend(s, gjson.GetBytes(body, "sessionId").Str)
 		}
+		s.b.resumeID = ""
 		e.recordBackend(s)
 		e.attached(s, nil, o.Body, done)
 	})
 }
 
-// setBackend makes id the backend session id of s: the engine maps it to
-// the editor's id both ways when they differ. An alias left by a session
+// setBackend makes id, on s's link, the backend session id of s: the
+// engine maps it to the editor's id both ways when they differ ("" or the
+// editor's own id: no mapping). An alias left on that link by a session
 // whose backend is gone must not capture this backend session's messages.
 func (e *engine) setBackend(s *session, id string) {
 	if s.b.backend != "" {
-		delete(e.dur.alias, s.b.backend)
-	}
-	s.b.backend = ""
-	if other := e.dur.alias[id]; other != nil && other != s {
-		other.b.backend = ""
-	}
-	delete(e.dur.alias, id)
-	if id != "" && id != s.id {
-		if e.dur.alias == nil {
-			e.dur.alias = map[string]*session{}
+		if k := (aliasKey{s.b.backendLink, s.b.backend}); e.dur.alias[k] == s {
+			delete(e.dur.alias, k)
 		}
-		e.dur.alias[id] = s
-		s.b.backend = id
 	}
+	s.b.backend, s.b.backendLink = "", nil
+	if id == "" || id == s.id {
+		return
+	}
+	k := aliasKey{s.link, id}
+	if other := e.dur.alias[k]; other != nil && other != s {
+		other.b.backend, other.b.backendLink = "", nil
+	}
+	if e.dur.alias == nil {
+		e.dur.alias = map[aliasKey]*session{}
+	}
+	delete(e.dur.gone, k)
+	e.dur.alias[k] = s
+	s.b.backend, s.b.backendLink = id, s.link
 }
 
 // recordBackend writes down which agent session serves s now, so that a
@@ -1071,8 +1147,10 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 		e.bridgedOf(s)
 	}
 	if s != nil {
+		e.endTurns(s, "the session was closed")
 		if s.link.down == nil {
 			if s.link.control {
+				e.forgetBackend(s)
 				if gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
 					e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
 				}
@@ -1124,6 +1202,40 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 		})
 	})
 	return true
+}
+
+// endTurns ends the turns still running on s, which is being closed or
+// deleted: the agent is told session/cancel, each pending prompt is
+// answered cancelled now (its own late answer is dropped), and prompts
+// still waiting for a backend are answered too. Otherwise a prompt of a
+// closed session would never be answered.
+func (e *engine) endTurns(s *session, why string) {
+	if len(s.prompts) == 0 {
+		return
+	}
+	e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	if s.link.down == nil && !s.b.attaching {
+		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+	}
+	for _, ref := range slices.Clone(s.prompts) {
+		if req := e.pending.get(ref); req != nil {
+			e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
+		}
+	}
+}
+
+// forgetBackend remembers that s's backend session on the shared link is
+// closed: what the agent still sends for it (the end of a cancelled turn)
+// is dropped rather than shown under an id the editor no longer has.
+func (e *engine) forgetBackend(s *session) {
+	id := s.b.backend
+	if id == "" {
+		id = s.id
+	}
+	if e.dur.gone == nil {
+		e.dur.gone = map[aliasKey]bool{}
+	}
+	e.dur.gone[aliasKey{s.link, id}] = true
 }
 
 // --- idle cleanup ----------------------------------------------------------------

@@ -437,6 +437,9 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 
 // dispatch routes an editor request to the link that serves it.
 func (e *engine) dispatch(req *request, env *translate.Envelope) {
+	if e.refuseShadowed(req) {
+		return
+	}
 	switch env.Method {
 	case "session/new":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
@@ -686,7 +689,7 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 		case translate.Reply, translate.Fail:
 			e.translatorAnswer(l, o)
 		case translate.Notify, translate.Forward:
-			e.notify(o)
+			e.notify(l, o)
 		case translate.Call:
 			e.callEditor(l, o)
 		case translate.CancelCall:
@@ -722,8 +725,8 @@ func (e *engine) toAgent(l *link, frame []byte) {
 
 // notify writes a translator's notification (Notify, built here, or
 // Forward, passed through as it came).
-func (e *engine) notify(o translate.Out) {
-	o, drop := e.unalias(o)
+func (e *engine) notify(l *link, o translate.Out) {
+	o, drop := e.unalias(l, o)
 	if drop {
 		return
 	}
@@ -786,7 +789,7 @@ func notificationHead(method string) []byte {
 }
 
 func (e *engine) callEditor(l *link, o translate.Out) {
-	o, _ = e.unalias(o)
+	o, _ = e.unalias(l, o)
 	sid := o.Session
 	if sid == "" {
 		sid = gjson.GetBytes(o.Body, "sessionId").Str

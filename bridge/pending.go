@@ -122,7 +122,7 @@ func (e *engine) answer(req *request, result json.RawMessage) {
 	}
 	defer e.dequeue(req)
 	e.turnEnded(req, result, false)
-	e.writeAnswer(req, editorMsg{head: resultHead(req.id), body: result, tail: closeBrace})
+	e.writeAnswer(req, editorMsg{head: resultHead(req.id), body: result, tail: closeBrace}, false)
 }
 
 func (e *engine) fail(req *request, err *translate.Error) {
@@ -145,15 +145,15 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 		return
 	}
 	e.turnEnded(req, errObj, true)
-	e.writeAnswer(req, editorMsg{body: translate.ErrorFrame(req.id, errObj)})
+	e.writeAnswer(req, editorMsg{body: translate.ErrorFrame(req.id, errObj)}, true)
 }
 
-// writeAnswer writes the answer to an editor request. A prompt's answer
-// on a recorded session waits until the store has handed the turn to the
-// operating system (see holdForStore): a turn the editor saw end survives
-// a kill -9 of the bridge right after.
-func (e *engine) writeAnswer(req *request, m editorMsg) {
-	if e.holdForStore(req, m) {
+// writeAnswer writes the answer to an editor request. Some wait for the
+// store first (see holdForStore): a turn the editor saw end survives a
+// kill -9 of the bridge right after, and a session the editor saw closed
+// can be opened in another window at once.
+func (e *engine) writeAnswer(req *request, m editorMsg, failed bool) {
+	if e.holdForStore(req, m, failed) {
 		return
 	}
 	e.writeEditorSession(m, req.session)

@@ -299,6 +299,9 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 			delete(e.dur.held, sid)
 			owned = true
 		}
+		if req.link != nil {
+			delete(e.dur.gone, aliasKey{req.link, agentID}) // the agent's id names a new session now
+		}
 		if s := e.sessions[sid]; s == nil || s.link.down != nil || owned && s.b == nil {
 			s = &session{id: sid, link: req.link, cwd: req.cwd, dirs: req.dirs}
 			if old := e.sessions[sid]; old != nil {

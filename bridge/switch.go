@@ -147,10 +147,8 @@ func (e *engine) detach(s *session, why string, then func()) {
 		}
 	}
 	defer done()
-	if s.b.backend != "" {
-		delete(e.dur.alias, s.b.backend)
-		s.b.backend = ""
-	}
+	e.setBackend(s, "")
+	s.b.resumeID = ""
 	if s.b.idle != nil {
 		s.b.idle.Stop()
 	}
