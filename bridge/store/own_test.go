@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,7 +312,9 @@ func TestStore_BackendAndListByAgent(t *testing.T) {
 		t.Fatalf("gemini's sessions: %+v", m)
 	}
 	s2.List("", "claude", "", 0, func(m []Meta, _ string, _ error) { ch <- m })
-	if m := <-ch; len(m) != 2 || m[1].SessionID != "s2" || m[1].Backend != "agent-8" || m[1].Link != "shared" {
+	m := <-ch
+	i := slices.IndexFunc(m, func(x Meta) bool { return x.SessionID == "s2" })
+	if len(m) != 2 || i < 0 || m[i].Backend != "agent-8" || m[i].Link != "shared" {
 		t.Fatalf("claude's sessions: %+v", m)
 	}
 }
