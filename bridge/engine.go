@@ -277,7 +277,7 @@ func (e *engine) loop(ctx context.Context) error {
 		case <-e.inbox.wake:
 			batch := e.inbox.take()
 			for i := range batch {
-				e.agentEvent(batch[i])
+				e.agentEvent(&batch[i])
 				batch[i] = agentEvent{}
 			}
 		case task := <-e.tasks:
@@ -540,7 +540,7 @@ func (e *engine) feed(l *link, m translate.Msg) {
 }
 
 // agentEvent handles one event from a link's goroutine.
-func (e *engine) agentEvent(ev agentEvent) {
+func (e *engine) agentEvent(ev *agentEvent) {
 	l := ev.link
 	switch {
 	case ev.err != nil:
@@ -548,19 +548,20 @@ func (e *engine) agentEvent(ev agentEvent) {
 	case ev.up:
 		e.linkUp(l)
 	default:
-		e.fromAgent(l, ev.frame)
+		e.fromAgent(l, ev)
 	}
 }
 
-func (e *engine) fromAgent(l *link, frame []byte) {
+// fromAgent hands a frame to its link's translator. The frame was put on
+// one line, and parsed when the translator takes parsed frames, by the
+// link's goroutine (agentEvent.prepare).
+func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	if l.down != nil {
 		return
 	}
+	frame := ev.frame
 	defer e.afterLarge(len(frame))
-	if bytes.IndexByte(frame, '\n') >= 0 || bytes.IndexByte(frame, '\r') >= 0 {
-		// A pretty-printed frame (one message per WebSocket text frame,
-		// newlines inside) would reach the editor as several lines.
-		frame = compact(frame)
+	if ev.compacted {
 		e.repaired(RepairMultiLineFrames, "", "")
 	}
 	e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
@@ -569,9 +570,15 @@ func (e *engine) fromAgent(l *link, frame []byte) {
 	}
 	var outs []translate.Out
 	var err error
-	if c, ok := l.tr.(translate.AgentClock); ok {
-		outs, err = c.FromAgentAt(frame, time.Now())
-	} else {
+	switch tr := l.tr.(type) {
+	case translate.EnvelopeTranslator:
+		if !ev.parsed { // a frame the engine made itself
+			ev.env, ev.perr = translate.ParseEnvelope(frame)
+		}
+		outs, err = tr.FromAgentEnvelope(frame, &ev.env, ev.perr)
+	case translate.AgentClock:
+		outs, err = tr.FromAgentAt(frame, time.Now())
+	default:
 		outs, err = l.tr.FromAgent(frame)
 	}
 	if err != nil {
@@ -727,7 +734,10 @@ func (e *engine) notify(o translate.Out) {
 		if e.b.OnSession != nil && s != nil {
 			params := o.Body
 			if o.Kind == translate.Forward {
-				params = []byte(gjson.GetBytes(o.Body, "params").Raw)
+				params = o.Params
+				if params == nil {
+					params = []byte(gjson.GetBytes(o.Body, "params").Raw)
+				}
 			}
 			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
 		}

@@ -260,8 +260,14 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 
 // FromAgent implements translate.Translator.
 func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
-	var pre []translate.Out // notes and frames that precede the relay's outputs
 	env, perr := translate.ParseEnvelope(f)
+	return s.FromAgentEnvelope(f, &env, perr)
+}
+
+// FromAgentEnvelope implements translate.EnvelopeTranslator.
+func (s *Shim) FromAgentEnvelope(f []byte, parsed *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
+	var pre []translate.Out // notes and frames that precede the relay's outputs
+	env := *parsed
 	if perr != nil && s.on[iEnvelope] && env.ID != nil && env.Method == "" && perr.Code == translate.CodeInvalidRequest {
 		// Both or neither of result and error: the error wins, or the
 		// editor learns the agent said nothing.
