@@ -510,3 +510,35 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+// TestRSSComesBack sends one 60 MiB message through the built binary, both
+// ways (an echo: the editor's request to the agent, the agent's answer to
+// the editor), on each transport, and checks that the bridge's resident
+// set, what the user's machine sees, comes back near where it was idle.
+// The Go runtime returns freed pages only after a collection that nothing
+// triggers in an idle process; the bridge has to ask for it.
+func TestRSSComesBack(t *testing.T) {
+	bins := buildAll(t)
+	url := startWSAgent(t, bins)
+	const huge = 60 << 20
+	// The target is idle + 16 MB within 10 s; the test allows more of
+	// both, so that a loaded machine does not fail it, while a message
+	// kept whole (60 MB) still does.
+	const slack, deadline = 24 << 20, 20 * time.Second
+	for tr, p := range paths(bins, url) {
+		t.Run(tr, func(t *testing.T) {
+			r, _ := startRelay(t, p[0].argv)
+			r.call("session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+			time.Sleep(200 * time.Millisecond)
+			idle, _ := r.memory()
+			echoBig(t, r, huge)
+			_, peak := r.memory()
+			rss, took := settle(r, idle+slack, deadline)
+			t.Logf("idle %.1f MB, peak %.1f MB, then %.1f MB after %v", float64(idle)/(1<<20), float64(peak)/(1<<20), float64(rss)/(1<<20), took)
+			if took < 0 {
+				t.Errorf("RSS stayed at %.1f MB %v after a 60 MiB message (idle: %.1f MB): the bridge keeps memory it no longer uses",
+					float64(rss)/(1<<20), deadline, float64(idle)/(1<<20))
+			}
+		})
+	}
+}
