@@ -96,7 +96,13 @@ type engine struct {
 	giveUp <-chan struct{}
 	// dropped counts messages the editor could not be given (see writeEditor).
 	dropped int
-	dur     durableState
+	// batching is set while the loop handles a batch of agent events: the
+	// messages for the editor gather in batch and are handed to the writer
+	// together at its end (flushEditor), one lock for the lot.
+	batching   bool
+	batch      []editorMsg
+	batchBytes int
+	dur        durableState
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -276,10 +282,13 @@ func (e *engine) loop(ctx context.Context) error {
 			e.fromEditor(l.frame)
 		case <-e.inbox.wake:
 			batch := e.inbox.take()
+			e.batching = true
 			for i := range batch {
 				e.agentEvent(&batch[i])
 				batch[i] = agentEvent{}
 			}
+			e.batching = false
+			e.flushEditor()
 		case task := <-e.tasks:
 			task()
 		case <-e.drained:
@@ -826,15 +835,43 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
 		}
 	}
-	stop := e.giveUp
-	if stop == nil {
-		stop = e.stopWrites
-	}
-	if !e.out.send(m, stop) {
-		if e.dropped++; e.dropped == 1 {
-			e.log.Warn("message for the editor dropped: it is gone or no longer reading")
+	if e.batching {
+		e.batch = append(e.batch, m)
+		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
+			e.flushEditor() // the writer's bound holds for a batch too
 		}
+		return
 	}
+	if !e.out.send(m, e.stopWaiting()) {
+		e.droppedEditor(1)
+	}
+}
+
+// flushEditor hands the batch gathered while batching to the writer.
+func (e *engine) flushEditor() {
+	if len(e.batch) == 0 {
+		return
+	}
+	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {
+		e.droppedEditor(len(e.batch) - sent)
+	}
+	clear(e.batch) // the writer owns the messages now
+	e.batch, e.batchBytes = e.batch[:0], 0
+}
+
+// stopWaiting is what ends a wait for room in the editor's queue.
+func (e *engine) stopWaiting() <-chan struct{} {
+	if e.giveUp != nil {
+		return e.giveUp
+	}
+	return e.stopWrites
+}
+
+func (e *engine) droppedEditor(n int) {
+	if e.dropped == 0 {
+		e.log.Warn("message for the editor dropped: it is gone or no longer reading")
+	}
+	e.dropped += n
 }
 
 // watchStop closes stopWrites when waiting for the editor to read makes no
