@@ -394,16 +394,9 @@ func knownMethod(name []byte) (string, bool) {
 }
 
 // scanEnvelope is ParseEnvelope's single pass: it checks the whole message
-// and records the top-level members as sub-slices of frame.
+// and records the top-level members as sub-slices of frame. It reads any
+// message; scanUpdate is the short way for the usual one.
 func scanEnvelope(frame []byte) (Envelope, *Error) {
-	if env, ok := scanUpdate(frame); ok {
-		return env, nil
-	}
-	return scanMessage(frame)
-}
-
-// scanMessage reads any message: scanEnvelope's long way.
-func scanMessage(frame []byte) (Envelope, *Error) {
 	env := Envelope{Frame: frame}
 	s := scanner{b: frame}
 	s.ws()
@@ -609,9 +602,21 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 		Frame:      frame,
 		Method:     "session/update",
 		Params:     json.RawMessage(frame[paramsAt:paramsEnd:paramsEnd]),
-		SessionID:  plainString(frame[sidAt:sidEnd]),
-		UpdateKind: plainString(frame[kindAt:kindEnd]),
+		SessionID:  unescaped(frame[sidAt+1 : sidEnd-1]),
+		UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
 	}, true
+}
+
+// unescaped is plainString for the inside of a string the scan found
+// without escapes, sharing its memory, interned when it is a known kind.
+func unescaped(inner []byte) string {
+	if k, ok := updateKind(inner); ok {
+		return k
+	}
+	if len(inner) == 0 {
+		return ""
+	}
+	return unsafe.String(&inner[0], len(inner))
 }
 
 // params scans the params object at s.i (top) or its "update" object

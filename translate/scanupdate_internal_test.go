@@ -29,7 +29,7 @@ func TestScanUpdateAgreesWithTheLongWay(t *testing.T) {
 			return
 		}
 		fast++
-		want, err := scanMessage(f)
+		want, err := scanEnvelope(f)
 		if err != nil {
 			t.Fatalf("fast path took %q, which the long way refuses: %v", f, err)
 		}
