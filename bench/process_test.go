@@ -493,7 +493,8 @@ func BenchmarkProcess(b *testing.B) {
 	reps, updates := envInt("ACP_BENCH_REPS", 5), envInt("ACP_BENCH_UPDATES", 200000)
 	ld := load{updates: updates, size: 64, echoes: 1000, big: 32 << 20, huge: 60 << 20, settle: 10 * time.Second}
 	res := runPairs(b, reps, ld)
-	report(b.Logf, res, ld)
+	// On stdout rather than b.Logf, which cuts a benchmark's log short.
+	report(func(format string, args ...any) { fmt.Printf(format+"\n", args...) }, res, ld)
 	for _, t := range []string{"ws", "child"} {
 		var rate, cpu []float64
 		for _, p := range res[t] {
