@@ -59,6 +59,9 @@ func buildAll(tb testing.TB) binaries {
 				return
 			}
 		}
+		if bin := os.Getenv("ACP_BENCH_BRIDGE"); bin != "" {
+			b.bridge = bin // a binary built elsewhere: another commit, a release
+		}
 		built.bins = b
 	})
 	if built.err != nil {
@@ -488,7 +491,8 @@ func TestProcessBench(t *testing.T) {
 //	go test -run XXX -bench Process -benchtime=1x ./bench/
 //
 // ACP_BENCH_REPS sets the reps (default 5), ACP_BENCH_UPDATES the streamed
-// updates per run (default 200000).
+// updates per run (default 200000), and ACP_BENCH_BRIDGE the binary to
+// measure instead of one built from this tree (another commit's, say).
 func BenchmarkProcess(b *testing.B) {
 	reps, updates := envInt("ACP_BENCH_REPS", 5), envInt("ACP_BENCH_UPDATES", 200000)
 	ld := load{updates: updates, size: 64, echoes: 1000, big: 32 << 20, huge: 60 << 20, settle: 10 * time.Second}
