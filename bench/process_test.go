@@ -462,7 +462,12 @@ func report(logf func(string, ...any), res map[string][]pair, ld load) {
 		if ld.huge > 0 {
 			logf("  after a %d MiB echo           bridge RSS %v MB over idle, back under idle+16 MB in %v s (-1: not within %v)", ld.huge>>20,
 				col(func(p pair) float64 { return mb(p.bridge.hugeRSS - p.bridge.idleRSS) }),
-				col(func(p pair) float64 { return p.bridge.hugeBack.Seconds() }), ld.settle)
+				col(func(p pair) float64 {
+					if p.bridge.hugeBack < 0 {
+						return -1
+					}
+					return p.bridge.hugeBack.Seconds()
+				}), ld.settle)
 		}
 	}
 }
