@@ -19,6 +19,9 @@ import (
 // agent's bytes, tail `}`. Each part is owned by the writer once queued.
 type editorMsg struct {
 	head, body, tail []byte
+	// oneLine says that the parts are known to hold no line break, so the
+	// writer need not look (see oneLine).
+	oneLine bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
@@ -199,7 +202,10 @@ func writeMsg(bw *bufio.Writer, m editorMsg) error {
 		if len(part) == 0 {
 			continue
 		}
-		if _, err := bw.Write(oneLine(part)); err != nil {
+		if !m.oneLine {
+			part = oneLine(part)
+		}
+		if _, err := bw.Write(part); err != nil {
 			return err
 		}
 	}

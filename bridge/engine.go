@@ -102,7 +102,10 @@ type engine struct {
 	batching   bool
 	batch      []editorMsg
 	batchBytes int
-	dur        durableState
+	// agentLine is the agent frame being handled, when it is known to be
+	// on one line (see isAgentLine).
+	agentLine []byte
+	dur       durableState
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -573,7 +576,9 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	if ev.compacted {
 		e.repaired(RepairMultiLineFrames, "", "")
 	}
-	e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
+	if e.b.Tap != nil { // (tested here: building the event costs, per frame)
+		e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
+	}
 	if e.log.IsTrace() {
 		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
 	}
@@ -581,7 +586,7 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	var err error
 	switch tr := l.tr.(type) {
 	case translate.EnvelopeTranslator:
-		if !ev.parsed { // a frame the engine made itself
+		if !ev.parsed { // (every link parses for such a translator: a guard)
 			ev.env, ev.perr = translate.ParseEnvelope(frame)
 		}
 		outs, err = tr.FromAgentEnvelope(frame, &ev.env, ev.perr)
@@ -593,7 +598,18 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	if err != nil {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))
 	}
+	if ev.oneLine {
+		e.agentLine = frame
+	}
 	e.apply(l, outs)
+	e.agentLine = nil
+}
+
+// isAgentLine reports whether b is the agent frame being handled, which
+// its link's goroutine has put on one line: the editor writer need not
+// look for line breaks in it again.
+func (e *engine) isAgentLine(b []byte) bool {
+	return len(b) > 0 && len(b) == len(e.agentLine) && &b[0] == &e.agentLine[0]
 }
 
 // largeMessage is the size from which a relayed message makes the engine
@@ -751,7 +767,8 @@ func (e *engine) notify(o translate.Out) {
 			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
 		}
 		if o.Kind == translate.Forward {
-			e.writeEditorSession(editorMsg{body: o.Body}, sid)
+			// The agent's frame, put on one line by its link's goroutine.
+			e.writeEditorSession(editorMsg{body: o.Body, oneLine: e.isAgentLine(o.Body)}, sid)
 			return
 		}
 		e.writeEditorSession(editorMsg{head: notificationHead(o.Method), body: o.Body, tail: closeBrace}, sid)

@@ -63,6 +63,7 @@ type agentEvent struct {
 
 	// What the link's goroutine learnt of frame (see prepare).
 	compacted bool // frame had line breaks, now removed
+	oneLine   bool // frame is known to hold no line break
 	parsed    bool // env and perr are ParseEnvelope's
 	env       translate.Envelope
 	perr      *translate.Error
@@ -80,6 +81,7 @@ func (ev *agentEvent) prepare(parse bool) {
 		ev.frame = compact(ev.frame)
 		ev.compacted = true
 	}
+	ev.oneLine = true
 	if parse {
 		ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
 		ev.parsed = true
@@ -119,6 +121,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	}
 
 	_, parse := l.tr.(translate.EnvelopeTranslator)
+	done := ctx.Done() // (once: Done takes a lock-free but not free look per call)
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
@@ -143,7 +146,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 		ev := agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
-		if !in.put(ev, ctx.Done()) {
+		if !in.put(ev, done) {
 			close(readDone)
 			conn.Close()
 			l.out.shut()
