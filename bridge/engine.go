@@ -906,6 +906,9 @@ func (e *engine) tap(ev TapEvent) {
 	if e.b.Tap != nil {
 		e.b.Tap(ev)
 	}
+	if ev.Hop == BridgeHop && e.b.OnNote != nil {
+		e.b.OnNote(ev)
+	}
 }
 
 func truncate(b []byte, n int) string {
