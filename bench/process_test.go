@@ -147,10 +147,16 @@ func startRelay(tb testing.TB, argv []string) (*relay, time.Duration) {
 	}
 	inR.Close()
 	outW.Close()
-	tb.Cleanup(r.stop)
+	// A relay that stops answering must fail the run, not hang it: killed,
+	// its output ends and the read that waits on it fails.
+	watchdog := time.AfterFunc(relayLimit, func() { r.cmd.Process.Kill() })
+	tb.Cleanup(func() { watchdog.Stop(); r.stop() })
 	r.await(r.nextID)
 	return r, time.Since(start)
 }
+
+// relayLimit bounds one relay process's life in the benchmark.
+const relayLimit = 3 * time.Minute
 
 // hermeticEnv keeps a developer's configuration and state out of the run.
 func hermeticEnv(tb testing.TB) []string {
