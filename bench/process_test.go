@@ -289,6 +289,7 @@ type figures struct {
 	cpuPerUpdate  time.Duration
 	p50, p99      time.Duration
 	bigTime       time.Duration
+	bigBefore     int64 // RSS just before the big echo
 	bigPeak       int64
 	hugeRSS       int64         // RSS once back under idle + 16 MB, or at the deadline
 	hugeBack      time.Duration // how long that took; -1: not within settle
@@ -327,6 +328,7 @@ func measure(tb testing.TB, p relayPath, ld load) figures {
 	f.p50, f.p99 = percentile(rtts, 50), percentile(rtts, 99)
 
 	if ld.big > 0 {
+		f.bigBefore, _ = r.memory()
 		t := time.Now()
 		echoBig(tb, r, ld.big)
 		f.bigTime = time.Since(t)
@@ -464,6 +466,9 @@ func report(logf func(string, ...any), res map[string][]pair, ld load) {
 				col(func(p pair) float64 { return mb(p.bridge.bigPeak) }),
 				col(func(p pair) float64 { return float64(p.naive.bigPeak) / float64(ld.big) }),
 				col(func(p pair) float64 { return ms(p.bridge.bigTime) }), col(func(p pair) float64 { return ms(p.naive.bigTime) }))
+			logf("                                bridge RSS before it %v MB; peak minus that %v× the message",
+				col(func(p pair) float64 { return mb(p.bridge.bigBefore) }),
+				col(func(p pair) float64 { return float64(p.bridge.bigPeak-p.bridge.bigBefore) / float64(ld.big) }))
 		}
 		if ld.huge > 0 {
 			logf("  after a %d MiB echo           bridge RSS %v MB over idle, back under idle+16 MB in %v s (-1: not within %v)", ld.huge>>20,
