@@ -54,6 +54,7 @@ func run(args []string) int {
 	if len(args) == 2 && args[1] == stderrFilterCommand {
 		return stderrFilterMain() // see main_crash_unix.go
 	}
+	defer startCPUProfile()()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

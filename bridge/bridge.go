@@ -96,6 +96,12 @@ type Bridge struct {
 	// Tap, if not nil, sees every message on both hops, in the order the
 	// engine handles them, and the engine's own decisions (see TapEvent).
 	Tap func(TapEvent)
+	// OnNote, if not nil, sees the engine's own decisions, the BridgeHop
+	// events Tap sees too, and nothing else. A hook that only counts
+	// repairs belongs here: a Tap, however little it does, makes the
+	// engine hand it every message on both hops, and put each message to
+	// the editor in one piece for it, a copy of every relayed answer.
+	OnNote func(TapEvent)
 	// OnSession, if not nil, is told of every session's life and of every
 	// message the editor saw for it (see SessionEvent): the hook a
 	// transcript store is built on.

@@ -19,6 +19,9 @@ import (
 // agent's bytes, tail `}`. Each part is owned by the writer once queued.
 type editorMsg struct {
 	head, body, tail []byte
+	// oneLine says that the parts are known to hold no line break, so the
+	// writer need not look (see oneLine).
+	oneLine bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
@@ -86,6 +89,47 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 			return false
 		}
 	}
+}
+
+// sendAll queues ms in order, as send would one by one, taking the lock
+// once for as many as fit: the loop hands over a whole batch of agent
+// frames' messages at once. It returns how many it queued; it stops short
+// only when send would have returned false.
+func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
+	sent := 0
+	for sent < len(ms) {
+		ew.mu.Lock()
+		if ew.closing {
+			ew.mu.Unlock()
+			return sent
+		}
+		wasEmpty := len(ew.queue) == 0
+		for sent < len(ms) {
+			n := ms[sent].size()
+			if ew.queued != 0 && ew.queued+n > ew.limit {
+				break
+			}
+			ew.queue = append(ew.queue, ms[sent])
+			ew.queued += n
+			sent++
+		}
+		woke := wasEmpty && len(ew.queue) > 0
+		ew.mu.Unlock()
+		if woke {
+			signal(ew.wake)
+		}
+		if sent == len(ms) {
+			return sent
+		}
+		select {
+		case <-ew.room:
+		case <-ew.done:
+			return sent
+		case <-stop:
+			return sent
+		}
+	}
+	return sent
 }
 
 // full reports whether the next message would have to wait.
@@ -158,7 +202,10 @@ func writeMsg(bw *bufio.Writer, m editorMsg) error {
 		if len(part) == 0 {
 			continue
 		}
-		if _, err := bw.Write(oneLine(part)); err != nil {
+		if !m.oneLine {
+			part = oneLine(part)
+		}
+		if _, err := bw.Write(part); err != nil {
 			return err
 		}
 	}

@@ -101,7 +101,16 @@ type engine struct {
 	giveUp <-chan struct{}
 	// dropped counts messages the editor could not be given (see writeEditor).
 	dropped int
-	dur     durableState
+	// batching is set while the loop handles a batch of agent events: the
+	// messages for the editor gather in batch and are handed to the writer
+	// together at its end (flushEditor), one lock for the lot.
+	batching   bool
+	batch      []editorMsg
+	batchBytes int
+	// agentLine is the agent frame being handled, when it is known to be
+	// on one line (see isAgentLine).
+	agentLine []byte
+	dur       durableState
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -284,10 +293,13 @@ func (e *engine) loop(ctx context.Context) error {
 			e.fromEditor(l.frame)
 		case <-e.inbox.wake:
 			batch := e.inbox.take()
+			e.batching = true
 			for i := range batch {
-				e.agentEvent(batch[i])
+				e.agentEvent(&batch[i])
 				batch[i] = agentEvent{}
 			}
+			e.batching = false
+			e.flushEditor()
 		case task := <-e.tasks:
 			task()
 		case <-e.recorded:
@@ -560,7 +572,7 @@ func (e *engine) feed(l *link, m translate.Msg) {
 }
 
 // agentEvent handles one event from a link's goroutine.
-func (e *engine) agentEvent(ev agentEvent) {
+func (e *engine) agentEvent(ev *agentEvent) {
 	l := ev.link
 	switch {
 	case ev.err != nil:
@@ -568,36 +580,56 @@ func (e *engine) agentEvent(ev agentEvent) {
 	case ev.up:
 		e.linkUp(l)
 	default:
-		e.fromAgent(l, ev.frame)
+		e.fromAgent(l, ev)
 	}
 }
 
-func (e *engine) fromAgent(l *link, frame []byte) {
+// fromAgent hands a frame to its link's translator. The frame was put on
+// one line, and parsed when the translator takes parsed frames, by the
+// link's goroutine (agentEvent.prepare).
+func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	if l.down != nil {
 		return
 	}
+	frame := ev.frame
 	defer e.afterLarge(len(frame))
-	if bytes.IndexByte(frame, '\n') >= 0 || bytes.IndexByte(frame, '\r') >= 0 {
-		// A pretty-printed frame (one message per WebSocket text frame,
-		// newlines inside) would reach the editor as several lines.
-		frame = compact(frame)
+	if ev.compacted {
 		e.repaired(RepairMultiLineFrames, "", "")
 	}
-	e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
+	if e.b.Tap != nil { // (tested here: building the event costs, per frame)
+		e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
+	}
 	if e.log.IsTrace() {
 		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
 	}
 	var outs []translate.Out
 	var err error
-	if c, ok := l.tr.(translate.AgentClock); ok {
-		outs, err = c.FromAgentAt(frame, time.Now())
-	} else {
+	switch tr := l.tr.(type) {
+	case translate.EnvelopeTranslator:
+		if !ev.parsed { // (every link parses for such a translator: a guard)
+			ev.env, ev.perr = translate.ParseEnvelope(frame)
+		}
+		outs, err = tr.FromAgentEnvelope(frame, &ev.env, ev.perr)
+	case translate.AgentClock:
+		outs, err = tr.FromAgentAt(frame, time.Now())
+	default:
 		outs, err = l.tr.FromAgent(frame)
 	}
 	if err != nil {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))
 	}
+	if ev.oneLine {
+		e.agentLine = frame
+	}
 	e.apply(l, outs)
+	e.agentLine = nil
+}
+
+// isAgentLine reports whether b is the agent frame being handled, which
+// its link's goroutine has put on one line: the editor writer need not
+// look for line breaks in it again.
+func (e *engine) isAgentLine(b []byte) bool {
+	return len(b) > 0 && len(b) == len(e.agentLine) && &b[0] == &e.agentLine[0]
 }
 
 // largeMessage is the size from which a relayed message makes the engine
@@ -747,12 +779,16 @@ func (e *engine) notify(l *link, o translate.Out) {
 		if e.b.OnSession != nil && s != nil {
 			params := o.Body
 			if o.Kind == translate.Forward {
-				params = []byte(gjson.GetBytes(o.Body, "params").Raw)
+				params = o.Params
+				if params == nil {
+					params = []byte(gjson.GetBytes(o.Body, "params").Raw)
+				}
 			}
 			e.b.OnSession(SessionEvent{Kind: SessionUpdate, Session: s.id, Body: params})
 		}
 		if o.Kind == translate.Forward {
-			e.writeEditorSession(editorMsg{body: o.Body}, sid)
+			// The agent's frame, put on one line by its link's goroutine.
+			e.writeEditorSession(editorMsg{body: o.Body, oneLine: e.isAgentLine(o.Body)}, sid)
 			return
 		}
 		e.writeEditorSession(editorMsg{head: notificationHead(o.Method), body: o.Body, tail: closeBrace}, sid)
@@ -836,15 +872,43 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
 		}
 	}
-	stop := e.giveUp
-	if stop == nil {
-		stop = e.stopWrites
-	}
-	if !e.out.send(m, stop) {
-		if e.dropped++; e.dropped == 1 {
-			e.log.Warn("message for the editor dropped: it is gone or no longer reading")
+	if e.batching {
+		e.batch = append(e.batch, m)
+		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
+			e.flushEditor() // the writer's bound holds for a batch too
 		}
+		return
 	}
+	if !e.out.send(m, e.stopWaiting()) {
+		e.droppedEditor(1)
+	}
+}
+
+// flushEditor hands the batch gathered while batching to the writer.
+func (e *engine) flushEditor() {
+	if len(e.batch) == 0 {
+		return
+	}
+	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {
+		e.droppedEditor(len(e.batch) - sent)
+	}
+	clear(e.batch) // the writer owns the messages now
+	e.batch, e.batchBytes = e.batch[:0], 0
+}
+
+// stopWaiting is what ends a wait for room in the editor's queue.
+func (e *engine) stopWaiting() <-chan struct{} {
+	if e.giveUp != nil {
+		return e.giveUp
+	}
+	return e.stopWrites
+}
+
+func (e *engine) droppedEditor(n int) {
+	if e.dropped == 0 {
+		e.log.Warn("message for the editor dropped: it is gone or no longer reading")
+	}
+	e.dropped += n
 }
 
 // watchStop closes stopWrites when waiting for the editor to read makes no
@@ -861,6 +925,9 @@ func (e *engine) watchStop() {
 func (e *engine) tap(ev TapEvent) {
 	if e.b.Tap != nil {
 		e.b.Tap(ev)
+	}
+	if ev.Hop == BridgeHop && e.b.OnNote != nil {
+		e.b.OnNote(ev)
 	}
 }
 

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,32 @@ type agentEvent struct {
 	frame []byte
 	up    bool
 	err   error // non-nil: the link is lost
+
+	// What the link's goroutine learnt of frame (see prepare).
+	compacted bool // frame had line breaks, now removed
+	oneLine   bool // frame is known to hold no line break
+	parsed    bool // env and perr are ParseEnvelope's
+	env       translate.Envelope
+	perr      *translate.Error
+}
+
+// prepare does, in the goroutine that read the frame, the work on it that
+// needs nothing of the engine's state: putting it on one line and, for a
+// translator that takes parsed frames, parsing and validating it. The
+// engine's loop, which every message of every link goes through, is then
+// left with routing alone.
+func (ev *agentEvent) prepare(parse bool) {
+	if bytes.IndexByte(ev.frame, '\n') >= 0 || bytes.IndexByte(ev.frame, '\r') >= 0 {
+		// A pretty-printed frame (one message per WebSocket text frame,
+		// newlines inside) would reach the editor as several lines.
+		ev.frame = compact(ev.frame)
+		ev.compacted = true
+	}
+	ev.oneLine = true
+	if parse {
+		ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
+		ev.parsed = true
+	}
 }
 
 // run dials the agent and pumps frames until the link fails or is closed.
@@ -100,6 +127,8 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		return
 	}
 
+	_, parse := l.tr.(translate.EnvelopeTranslator)
+	done := ctx.Done() // (once: Done takes a lock-free but not free look per call)
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
@@ -122,7 +151,9 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			in.put(agentEvent{link: l, err: err}, ctx.Done())
 			return
 		}
-		if !in.put(agentEvent{link: l, frame: frame}, ctx.Done()) {
+		ev := agentEvent{link: l, frame: frame}
+		ev.prepare(parse)
+		if !in.put(ev, done) {
 			close(readDone)
 			conn.Close()
 			l.out.shut()

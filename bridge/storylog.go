@@ -78,6 +78,15 @@ func (b *Bridge) AddTap(f func(TapEvent)) {
 	b.Tap = f
 }
 
+// AddOnNote is AddTap for OnNote.
+func (b *Bridge) AddOnNote(f func(TapEvent)) {
+	if prev := b.OnNote; prev != nil {
+		b.OnNote = func(ev TapEvent) { prev(ev); f(ev) }
+		return
+	}
+	b.OnNote = f
+}
+
 // AddOnSession is AddTap for OnSession.
 func (b *Bridge) AddOnSession(f func(SessionEvent)) {
 	if prev := b.OnSession; prev != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/slab"
 )
 
 // Defaults for the zero-valued fields of WebSocket.
@@ -107,6 +108,7 @@ type WSConn struct {
 	// Owned by the goroutine in Read (there is one at a time).
 	readErr error              // Read's final error, once there is one
 	small   [smallMessage]byte // a message's first bytes
+	slab    slab.Slab          // where small messages are copied to
 	parts   [][]byte           // a large message: small, then pooled chunks
 
 	// state is readIdle or readBusy, flipped by Read, or readStopped once
@@ -527,9 +529,7 @@ func (f *freeList) Put(c *[chunkSize]byte) {
 func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	n, err := c.readFull(r, c.small[:])
 	if err == io.EOF {
-		msg := make([]byte, n)
-		copy(msg, c.small[:n])
-		return msg, nil
+		return c.slab.Copy(c.small[:n]), nil
 	}
 	if err != nil {
 		return nil, err

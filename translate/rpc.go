@@ -150,6 +150,9 @@ func (e *Envelope) IsResponse() bool     { return e.Method == "" && e.ID != nil 
 // read, so the answer can name it. ParseEnvelope does not require the
 // "jsonrpc" member; callers that must, check Version.
 func ParseEnvelope(frame []byte) (Envelope, *Error) {
+	if env, ok := scanUpdate(frame); ok {
+		return env, nil // the stream's usual message, read the short way
+	}
 	env, err := scanEnvelope(frame)
 	if err != nil && err.Code == CodeParseError {
 		// Nothing read from a text that is not JSON can be trusted.

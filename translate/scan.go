@@ -394,7 +394,8 @@ func knownMethod(name []byte) (string, bool) {
 }
 
 // scanEnvelope is ParseEnvelope's single pass: it checks the whole message
-// and records the top-level members as sub-slices of frame.
+// and records the top-level members as sub-slices of frame. It reads any
+// message; scanUpdate is the short way for the usual one.
 func scanEnvelope(frame []byte) (Envelope, *Error) {
 	env := Envelope{Frame: frame}
 	s := scanner{b: frame}
@@ -526,6 +527,96 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 		return env, Errorf(CodeInvalidRequest, `a response must carry exactly one of "result" and "error"`)
 	}
 	return env, nil
+}
+
+// The opening of a session/update notification as every ACP SDK writes it,
+// up to the sessionId's opening quote, and what comes between that string
+// and the update's kind.
+const (
+	updateOpening = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
+	updateMiddle  = `,"update":{"sessionUpdate":"`
+)
+
+// scanUpdate is scanEnvelope's fast path for the message a stream is made
+// of: a session/update written in the compact form of the SDKs, its first
+// members in the usual order. It compares that opening as a whole instead of
+// member by member, then checks the rest as scanEnvelope would. ok is false
+// for anything else, valid or not, and scanEnvelope then reads the message
+// the long way: so is a message with members after the update object, where
+// a second "id" or "sessionId" would change what the message is.
+func scanUpdate(frame []byte) (env Envelope, ok bool) {
+	if len(frame) < len(updateOpening)+len(updateMiddle)+8 || string(frame[:len(updateOpening)]) != updateOpening {
+		return Envelope{}, false
+	}
+	sidAt := len(updateOpening) - 1
+	sidEnd, escaped, why := scanString(frame, sidAt)
+	if why != "" || escaped || !hasLiteral(frame, sidEnd, updateMiddle) {
+		return Envelope{}, false
+	}
+	kindAt := sidEnd + len(updateMiddle) - 1
+	kindEnd, escaped, why := scanString(frame, kindAt)
+	if why != "" || escaped {
+		return Envelope{}, false
+	}
+	// The rest of the update object, member by member; then it, params
+	// and the message must close, and nothing may follow.
+	s := scanner{b: frame, i: kindEnd}
+	s.push('{') // the message
+	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
+	s.push('{') // params
+	s.push('{') // update
+	paramsEnd := 0
+	for s.depth > 0 {
+		s.ws()
+		if s.i >= len(frame) {
+			return Envelope{}, false
+		}
+		switch frame[s.i] {
+		case '}':
+			s.pop()
+			s.i++
+			if s.depth == 1 {
+				paramsEnd = s.i
+			}
+		case ',':
+			if s.depth != 3 {
+				return Envelope{}, false // a member after the update: the long way
+			}
+			s.i++
+			ks, ke, escaped, ok := s.key()
+			if !ok || escaped || string(frame[ks+1:ke-1]) == "sessionUpdate" {
+				return Envelope{}, false
+			}
+			if !s.value() {
+				return Envelope{}, false
+			}
+		default:
+			return Envelope{}, false
+		}
+	}
+	if s.ws(); s.i != len(frame) {
+		return Envelope{}, false
+	}
+	return Envelope{
+		Version:    "2.0",
+		Frame:      frame,
+		Method:     "session/update",
+		Params:     json.RawMessage(frame[paramsAt:paramsEnd:paramsEnd]),
+		SessionID:  unescaped(frame[sidAt+1 : sidEnd-1]),
+		UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
+	}, true
+}
+
+// unescaped is plainString for the inside of a string the scan found
+// without escapes, sharing its memory, interned when it is a known kind.
+func unescaped(inner []byte) string {
+	if k, ok := updateKind(inner); ok {
+		return k
+	}
+	if len(inner) == 0 {
+		return ""
+	}
+	return unsafe.String(&inner[0], len(inner))
 }
 
 // params scans the params object at s.i (top) or its "update" object

@@ -137,6 +137,10 @@ type Out struct {
 	Method string
 	// Body is owned by the engine once returned.
 	Body json.RawMessage
+	// Params, for a Forward output, is the params member within Body when
+	// the translator has read it (nil otherwise): it saves the engine
+	// reading Body again for the hooks that want the params alone.
+	Params json.RawMessage
 	// Session, when the translator knows it, is the ACP session the output
 	// concerns. The engine uses it to route hooks and to drop the updates
 	// of turns it already ended; it saves the engine parsing Body again.
@@ -216,6 +220,16 @@ type Spawn struct {
 // FromAgent when a translator has it.
 type AgentClock interface {
 	FromAgentAt(frame []byte, at time.Time) ([]Out, error)
+}
+
+// An EnvelopeTranslator is a Translator of a JSON-RPC dialect that takes an
+// agent frame already parsed by ParseEnvelope: the engine parses each frame
+// in the goroutine that read it, off the loop every translator runs on, and
+// calls FromAgentEnvelope instead of FromAgent with the frame, its envelope
+// and ParseEnvelope's error. The result must be what FromAgent(frame) would
+// have returned.
+type EnvelopeTranslator interface {
+	FromAgentEnvelope(frame []byte, env *Envelope, perr *Error) ([]Out, error)
 }
 
 // A SpawnBuilder is a Translator that builds the command line of its own

@@ -138,9 +138,11 @@ func (s Shim) Hook(b *bridge.Bridge, r *Report) {
 		b.DisabledRepairs = map[bridge.Repair]bool{bridge.RepairObjectResults: true}
 	}
 	r.bridge.Store(b)
-	b.AddTap(func(ev bridge.TapEvent) {
+	// OnNote, not Tap: the report counts the engine's repairs, and a Tap
+	// would cost every message a call and every relayed answer a copy.
+	b.AddOnNote(func(ev bridge.TapEvent) {
 		// stdout-noise is counted where it is seen, off the loop.
-		if ev.Hop == bridge.BridgeHop && ev.Note != "" && ev.Note != string(acp.RuleStdoutNoise) {
+		if ev.Note != "" && ev.Note != string(acp.RuleStdoutNoise) {
 			name := ev.Note
 			if name == "cancel-grace" {
 				// The engine answered a cancelled turn the agent never

@@ -71,9 +71,9 @@ func TestApplyShim(t *testing.T) {
 	}
 	b := &bridge.Bridge{Dialect: acp.Dialect}
 	s.Hook(b, rep)
-	b.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "one-turn", Detail: "first"})
-	b.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "one-turn", Detail: "second"})
-	b.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "cancel-grace", Detail: "grace"})
+	b.OnNote(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "one-turn", Detail: "first"})
+	b.OnNote(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "one-turn", Detail: "second"})
+	b.OnNote(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "cancel-grace", Detail: "grace"})
 	spec.Command.OnNoise = nil
 	rep.hit("stdout-noise", "non-JSON line on stdout: hello")
 

@@ -17,6 +17,7 @@ import (
 	"io"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/slab"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.
@@ -47,6 +48,7 @@ type Reader struct {
 	// megabytes costs its pieces and its joined copy and nothing else:
 	// grown per line, the index alone left as much garbage again.
 	pieces []*[bufSize]byte
+	slab   slab.Slab // where short lines are copied to
 }
 
 // bufSize is the read buffer, and the size of a long line's pieces.
@@ -125,7 +127,7 @@ func (r *Reader) readLine() ([]byte, error) {
 				if len(line) > r.max {
 					return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
 				}
-				return append(make([]byte, 0, len(line)), line...), nil
+				return r.slab.Copy(line), nil
 			case errors.Is(err, bufio.ErrBufferFull):
 				// bufio hands out its whole buffer with ErrBufferFull:
 				// a piece of exactly bufSize bytes.

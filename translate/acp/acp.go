@@ -130,6 +130,11 @@ func (r *Relay) FromAgent(f []byte) ([]translate.Out, error) {
 	return r.fromAgent(f, &env, perr)
 }
 
+// FromAgentEnvelope implements translate.EnvelopeTranslator.
+func (r *Relay) FromAgentEnvelope(f []byte, env *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
+	return r.fromAgent(f, env, perr)
+}
+
 // fromAgent relays one parsed agent frame; the shim calls it with the
 // envelope it parsed (and perhaps repaired) itself.
 func (r *Relay) fromAgent(f []byte, env *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
@@ -198,7 +203,7 @@ func (r *Relay) fromAgent(f []byte, env *translate.Envelope, perr *translate.Err
 		}
 		if env.Version == "2.0" {
 			// Already an ACP notification: pass the agent's bytes through.
-			return r.one(translate.Out{Kind: translate.Forward, Method: env.Method, Body: f, Session: session}), nil
+			return r.one(translate.Out{Kind: translate.Forward, Method: env.Method, Body: f, Params: env.Params, Session: session}), nil
 		}
 		return []translate.Out{{Kind: translate.Notify, Method: env.Method, Body: env.Params, Session: session}}, nil
 	}

@@ -260,8 +260,14 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 
 // FromAgent implements translate.Translator.
 func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
-	var pre []translate.Out // notes and frames that precede the relay's outputs
 	env, perr := translate.ParseEnvelope(f)
+	return s.FromAgentEnvelope(f, &env, perr)
+}
+
+// FromAgentEnvelope implements translate.EnvelopeTranslator.
+func (s *Shim) FromAgentEnvelope(f []byte, parsed *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
+	var pre []translate.Out // notes and frames that precede the relay's outputs
+	env := *parsed
 	if perr != nil && s.on[iEnvelope] && env.ID != nil && env.Method == "" && perr.Code == translate.CodeInvalidRequest {
 		// Both or neither of result and error: the error wins, or the
 		// editor learns the agent said nothing.
@@ -276,7 +282,7 @@ func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
 	}
 	if perr != nil {
 		outs, err := s.r.fromAgent(f, &env, perr)
-		return append(pre, outs...), err
+		return take(pre, outs), err
 	}
 	if env.Version != "2.0" && s.on[iEnvelope] {
 		// The relay rebuilds what it sends the editor, jsonrpc included.
@@ -296,7 +302,19 @@ func (s *Shim) FromAgent(f []byte) ([]translate.Out, error) {
 		return s.update(f, &env, pre)
 	}
 	outs, err := s.r.fromAgent(f, &env, nil)
-	return append(pre, outs...), err
+	return take(pre, outs), err
+}
+
+// take appends the relay's outputs to dst and clears them where the relay
+// left them. The relay returns the same slice every time (see
+// translate.Translator), and the engine clears only the slice a translator
+// returns: unless cleared here, a large answer the shim passed on in a
+// slice of its own would stay reachable from the relay's until the agent's
+// next frame, which for an idle bridge never comes (60 MiB kept for good).
+func take(dst, outs []translate.Out) []translate.Out {
+	dst = append(dst, outs...)
+	clear(outs)
+	return dst
 }
 
 // addVersion inserts "jsonrpc":"2.0" at the start of an object frame.
@@ -331,15 +349,16 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 			return append(pre, note(RuleNotificationResponses, "", "dropped a response to no request: %.120s", f)), nil
 		}
 		outs, err := s.r.fromAgent(f, env, nil)
-		return append(pre, outs...), err
+		return take(pre, outs), err
 	}
 	method := s.methods[ref]
 	delete(s.methods, ref)
 	outs, err := s.r.fromAgent(f, env, nil)
 	if err != nil || len(outs) != 1 {
-		return append(pre, outs...), err
+		return take(pre, outs), err
 	}
 	o := outs[0]
+	clear(outs) // the relay's reused slice: see take
 	var post []translate.Out
 	sid := s.prompts[ref]
 	delete(s.prompts, ref)
@@ -487,7 +506,7 @@ func (s *Shim) release(id string, post []translate.Out) []translate.Out {
 		env, _ := translate.ParseEnvelope(f)
 		if env.SessionID == id || s.opening <= 0 {
 			outs, _ := s.r.fromAgent(f, &env, nil)
-			post = append(post, outs...)
+			post = take(post, outs)
 			continue
 		}
 		keep = append(keep, f)
@@ -544,7 +563,7 @@ func (s *Shim) request(f []byte, env *translate.Envelope, pre []translate.Out) (
 	if env.Method == "session/request_permission" && len(outs) == 1 && outs[0].Kind == translate.Call {
 		s.permits[outs[0].Ref] = gjson.GetBytes(env.Params, "sessionId").Str
 	}
-	return append(pre, outs...), err
+	return take(pre, outs), err
 }
 
 // unadvertised names the client capability method needs when the editor did
@@ -619,7 +638,7 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	if len(pre) == 0 {
 		return outs, err
 	}
-	return append(pre, outs...), err
+	return take(pre, outs), err
 }
 
 // badUpdate returns why an update would fail the schema, or "".

@@ -1,0 +1,14 @@
+// Package bench measures the built acp-bridge binary the way an editor runs
+// it: the bridge is its own process, the agent another (a fast fake ACP
+// agent on a loopback WebSocket, or the bridge's child on stdio), and the
+// test plays the editor on the bridge's stdin and stdout. The yardstick is a
+// naive hand-written relay (testdata/naive) in front of the same agent, run
+// interleaved with the bridge in the same run, so that the ratios hold on a
+// busy machine where absolute figures do not. CPU is each relay process's
+// own (its threads' on-CPU time from /proc), never the test's.
+//
+// The package holds no code: see process_test.go.
+//
+//	go test -run XXX -bench Process -benchtime=1x ./bench/   # the full run: ratios, medians, spread
+//	go test -run Process -v ./bench/                          # the short form CI runs
+package bench
