@@ -117,6 +117,8 @@ type durableState struct {
 	// turn (holdForStore), oldest first; nextSeq numbers them.
 	answers []heldAnswer
 	nextSeq uint64
+	// releasing is set while releaseAnswers writes them.
+	releasing bool
 	// held are sessions taken in the store for a load that the agent
 	// serves itself (its own session/load), until it answers.
 	held map[string]bool
@@ -843,12 +845,30 @@ func (e *engine) holdForStore(req *request, m editorMsg, failed bool) bool {
 	return true
 }
 
-// releaseAnswers writes the held answers whose records are written; all of
-// them when all is set (shutdown: the store is closed after Serve, which
-// writes everything).
+// queueBehindAnswer keeps the editor's order of a session's messages while
+// its answer is held: a message for a session with a held answer (an
+// update the agent sent after answering) waits behind it, as the agent
+// sent it. It reports whether it took m.
+func (e *engine) queueBehindAnswer(m editorMsg, session string) bool {
+	if e.dur.releasing || session == "" {
+		return false
+	}
+	for _, a := range e.dur.answers {
+		if a.session == session {
+			e.dur.answers = append(e.dur.answers, heldAnswer{seq: e.dur.answers[len(e.dur.answers)-1].seq, msg: m, session: session})
+			return true
+		}
+	}
+	return false
+}
+
+// releaseAnswers writes the held answers whose records are written, and the
+// messages queued behind them; all of them when all is set (shutdown: the
+// store is closed after Serve, which writes everything).
 func (e *engine) releaseAnswers(all bool) {
 	done := e.recordedSeq.Load()
 	n := 0
+	e.dur.releasing = true
 	for _, a := range e.dur.answers {
 		if !all && a.seq > done {
 			break
@@ -856,6 +876,7 @@ func (e *engine) releaseAnswers(all bool) {
 		e.writeEditorSession(a.msg, a.session)
 		n++
 	}
+	e.dur.releasing = false
 	e.dur.answers = append(e.dur.answers[:0], e.dur.answers[n:]...)
 }
 

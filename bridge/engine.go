@@ -862,6 +862,9 @@ func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
 // or the editor has closed its input: an editor that neither reads nor
 // writes any more must not keep the bridge alive.
 func (e *engine) writeEditorSession(m editorMsg, session string) {
+	if len(e.dur.answers) > 0 && e.queueBehindAnswer(m, session) {
+		return
+	}
 	if e.b.Tap != nil || e.log.IsTrace() {
 		whole := m.body
 		if m.head != nil || m.tail != nil {
