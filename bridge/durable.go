@@ -309,6 +309,15 @@ func (e *engine) learnCaps(l *link, result json.RawMessage) {
 		name = e.b.AgentName
 	}
 	e.dur.caps[name] = json.RawMessage(gjson.GetBytes(result, "agentCapabilities").Raw)
+	l.queuesPrompts = queuesPrompts(result)
+}
+
+// queuesPrompts reports whether an initialize answer says the agent queues
+// a prompt sent while a turn runs itself (claude-agent-acp:
+// _meta.claudeCode.promptQueueing, at the top or in agentCapabilities).
+func queuesPrompts(result json.RawMessage) bool {
+	return gjson.GetBytes(result, "_meta.claudeCode.promptQueueing").Bool() ||
+		gjson.GetBytes(result, "agentCapabilities._meta.claudeCode.promptQueueing").Bool()
 }
 
 // advertise adds loadSession and the session capabilities the bridge
@@ -378,7 +387,7 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 		return false // live on its backend under its own id: the usual path
 	}
 	if env.Method == "session/prompt" {
-		if e.b.OneTurn != OneTurnOff && len(s.prompts) > 0 {
+		if e.b.OneTurn != OneTurnOff && len(s.prompts) > 0 && !s.link.queuesPrompts {
 			// One turn at a time holds while a session re-attaches too.
 			// Queue mode rejects here: a queued prompt is fed as the
 			// editor sent it, and this session's backend ids differ.

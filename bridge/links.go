@@ -37,6 +37,10 @@ type link struct {
 	down *translate.Error
 	// wake is the translator's pending Timer, if any.
 	wake *time.Timer
+	// queuesPrompts: the agent said in its initialize answer that it
+	// queues a prompt sent while a turn runs, so the one-turn rule passes
+	// such prompts on (no stricter than what it fronts).
+	queuesPrompts bool
 	// initRef is the initialize the engine sent on this new link while it
 	// is unanswered (0 otherwise); gated are the messages for the link held
 	// until then, in order. Agents refuse every request before their

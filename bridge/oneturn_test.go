@@ -70,3 +70,24 @@ func TestOneTurn_Queue(t *testing.T) {
 		t.Fatalf("got %s, want the second prompt's answer", got)
 	}
 }
+
+// An agent that says it queues prompts itself (claude-agent-acp's
+// _meta.claudeCode.promptQueueing) gets the second prompt: the bridge is
+// no stricter than what it fronts.
+func TestOneTurn_AgentThatQueuesGetsTheSecondPrompt(t *testing.T) {
+	for _, where := range []string{`"_meta":{"claudeCode":{"promptQueueing":true}}`, `"agentCapabilities":{"_meta":{"claudeCode":{"promptQueueing":true}}}`} {
+		h := newHarness(t, nil)
+		h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+		init := h.agentRecv()
+		h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(init, "id").Raw + `,"result":{"protocolVersion":1,` + where + `}}`)
+		h.recv()
+		sid := h.newSession("1")
+		h.send(promptLine("2", sid))
+		h.agentRecv()
+		h.send(promptLine("3", sid))
+		if second := h.agentRecv(); gjson.Get(second, "method").Str != "session/prompt" || gjson.Get(second, "params.sessionId").Str != sid {
+			t.Fatalf("%s: the agent got %s, want the second prompt", where, second)
+		}
+		h.close()
+	}
+}

@@ -178,6 +178,9 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 		if o.Kind == translate.Fail && req.method == "initialize" {
 			e.log.Error("agent refused the replayed initialize", "link", l.String(), "error", string(o.Body))
 		}
+		if req.method == "initialize" && o.Kind == translate.Reply {
+			l.queuesPrompts = queuesPrompts(o.Body)
+		}
 		if req.then != nil {
 			req.then(o)
 		}
