@@ -109,8 +109,15 @@ func IsRule(name string) bool {
 }
 
 // DefaultQuiet is how long a prompt's answer is held for in-flight updates
-// when ShimOptions.Quiet is zero.
-const DefaultQuiet = 30 * time.Millisecond
+// when ShimOptions.Quiet is zero, once the agent has been seen sending an
+// update after its answer. Until then the hold is FirstQuiet: an agent that
+// behaves pays next to nothing per turn, and one that does not is caught
+// by the short hold (updates sent with the answer arrive within it) or by
+// the late-update rule, and gets the full hold from then on.
+const (
+	DefaultQuiet = 30 * time.Millisecond
+	FirstQuiet   = 2 * time.Millisecond
+)
 
 // ShimOptions switch the shim's rules.
 type ShimOptions struct {
@@ -160,6 +167,8 @@ type Shim struct {
 	withdrawn map[translate.Ref]bool
 	// held are prompt answers waiting for the quiet period's Tick.
 	held []translate.Out
+	// lateSeen: the agent sent a turn's update after the turn's answer.
+	lateSeen bool
 	// lastSID and lastTurn cache the last update's session lookup; entries
 	// of sessions are never replaced, only added (or all reset).
 	lastSID  string
@@ -399,8 +408,12 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 			// Updates that come during the quiet period still belong to
 			// the turn: they are written before its answer.
 			d := s.opt.Quiet
-			if d == 0 {
+			switch {
+			case d != 0:
+			case s.lateSeen:
 				d = DefaultQuiet
+			default:
+				d = FirstQuiet
 			}
 			o.Session = sid
 			t.holding = true
@@ -622,6 +635,9 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	if sid != "" && t == nil && s.opening > 0 && s.on[iEarlyUpdates] {
 		s.early = append(s.early, f)
 		return append(pre, note(RuleEarlyUpdates, sid, "a %q update came before the session's session/new answer; held", kind)), nil
+	}
+	if t != nil && (t.holding || t.ended && !t.running && !t.loading) && turnVariant(kind) {
+		s.lateSeen = true // from now on its answers are held the full quiet period
 	}
 	if t != nil && t.holding && turnVariant(kind) && s.on[iLateUpdates] {
 		// Sent after the turn's answer, but within the quiet period: it
