@@ -304,10 +304,10 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 
 	ws := &legacy.WebSocket{Header: http.Header{}}
 	if adHoc {
-		u, err := url.Parse(f.URL)
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return spec, Usagef("--%s must be a ws:// or wss:// URL", FlagURL)
+		if err := config.CheckAgentURL(f.URL); err != nil {
+			return spec, Usagef("--%s: %v", FlagURL, err)
 		}
+		u, _ := url.Parse(f.URL)
 		ws.URL = f.URL
 		spec.Name = u.Host
 	} else {
@@ -417,6 +417,16 @@ func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (trans
 	}
 	if newTranslator == nil {
 		return d, nil, fmt.Errorf("dialect %s returned no translator", d.Name)
+	}
+	if _, builds := newTranslator().(translate.SpawnBuilder); builds && spec.WebSocket != nil {
+		// Its translator writes the agent's command line: there is no
+		// program at a URL to give it to.
+		run := ""
+		if argv := defaultCommands[d.Name]; len(argv) > 0 {
+			run = " (acp-bridge --dialect " + d.Name + " runs " + strings.Join(argv, " ") + ")"
+		}
+		return d, nil, Usagef("dialect %s starts the agent as a child process, one per session; it cannot reach an agent over a WebSocket: drop --%s and give the agent's command after --%s",
+			d.Name, FlagURL, run)
 	}
 	return d, newTranslator, nil
 }

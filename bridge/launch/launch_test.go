@@ -214,7 +214,7 @@ agent "ws" {
 		{name: "url and command", cfg: empty, f: Flags{URL: "ws://h/", Argv: []string{"x"}}, wantErr: "not both"},
 		{name: "agent and url", cfg: cfg, f: Flags{Agent: "ws", URL: "ws://h/"}, wantErr: "cannot be combined"},
 		{name: "agent and command", cfg: cfg, f: Flags{Agent: "ws", Argv: []string{"x"}}, wantErr: "cannot be combined"},
-		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "ws:// or wss://"},
+		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "use ws://… for a WebSocket agent"},
 		{name: "header without env var", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization"}}, wantErr: "NAME=ENVVAR"},
 		{name: "header env var unset", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization=NOPE"}}, wantErr: "NOPE is not set"},
 		{name: "bad ping period", cfg: empty, f: Flags{URL: "ws://h/", PingPeriod: "-1s", Set: set(FlagPingPeriod)}, wantErr: "--ping-period"},
