@@ -437,6 +437,10 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer closeTrace(logger)
+	if launch.IsTerminal(os.Stdin) {
+		// A person ran it by hand: nothing will happen until they type ACP.
+		fmt.Fprintln(os.Stderr, "acp-bridge: waiting for ACP messages on stdin: an editor starts acp-bridge as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor' (Ctrl-D ends)")
+	}
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	story.End(stopReason(c.Context, err))
