@@ -16,6 +16,10 @@ import (
 // command line and exits, and with ACP_BRIDGE_TEST_STRAY set it exercises
 // reserveStdout.
 func TestMain(m *testing.M) {
+	// FAKE_AGENT=NAME runs this binary as a fake agent (see fakeAgents).
+	if run, ok := fakeAgents[os.Getenv("FAKE_AGENT")]; ok {
+		os.Exit(run())
+	}
 	if args, ok := os.LookupEnv("ACP_BRIDGE_TEST_ARGS"); ok {
 		argv := []string{"acp-bridge"}
 		if args != "" {

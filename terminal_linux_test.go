@@ -83,3 +83,36 @@ func TestTerminalHint(t *testing.T) {
 		t.Errorf("from a pipe the bridge printed the terminal hint:\n%s", piped)
 	}
 }
+
+// While doctor waits on an agent, a terminal shows what it waits for, for
+// how long, and what the agent sent so far.
+func TestDoctorProgress(t *testing.T) {
+	ptmx, pts := openPTY(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "TERM=xterm", "ACP_BRIDGE_TEST_ARGS="+strings.Join([]string{"doctor", "--request-timeout", "2s", "--", "sh", "-c", "echo hi; cat >/dev/null"}, "\n"),
+		"XDG_CONFIG_HOME="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, pts
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	var shown bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			shown.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	cmd.Wait()
+	<-read // EIO once the last holder of the terminal has gone
+	if want := "doctor: waiting for initialize, 1s; from the agent: 0 frame(s), 1 other line(s)"; !strings.Contains(shown.String(), want) {
+		t.Errorf("the terminal did not show %q:\n%q", want, shown.String())
+	}
+}
