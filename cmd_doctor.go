@@ -43,10 +43,6 @@ const doctorStepTimeout = 20 * time.Second
 // for the first thing that does not, the cause and what to do, in plain
 // words; the exit status is 1 when something fails.
 func doctorAction(c *cli.Context) error {
-	if c.Args().Len() > 0 && c.App.Metadata["dashdash"] != true {
-		return launch.Usagef("%q is not an argument of doctor. An agent command goes after --: acp-bridge doctor -- %s",
-			c.Args().First(), strings.Join(c.Args().Slice(), " "))
-	}
 	r, err := resolveAgent(c)
 	if err != nil {
 		return err

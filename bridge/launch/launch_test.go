@@ -196,7 +196,7 @@ agent "ws" {
 			want: Agent{Name: "only", Dialect: "acp", Command: &legacy.Command{Path: "only", Args: []string{}}},
 		},
 		{name: "two agents, no default", cfg: two, wantErr: "choose one with --agent"},
-		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: `unknown agent "nope"`},
+		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: "--agent nope: no such agent in the configuration"},
 		{name: "nothing to serve", cfg: empty, wantErr: "no agent to serve"},
 		{
 			name: "claude runs claude by default",
