@@ -161,6 +161,7 @@ func TestEveryReportHasJSON(t *testing.T) {
 		{[]string{"config", "validate", "--json", "--config", cfg}, 0, "agents"},
 		{[]string{"doctor", "--json", "--url", "ws://127.0.0.1:1/"}, 1, "steps"},
 		{[]string{"dialects", "--json"}, 0, ""},
+		{[]string{"check", "--json", "--url", "ws://127.0.0.1:1/"}, 1, "results"},
 	} {
 		t.Run(strings.Join(tt.args[:2], " "), func(t *testing.T) {
 			t.Parallel()

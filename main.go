@@ -155,31 +155,27 @@ func newApp() *cli.App {
 				Name:  "config",
 				Usage: "work with the configuration file",
 				Subcommands: []*cli.Command{{
-					Name:         "validate",
-					Usage:        "check the configuration file; print diagnostics to stderr",
-					OnUsageError: onUsageError,
+					Name:  "validate",
+					Usage: "check the configuration file; print diagnostics to stderr",
 					Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
 						Name:  "json",
 						Usage: "print the result as a JSON object (ok, the file, the agents, the diagnostics), for scripts",
 					}),
 					Action: validateAction,
 				}, {
-					Name:         "show",
-					Usage:        "print the resolved configuration (secrets masked), the files read and what flags or environment overrode",
-					OnUsageError: onUsageError,
+					Name:  "show",
+					Usage: "print the resolved configuration (secrets masked), the files read and what flags or environment overrode",
 					Flags: append(serveFlags(), &cli.BoolFlag{
 						Name:  "json",
 						Usage: "print the resolved configuration as a JSON object, for scripts",
 					}),
 					Action: configShowAction,
 				}, {
-					Name:         "init",
-					Usage:        "write a commented starter configuration file at --config's path; never overwrites",
-					OnUsageError: onUsageError,
-					Flags:        commonFlagsUsing(launch.FlagConfig),
-					Action:       configInitAction,
+					Name:   "init",
+					Usage:  "write a commented starter configuration file at --config's path; never overwrites",
+					Flags:  commonFlagsUsing(launch.FlagConfig),
+					Action: configInitAction,
 				}},
-				OnUsageError: onUsageError,
 			},
 			{
 				Name:   "dialects",
@@ -189,7 +185,6 @@ func newApp() *cli.App {
 					Name:  "json",
 					Usage: "print the list as a JSON array, for scripts",
 				}),
-				OnUsageError: onUsageError,
 				Subcommands: []*cli.Command{{
 					Name:      "show",
 					Usage:     "print the HCL of a shipped or configured rule profile",
@@ -199,9 +194,8 @@ func newApp() *cli.App {
 				}},
 			},
 			{
-				Name:         "demo",
-				Usage:        "play a scripted session against a built-in legacy agent",
-				OnUsageError: onUsageError,
+				Name:  "demo",
+				Usage: "play a scripted session against a built-in legacy agent",
 				Flags: append(commonFlags(), &cli.BoolFlag{
 					Name:  "raw",
 					Usage: "print every ACP line and every agent frame instead of the readable view",
@@ -209,11 +203,10 @@ func newApp() *cli.App {
 				Action: demoAction,
 			},
 			{
-				Name:         "doctor",
-				Usage:        "dial the agent you would serve, run initialize, session/new and, when the agent has not spoken yet or --prompt asks, one prompt turn; say what works and what to fix",
-				UsageText:    "acp-bridge doctor [--prompt TEXT] [--json] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
-				ArgsUsage:    "[-- COMMAND [ARGS...]]",
-				OnUsageError: onUsageError,
+				Name:      "doctor",
+				Usage:     "dial the agent you would serve, run initialize, session/new and, when the agent has not spoken yet or --prompt asks, one prompt turn; say what works and what to fix",
+				UsageText: "acp-bridge doctor [--prompt TEXT] [--json] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
+				ArgsUsage: "[-- COMMAND [ARGS...]]",
 				Flags: append(serveFlags(),
 					&cli.StringFlag{Name: "prompt", Usage: "run one whole prompt turn with `TEXT` and report its end, the time to the first update and the agent frames the dialect could not place"},
 					&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object, for scripts"},
@@ -384,6 +377,9 @@ func serveAction(c *cli.Context) error {
 	}
 	r, err := resolveAgent(c)
 	if err != nil {
+		if launch.IsTerminal(os.Stdin) && strings.HasPrefix(err.Error(), "no agent to serve") {
+			return launch.Usagef("%v. acp-bridge is started by an editor as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor'", err)
+		}
 		return err
 	}
 	f, cfg, s, spec, dialect, newTranslator := r.flags, r.cfg, r.settings, r.spec, r.dialect, r.newTranslator

@@ -116,3 +116,23 @@ func TestDoctorProgress(t *testing.T) {
 		t.Errorf("the terminal did not show %q:\n%q", want, shown.String())
 	}
 }
+
+// With no agent to serve, a person at a terminal is also pointed to demo
+// and doctor, in the usage error.
+func TestTerminalHintWithoutAgent(t *testing.T) {
+	_, pts := openPTY(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "ACP_BRIDGE_TEST_ARGS=", "XDG_CONFIG_HOME="+t.TempDir(), "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, &stdout, &stderr
+	err := cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("exit status %d (%v), want 2", code, err)
+	}
+	if want := "no agent to serve"; !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "'acp-bridge demo'") {
+		t.Errorf("stderr lacks %q and the pointer to demo:\n%s", want, stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing", stdout.String())
+	}
+}
