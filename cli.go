@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,20 @@ func init() {
 // twins stay one.
 func commonFlags() []cli.Flag {
 	return pickFlags(launch.FlagConfig, launch.FlagLogLevel, launch.FlagLogFile, launch.FlagLogFormat)
+}
+
+// commonFlagsUsing is commonFlags with only the named ones listed in the
+// command's help: the others are accepted after every subcommand alike
+// (scripts pass --config everywhere) but do nothing for this one, so its
+// help does not offer them.
+func commonFlagsUsing(names ...string) []cli.Flag {
+	flags := commonFlags()
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && !slices.Contains(names, sf.Name) {
+			sf.Hidden = true
+		}
+	}
+	return flags
 }
 
 // pickFlags returns the serve flags with the given names, in serveFlags'
@@ -131,4 +146,94 @@ func agentWithoutConfig(f launch.Flags, path string, explicit bool) error {
 	}
 	return fmt.Errorf("--%s %s: no configuration file at %s, the default path (give --%s FILE, or create it with 'acp-bridge config init')",
 		launch.FlagAgent, f.Agent, path, launch.FlagConfig)
+}
+
+// harden gives every command and subcommand of app the top level's
+// behaviour, in one walk of the tree rather than a patch per command:
+// usage errors on stderr with a suggestion and exit status 2
+// (onUsageError), a mistyped subcommand named as such with the nearest
+// one, and arguments refused where a command takes none. A command takes
+// arguments when its ArgsUsage says so; "[-- COMMAND [ARGS...]]" means
+// only an agent command after "--".
+func harden(app *cli.App) {
+	for _, cmd := range app.Commands {
+		hardenCommand(cmd)
+	}
+}
+
+func hardenCommand(cmd *cli.Command) {
+	cmd.OnUsageError = onUsageError
+	// "help" as a word is handled below, like the root's: a help
+	// subcommand would list itself among the subcommands.
+	cmd.HideHelpCommand = true
+	inner := cmd.Action
+	switch {
+	case len(cmd.Subcommands) > 0:
+		// The words after a command with subcommands name one of them:
+		// any other is a mistyped subcommand, not an argument.
+		cmd.Action = func(c *cli.Context) error {
+			c.App.Metadata["command"] = commandName(c)
+			if c.Args().Present() {
+				return subcommandWord(c, cmd)
+			}
+			if inner == nil {
+				return cli.ShowSubcommandHelp(c)
+			}
+			return inner(c)
+		}
+		for _, sub := range cmd.Subcommands {
+			hardenCommand(sub)
+		}
+	case inner != nil:
+		cmd.Action = func(c *cli.Context) error {
+			c.App.Metadata["command"] = commandName(c)
+			if err := checkArgs(c, cmd); err != nil {
+				return err
+			}
+			return inner(c)
+		}
+	}
+}
+
+// subcommandWord answers a word after a command with subcommands that
+// names none of them: help, or a usage error with the nearest name.
+func subcommandWord(c *cli.Context, cmd *cli.Command) error {
+	word := c.Args().First()
+	if word == "help" {
+		if name := c.Args().Get(1); name != "" && cmd.Command(name) != nil {
+			return cli.ShowCommandHelp(c, name)
+		}
+		return cli.ShowSubcommandHelp(c)
+	}
+	var names []string
+	for _, sub := range cmd.Subcommands {
+		if !sub.Hidden {
+			names = append(names, sub.Names()...)
+		}
+	}
+	hint := ""
+	if s := launch.Nearest(word, names); s != "" {
+		hint = fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return launch.Usagef("%q is not a subcommand of %s.%s Its subcommands are: %s", word, commandName(c), hint, strings.Join(names, ", "))
+}
+
+// checkArgs refuses the arguments a command does not take.
+func checkArgs(c *cli.Context, cmd *cli.Command) error {
+	if !c.Args().Present() {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(cmd.ArgsUsage, "[-- "):
+		if c.App.Metadata["dashdash"] == true {
+			return nil
+		}
+		return launch.Usagef("%q is not an argument of %s. An agent command goes after --: acp-bridge %s -- %s",
+			c.Args().First(), commandName(c), commandName(c), strings.Join(c.Args().Slice(), " "))
+	case cmd.ArgsUsage != "":
+		return nil
+	case strings.HasSuffix(c.Args().First(), ".hcl"):
+		return launch.Usagef("%s takes no arguments; give the file with --%s %s", commandName(c), launch.FlagConfig, c.Args().First())
+	}
+	return launch.Usagef("%s takes no arguments; got %q", commandName(c), strings.Join(c.Args().Slice(), " "))
 }

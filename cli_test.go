@@ -40,7 +40,7 @@ func TestConventions(t *testing.T) {
 		{name: "bad log-level after subcommand", args: []string{"demo", "--log-level", "loud"}, wantCode: 2, wantStderr: "--log-level"},
 		{name: "bad log-format", args: []string{"--log-format", "xml", "--url", "ws://h/"}, wantCode: 2, wantStderr: `"xml" is not one of text, json`},
 		{name: "agent without config names the default path", args: []string{"--agent", "work"}, wantCode: 1, wantStderr: "no configuration file at "},
-		{name: "unreadable config names file and cause", args: []string{"--config", "/nonexistent/acp.hcl", "--url", "ws://h/"}, wantCode: 1, wantStderr: "open /nonexistent/acp.hcl: no such file or directory"},
+		{name: "unreadable config names file and cause", args: []string{"--config", "/nonexistent/acp.hcl", "--url", "ws://h/"}, wantCode: 1, wantStderr: "--config /nonexistent/acp.hcl: cannot read the configuration file: no such file or directory; create it with 'acp-bridge config init --config /nonexistent/acp.hcl'"},
 		{name: "doctor needs --", args: []string{"doctor", "my-agent"}, wantCode: 2, wantStderr: "goes after --: acp-bridge doctor -- my-agent"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acp-bridge/acp-bridge/bridge/check"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 )
 
@@ -116,8 +117,8 @@ func dialerFrom(url string, args []string) (check.Dialer, error) {
 	case url != "" && len(args) > 0:
 		return nil, launch.Usagef("give either --url or an agent command after --, not both")
 	case url != "":
-		if !strings.HasPrefix(url, "ws://") && !strings.HasPrefix(url, "wss://") {
-			return nil, launch.Usagef("--url %q: want a ws:// or wss:// URL", url)
+		if err := config.CheckAgentURL(url); err != nil {
+			return nil, launch.Usagef("--url: %v", err)
 		}
 		return check.URL{URL: url}, nil
 	case len(args) > 0:

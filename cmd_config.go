@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -21,22 +24,48 @@ func configPath(c *cli.Context) (path string, explicit bool) {
 	return l.String(launch.FlagConfig), l.IsSet(launch.FlagConfig)
 }
 
-// noArgs rejects arguments a command does not take: a file name given
-// without --config would otherwise be ignored silently.
-func noArgs(c *cli.Context) error {
-	if c.Args().Len() == 0 {
+// unreadableConfig returns the error for a --config FILE that cannot be
+// read, in the bridge's words rather than HCL's, or nil.
+func unreadableConfig(path string) error {
+	f, err := os.Open(path)
+	if err == nil {
+		f.Close()
 		return nil
 	}
-	if strings.HasSuffix(c.Args().First(), ".hcl") {
-		return launch.Usagef("%s takes no arguments; give the file with --%s %s", commandName(c), launch.FlagConfig, c.Args().First())
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is said once, below
 	}
-	return launch.Usagef("%s takes no arguments; got %q", commandName(c), strings.Join(c.Args().Slice(), " "))
+	fix := "give the right path"
+	if errors.Is(err, fs.ErrNotExist) {
+		fix = fmt.Sprintf("create it with 'acp-bridge config init --%s %s', or give another file", launch.FlagConfig, path)
+	}
+	return fmt.Errorf("--%s %s: cannot read the configuration file: %v; %s", launch.FlagConfig, path, err, fix)
 }
 
 // checkConfig loads path for checking (config.Check: an unset environment
 // variable is a warning) and runs every check serving would, writing the
 // diagnostics to stderr.
 func checkConfig(path string) (*config.Config, error) {
+	cfg, diags, err := checkConfigDiags(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(diags) > 0 {
+		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
+	}
+	if diags.HasErrors() {
+		return nil, launch.ReportedError{Err: diags}
+	}
+	return cfg, nil
+}
+
+// checkConfigDiags is checkConfig returning the diagnostics rather than
+// writing them; err is for a file that cannot be read at all.
+func checkConfigDiags(path string) (*config.Config, hcl.Diagnostics, error) {
+	if err := unreadableConfig(path); err != nil {
+		return nil, nil, err
+	}
 	cfg, diags := config.Check(path)
 	if !diags.HasErrors() {
 		diags = append(diags, launch.AddUserDialects(cfg)...)
@@ -50,19 +79,27 @@ func checkConfig(path string) (*config.Config, error) {
 			diags = append(diags, moreDiags...)
 		}
 	}
-	if len(diags) > 0 {
-		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
-	}
-	if diags.HasErrors() {
-		return nil, launch.ReportedError{Err: diags}
-	}
-	return cfg, nil
+	return cfg, diags, nil
+}
+
+// validateReport is config validate's result for scripts (--json).
+type validateReport struct {
+	OK          bool         `json:"ok"`
+	File        string       `json:"file"`
+	Agents      []string     `json:"agents"`
+	Diagnostics []diagReport `json:"diagnostics"`
+}
+
+type diagReport struct {
+	Severity string `json:"severity"` // error or warning
+	Summary  string `json:"summary"`
+	Detail   string `json:"detail,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
 }
 
 func validateAction(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	path, explicit := configPath(c)
 	if path == "" {
 		return launch.Usagef("no configuration file: give --%s FILE", launch.FlagConfig)
@@ -71,6 +108,9 @@ func validateAction(c *cli.Context) error {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("no configuration file at %s (give --%s FILE, or create one with 'acp-bridge config init')", path, launch.FlagConfig)
 		}
+	}
+	if c.Bool("json") {
+		return validateJSON(path)
 	}
 	cfg, err := checkConfig(path)
 	if err != nil {
@@ -84,15 +124,49 @@ func validateAction(c *cli.Context) error {
 	return err
 }
 
+// validateJSON prints config validate's result as one JSON object; the
+// exit status is 1 when the file has errors, as without --json.
+func validateJSON(path string) error {
+	cfg, diags, err := checkConfigDiags(path)
+	if err != nil {
+		return err
+	}
+	r := validateReport{OK: !diags.HasErrors(), File: path, Agents: []string{}, Diagnostics: []diagReport{}}
+	for _, a := range cfg.Agents {
+		r.Agents = append(r.Agents, a.Name)
+	}
+	for _, d := range diags {
+		dr := diagReport{Severity: "warning", Summary: d.Summary, Detail: d.Detail}
+		if d.Severity == hcl.DiagError {
+			dr.Severity = "error"
+		}
+		if d.Subject != nil {
+			dr.File, dr.Line, dr.Column = d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column
+		}
+		r.Diagnostics = append(r.Diagnostics, dr)
+	}
+	if err := writeJSON(r); err != nil {
+		return err
+	}
+	if !r.OK {
+		return launch.ReportedError{Err: diags}
+	}
+	return nil
+}
+
+// writeJSON prints v on stdout as indented JSON, the form of every --json.
+func writeJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 // configShowAction prints the configuration as the bridge would serve it:
 // the files read, every setting with where its value came from, the
 // configured agents and the one that would be served. Secrets are masked:
 // values computed by env(), header and agent environment values, and
 // whatever --header reads from the environment.
 func configShowAction(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	path, explicit := configPath(c)
 	cfg := &config.Config{}
 	var read []string
@@ -125,18 +199,14 @@ func configShowAction(c *cli.Context) error {
 	}
 
 	var secrets []string
-	var out strings.Builder
-	fmt.Fprintln(&out, "files read:")
-	if len(read) == 0 {
-		fmt.Fprintf(&out, "  none (looked for %s)\n", orNone(path))
-	}
+	r := showReport{Files: []string{}, Agents: []showAgent{}, Overrides: []showOverride{}}
 	for _, p := range read {
 		abs, _ := filepath.Abs(p)
-		fmt.Fprintf(&out, "  %s\n", abs)
+		r.Files = append(r.Files, abs)
 	}
-
-	fmt.Fprintln(&out, "settings:")
-	w := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	if len(read) == 0 {
+		r.LookedFor = orNone(path)
+	}
 	logFile := s.LogFile
 	if logFile == "" {
 		logFile = "stderr"
@@ -161,25 +231,15 @@ func configShowAction(c *cli.Context) error {
 		{"request_timeout", requestTimeout(s.RequestTimeout.String()), launch.FlagRequestTimeout, durOr0(cfg.RequestTimeout.String())},
 		{"cancel_grace", orDefault(s.CancelGrace.String(), "5s"), launch.FlagCancelGrace, durOr0(cfg.CancelGrace.String())},
 	}
-	for _, r := range rows {
-		from := origin(r[2], r[3] != "")
-		if f.Set[r[2]] && r[3] != "" {
-			from += ", over the file's " + r[3]
+	for _, row := range rows {
+		from := origin(row[2], row[3] != "")
+		if f.Set[row[2]] && row[3] != "" {
+			from += ", over the file's " + row[3]
 		}
-		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", r[0], r[1], from)
-	}
-	w.Flush()
-
-	fmt.Fprintln(&out, "agents:")
-	if len(cfg.Agents) == 0 {
-		fmt.Fprintln(&out, "  none configured")
+		r.Settings = append(r.Settings, showSetting{Name: row[0], Value: row[1], From: from})
 	}
 	for _, a := range cfg.Agents {
-		mark := ""
-		if a.Name == cfg.DefaultAgent {
-			mark = " [default_agent]"
-		}
-		fmt.Fprintf(&out, "  %s%s\n", a, mark)
+		r.Agents = append(r.Agents, showAgent{Name: a.Name, Desc: a.String(), Default: a.Name == cfg.DefaultAgent})
 		for _, v := range a.Env {
 			secrets = append(secrets, string(v))
 		}
@@ -192,12 +252,10 @@ func configShowAction(c *cli.Context) error {
 			}
 		}
 	}
-
-	fmt.Fprintln(&out, "would serve:")
 	spec, err := launch.ResolveAgent(cfg, f, os.LookupEnv)
 	switch {
 	case err != nil:
-		fmt.Fprintf(&out, "  nothing: %v\n", err)
+		r.WouldServe.Nothing = err.Error()
 	default:
 		secrets = append(secrets, spec.Secrets()...)
 		how := "the only agent"
@@ -211,33 +269,112 @@ func configShowAction(c *cli.Context) error {
 		case cfg.DefaultAgent != "":
 			how = "default_agent in the file"
 		}
-		fmt.Fprintf(&out, "  %s (chosen by %s)\n", spec.Desc, how)
-		for _, name := range spec.Ignored {
-			fmt.Fprintf(&out, "  %s is ignored: it applies to websocket agents only\n", name)
-		}
+		r.WouldServe.Agent, r.WouldServe.ChosenBy, r.WouldServe.Ignored = spec.Desc, how, spec.Ignored
 	}
-
-	fmt.Fprintln(&out, "overrides:")
-	overrides := 0
 	for _, fl := range serveFlags() {
 		name := fl.Names()[0]
 		if !f.Set[name] || name == launch.FlagConfig {
 			continue
 		}
-		overrides++
 		value := lineage{c}.String(name)
 		if sl := (lineage{c}).StringSlice(name); len(sl) > 0 {
 			value = strings.Join(sl, ",")
 		}
-		fmt.Fprintf(&out, "  --%s %s (%s)\n", name, value, origin(name, false))
+		r.Overrides = append(r.Overrides, showOverride{Flag: "--" + name, Value: value, From: origin(name, false)})
 	}
-	if overrides == 0 {
-		fmt.Fprintln(&out, "  none")
+
+	var out strings.Builder
+	if c.Bool("json") {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		out.Write(b)
+		out.WriteByte('\n')
+	} else {
+		r.writeText(&out)
 	}
 	// Everything above is built from redacting String methods; the
 	// scrubber is the second line of defence for a value quoted elsewhere.
 	_, err = io.WriteString(os.Stdout, launch.NewScrubber(secrets...).Scrub(out.String()))
 	return err
+}
+
+// showReport is what config show prints, as text or, with --json, as one
+// JSON object.
+type showReport struct {
+	Files      []string      `json:"files_read"`
+	LookedFor  string        `json:"looked_for,omitempty"`
+	Settings   []showSetting `json:"settings"`
+	Agents     []showAgent   `json:"agents"`
+	WouldServe struct {
+		Agent    string   `json:"agent,omitempty"`
+		ChosenBy string   `json:"chosen_by,omitempty"`
+		Ignored  []string `json:"ignored_flags,omitempty"`
+		Nothing  string   `json:"nothing,omitempty"` // why nothing would be served
+	} `json:"would_serve"`
+	Overrides []showOverride `json:"overrides"`
+}
+
+type showSetting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	From  string `json:"from"`
+}
+
+type showAgent struct {
+	Name    string `json:"name"`
+	Desc    string `json:"description"`
+	Default bool   `json:"default_agent"`
+}
+
+type showOverride struct {
+	Flag  string `json:"flag"`
+	Value string `json:"value"`
+	From  string `json:"from"`
+}
+
+func (r *showReport) writeText(out *strings.Builder) {
+	fmt.Fprintln(out, "files read:")
+	if len(r.Files) == 0 {
+		fmt.Fprintf(out, "  none (looked for %s)\n", r.LookedFor)
+	}
+	for _, p := range r.Files {
+		fmt.Fprintf(out, "  %s\n", p)
+	}
+	fmt.Fprintln(out, "settings:")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, s := range r.Settings {
+		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", s.Name, s.Value, s.From)
+	}
+	w.Flush()
+	fmt.Fprintln(out, "agents:")
+	if len(r.Agents) == 0 {
+		fmt.Fprintln(out, "  none configured")
+	}
+	for _, a := range r.Agents {
+		mark := ""
+		if a.Default {
+			mark = " [default_agent]"
+		}
+		fmt.Fprintf(out, "  %s%s\n", a.Desc, mark)
+	}
+	fmt.Fprintln(out, "would serve:")
+	if r.WouldServe.Nothing != "" {
+		fmt.Fprintf(out, "  nothing: %s\n", r.WouldServe.Nothing)
+	} else {
+		fmt.Fprintf(out, "  %s (chosen by %s)\n", r.WouldServe.Agent, r.WouldServe.ChosenBy)
+		for _, name := range r.WouldServe.Ignored {
+			fmt.Fprintf(out, "  %s is ignored: it applies to websocket agents only\n", name)
+		}
+	}
+	fmt.Fprintln(out, "overrides:")
+	for _, o := range r.Overrides {
+		fmt.Fprintf(out, "  %s %s (%s)\n", o.Flag, o.Value, o.From)
+	}
+	if len(r.Overrides) == 0 {
+		fmt.Fprintln(out, "  none")
+	}
 }
 
 func orNone(path string) string {
@@ -282,9 +419,6 @@ func givenOnCommandLine(args []string, name string) bool {
 // default the default path), creating its directory, and never overwrites
 // an existing file.
 func configInitAction(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
 	path, _ := configPath(c)
 	if path == "" {
 		return launch.Usagef("no user configuration directory; give --%s FILE", launch.FlagConfig)

@@ -26,6 +26,7 @@ func replayCommand() *cli.Command {
 		Name:         "replay",
 		Usage:        "serve the agent side of a recorded trace, as a fake agent for tests; mismatches go to stderr and make the exit status 1",
 		UsageText:    "acp-bridge replay TRACE [--listen 127.0.0.1:PORT | --stdio] [--link N]",
+		ArgsUsage:    "TRACE [-- COMMAND [ARGS...]]",
 		OnUsageError: onUsageError,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "serve WebSocket connections on `ADDR`; each connection replays the next recorded agent link"},

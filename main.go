@@ -8,7 +8,8 @@
 //	acp-bridge --url ws://127.0.0.1:8765/acp    # an ad-hoc WebSocket agent
 //	acp-bridge --dialect acp-v0 -- gemini --experimental-acp
 //
-// Subcommands: version, config validate|show|init, doctor, dialects, demo.
+// Subcommands: version, config validate|show|init, doctor, dialects, demo, check,
+// compare, trace view, replay, completion, man.
 //
 // This file is the composition root: it reads flags (each with an
 // ACP_BRIDGE_* environment twin) and the HCL configuration, builds the logger,
@@ -26,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -75,7 +77,12 @@ func run(args []string) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "acp-bridge: %v\nRun 'acp-bridge --help' for usage.\n", ue.Err)
+		// Point to the help of the command that was run.
+		help := "acp-bridge --help"
+		if name, _ := app.Metadata["command"].(string); name != "" {
+			help = "acp-bridge " + name + " --help"
+		}
+		fmt.Fprintf(os.Stderr, "acp-bridge: %v\nRun '%s' for usage.\n", ue.Err, help)
 		return 2
 	case errors.As(err, &re):
 		return 1
@@ -89,6 +96,11 @@ func run(args []string) int {
 // the nearest flag to a mistyped one ("--ulr": did you mean "--url"?).
 func onUsageError(c *cli.Context, err error, _ bool) error {
 	const undefined = "flag provided but not defined: -"
+	if c != nil && c.Command != nil && c.App.Metadata != nil {
+		if name := commandName(c); name != c.App.Name {
+			c.App.Metadata["command"] = name
+		}
+	}
 	if msg := err.Error(); strings.HasPrefix(msg, undefined) {
 		// The flag package names the flag with one dash whatever the user
 		// typed; say it as people write it.
@@ -99,7 +111,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 			for _, f := range c.Command.Flags {
 				names = append(names, f.Names()...)
 			}
-			if s := nearest(name, names); s != "" {
+			if s := launch.Nearest(name, names); s != "" {
 				return launch.UsageError{Err: fmt.Errorf("%w. Did you mean --%s?", err, s)}
 			}
 		}
@@ -107,49 +119,12 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 	return launch.UsageError{Err: err}
 }
 
-// nearest returns the candidate closest to word, within two edits (a
-// transposition counts as one), or "" when none is that close.
-func nearest(word string, candidates []string) string {
-	best, bestDist := "", 3
-	for _, c := range candidates {
-		if d := editDistance(word, c); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance between a and b.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
-}
-
 func envTwin(name string) []string {
 	return []string{"ACP_BRIDGE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "acp-bridge",
 		Usage:     "serve an ACP editor on stdio from an agent that speaks another dialect",
 		UsageText: "acp-bridge [flags]\nacp-bridge [flags] --url ws://HOST:PORT/PATH\nacp-bridge [flags] -- COMMAND [ARGS...]\nacp-bridge COMMAND [flags]",
@@ -172,53 +147,56 @@ func newApp() *cli.App {
 				Name:   "version",
 				Usage:  "print the version to stdout (as --version does)",
 				Action: versionAction,
-				Flags:  commonFlags(),
+				Flags: append(commonFlagsUsing(), &cli.BoolFlag{
+					Name:  "json",
+					Usage: "print the version and the build's details as a JSON object, for scripts",
+				}),
 			},
 			{
 				Name:  "config",
 				Usage: "work with the configuration file",
 				Subcommands: []*cli.Command{{
-					Name:         "validate",
-					Usage:        "check the configuration file; print diagnostics to stderr",
-					OnUsageError: onUsageError,
-					Flags:        commonFlags(),
-					Action:       validateAction,
+					Name:  "validate",
+					Usage: "check the configuration file; print diagnostics to stderr",
+					Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
+						Name:  "json",
+						Usage: "print the result as a JSON object (ok, the file, the agents, the diagnostics), for scripts",
+					}),
+					Action: validateAction,
 				}, {
-					Name:         "show",
-					Usage:        "print the resolved configuration (secrets masked), the files read and what flags or environment overrode",
-					OnUsageError: onUsageError,
-					Flags:        serveFlags(),
-					Action:       configShowAction,
+					Name:  "show",
+					Usage: "print the resolved configuration (secrets masked), the files read and what flags or environment overrode",
+					Flags: append(serveFlags(), &cli.BoolFlag{
+						Name:  "json",
+						Usage: "print the resolved configuration as a JSON object, for scripts",
+					}),
+					Action: configShowAction,
 				}, {
-					Name:         "init",
-					Usage:        "write a commented starter configuration file at --config's path; never overwrites",
-					OnUsageError: onUsageError,
-					Flags:        commonFlags(),
-					Action:       configInitAction,
+					Name:   "init",
+					Usage:  "write a commented starter configuration file at --config's path; never overwrites",
+					Flags:  commonFlagsUsing(launch.FlagConfig),
+					Action: configInitAction,
 				}},
-				OnUsageError: onUsageError,
 			},
 			{
 				Name:   "dialects",
 				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL",
 				Action: dialectsAction,
-				Flags: append(commonFlags(), &cli.BoolFlag{
+				Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
 					Name:  "json",
 					Usage: "print the list as a JSON array, for scripts",
 				}),
-				OnUsageError: onUsageError,
 				Subcommands: []*cli.Command{{
 					Name:      "show",
 					Usage:     "print the HCL of a shipped or configured rule profile",
 					ArgsUsage: "NAME",
-					Flags:     commonFlags(),
+					Flags:     commonFlagsUsing(launch.FlagConfig),
 					Action:    dialectsShowAction,
 				}},
 			},
 			{
-				Name:         "demo",
-				Usage:        "play a scripted session against a built-in legacy agent",
-				OnUsageError: onUsageError,
+				Name:  "demo",
+				Usage: "play a scripted session against a built-in legacy agent",
 				Flags: append(commonFlags(), &cli.BoolFlag{
 					Name:  "raw",
 					Usage: "print every ACP line and every agent frame instead of the readable view",
@@ -226,19 +204,26 @@ func newApp() *cli.App {
 				Action: demoAction,
 			},
 			{
-				Name:         "doctor",
-				Usage:        "dial the agent you would serve, run initialize and session/new, and say what works and what to fix",
-				UsageText:    "acp-bridge doctor [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
-				OnUsageError: onUsageError,
-				Flags:        serveFlags(),
-				Action:       doctorAction,
+				Name:      "doctor",
+				Usage:     "dial the agent you would serve, run initialize, session/new and, when the agent has not spoken yet or --prompt asks, one prompt turn; say what works and what to fix",
+				UsageText: "acp-bridge doctor [--prompt TEXT] [--json] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
+				ArgsUsage: "[-- COMMAND [ARGS...]]",
+				Flags: append(serveFlags(),
+					&cli.StringFlag{Name: "prompt", Usage: "run one whole prompt turn with `TEXT` and report its end, the time to the first update and the agent frames the dialect could not place"},
+					&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object, for scripts"},
+				),
+				Action: doctorAction,
 			},
 			checkCommand(),
 			compareCommand(),
 			traceCommand(),
 			replayCommand(),
+			completionCommand(),
+			manCommand(),
 		},
 	}
+	harden(app)
+	return app
 }
 
 func serveFlags() []cli.Flag {
@@ -321,6 +306,9 @@ func loadConfig(path string, explicit bool) (*config.Config, error) {
 			return &config.Config{}, nil
 		}
 	}
+	if err := unreadableConfig(path); err != nil {
+		return nil, err
+	}
 	cfg, diags := config.Load(path)
 	if !diags.HasErrors() {
 		diags = append(diags, launch.AddUserDialects(cfg)...)
@@ -382,7 +370,7 @@ func serveAction(c *cli.Context) error {
 			names = append(names, cmd.Names()...)
 		}
 		hint := ""
-		if s := nearest(word, names); s != "" {
+		if s := launch.Nearest(word, names); s != "" {
 			hint = fmt.Sprintf(" Did you mean %q?", s)
 		}
 		return launch.Usagef("%q is not a subcommand.%s An agent command goes after --: acp-bridge [flags] -- %s",
@@ -390,6 +378,9 @@ func serveAction(c *cli.Context) error {
 	}
 	r, err := resolveAgent(c)
 	if err != nil {
+		if launch.IsTerminal(os.Stdin) && strings.HasPrefix(err.Error(), "no agent to serve") {
+			return launch.Usagef("%v. acp-bridge is started by an editor as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor'", err)
+		}
 		return err
 	}
 	f, cfg, s, spec, dialect, newTranslator := r.flags, r.cfg, r.settings, r.spec, r.dialect, r.newTranslator
@@ -438,6 +429,10 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer closeTrace(logger)
+	if launch.IsTerminal(os.Stdin) {
+		// A person ran it by hand: nothing will happen until they type ACP.
+		fmt.Fprintln(os.Stderr, "acp-bridge: waiting for ACP messages on stdin: an editor starts acp-bridge as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor' (Ctrl-D ends)")
+	}
 	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
 	err = b.Serve(c.Context, editorInput(), editorOut)
 	story.End(stopReason(c.Context, err))
@@ -464,6 +459,17 @@ func stopReason(ctx context.Context, err error) string {
 }
 
 func versionAction(c *cli.Context) error {
+	if c.Bool("json") {
+		v := map[string]string{"name": "acp-bridge", "version": versionString(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH}
+		if info, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range info.Settings {
+				if s.Key == "vcs.revision" {
+					v["revision"] = s.Value
+				}
+			}
+		}
+		return writeJSON(v)
+	}
 	// Human-facing: stdout explicitly (App.Writer is stderr).
 	_, err := fmt.Fprintf(os.Stdout, "acp-bridge %s\n", versionString())
 	return err
@@ -545,5 +551,5 @@ func dialectsShowAction(c *cli.Context) error {
 	if _, ok := launch.Dialects()[name]; ok {
 		return fmt.Errorf("dialect %s is built into acp-bridge in Go; only rule profiles have HCL to show", name)
 	}
-	return launch.Usagef("unknown dialect %q; the known dialects are: %s", name, strings.Join(launch.DialectNames(), ", "))
+	return launch.UnknownDialect(name)
 }

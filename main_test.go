@@ -16,6 +16,10 @@ import (
 // command line and exits, and with ACP_BRIDGE_TEST_STRAY set it exercises
 // reserveStdout.
 func TestMain(m *testing.M) {
+	// FAKE_AGENT=NAME runs this binary as a fake agent (see fakeAgents).
+	if run, ok := fakeAgents[os.Getenv("FAKE_AGENT")]; ok {
+		os.Exit(run())
+	}
 	if args, ok := os.LookupEnv("ACP_BRIDGE_TEST_ARGS"); ok {
 		argv := []string{"acp-bridge"}
 		if args != "" {
@@ -85,7 +89,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "bad duration flag", args: []string{"--cancel-grace", "soon", "--url", "ws://h/"}, wantCode: 2, wantStderr: "--cancel-grace"},
 		{name: "bad env twin", env: []string{"ACP_BRIDGE_LOG_LEVEL=loud"}, args: []string{"--url", "ws://h/"}, wantCode: 2, wantStderr: "--log-level"},
 		{name: "unknown dialect", args: []string{"--dialect", "klingon", "--url", "ws://h/"}, wantCode: 2, wantStderr: `unknown dialect "klingon"`},
-		{name: "missing explicit config", args: []string{"--config", "/nonexistent/acp.hcl", "--url", "ws://h/"}, wantCode: 1, wantStderr: "Failed to read file"},
+		{name: "missing explicit config", args: []string{"--config", "/nonexistent/acp.hcl", "--url", "ws://h/"}, wantCode: 1, wantStderr: "--config /nonexistent/acp.hcl: cannot read the configuration file"},
 		{name: "missing command", args: []string{"--", "/nonexistent/agent"}, wantCode: 1, wantStderr: "agent command"},
 		{name: "mistyped subcommand is not run", args: []string{"vesion"}, wantCode: 2, wantStderr: `"vesion" is not a subcommand. Did you mean "version"?`},
 		{name: "bare agent command needs --", args: []string{"--dialect", "acp", "my-agent", "--stdio"}, wantCode: 2, wantStderr: "goes after --: acp-bridge [flags] -- my-agent --stdio"},

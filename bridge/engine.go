@@ -39,6 +39,12 @@ const (
 	// must not keep the bridge alive (stdin's end ends the bridge within
 	// 3 s whatever stdout does).
 	shutdownWriteWait = time.Second
+	// endOfInputWait bounds how long, once the editor's input has ended,
+	// the engine still waits for the agent to answer the requests in
+	// flight (`echo '{…initialize…}' | acp-bridge -- agent` gets the
+	// agent's answer). With shutdownWriteWait and a child's quick exit at
+	// stdin's end it keeps the end within about 3 s.
+	endOfInputWait = 1500 * time.Millisecond
 )
 
 // engine is the state of one Serve call. Fields under "loop-owned" are
@@ -226,7 +232,13 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 				t.Stop()
 			}
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case e.inputEnded():
+			// The editor closed its input and no longer reads: it has
+			// gone, which ends a session cleanly (exit status 0).
+			e.log.Warn("the last messages for the editor were not taken: it closed its input and stopped reading", "error", werr)
+		default:
 			err = fmt.Errorf("writing to the editor: %w", werr)
 		}
 	}
@@ -266,9 +278,13 @@ func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
 // editor while an agent stops reading (backpressure the other way).
 func (e *engine) loop(ctx context.Context) error {
 	defer e.flushRecords()
+	// endOfInput fires endOfInputWait after the editor's input ended; until
+	// then the loop reads no more input and serves only the agents, so that
+	// the requests in flight get their answers rather than a shutdown error.
+	var endOfInput <-chan time.Time
 	for {
 		lines := e.lines
-		if e.paused() {
+		if e.paused() || endOfInput != nil {
 			lines = nil
 		}
 		select {
@@ -276,7 +292,16 @@ func (e *engine) loop(ctx context.Context) error {
 			e.log.Info("stopping", "reason", context.Cause(ctx))
 			return nil
 		case <-e.out.done:
+			if e.inputEnded() {
+				// The editor closed both ends: it has gone, which is how
+				// a session ends.
+				e.log.Warn("the editor stopped reading after closing its input", "error", e.out.err)
+				return nil
+			}
 			return fmt.Errorf("writing to the editor: %w", e.out.err)
+		case <-endOfInput:
+			e.log.Info("requests still in flight at the end of the editor's input; shutting down", "count", len(e.pending.byRef)+len(e.held))
+			return nil
 		case l := <-lines:
 			if l.err != nil {
 				var tooLong *ndjson.TooLongError
@@ -285,8 +310,15 @@ func (e *engine) loop(ctx context.Context) error {
 					continue
 				}
 				if errors.Is(l.err, io.EOF) {
-					e.log.Info("editor closed its input; shutting down")
-					return nil
+					if e.settled() {
+						e.log.Info("editor closed its input; shutting down")
+						return nil
+					}
+					e.log.Info("editor closed its input; finishing the requests in flight", "count", len(e.pending.byRef)+len(e.held), "wait", endOfInputWait)
+					t := time.NewTimer(endOfInputWait)
+					defer t.Stop()
+					endOfInput = t.C
+					continue
 				}
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
@@ -308,7 +340,28 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 		e.releaseHeld()
 		e.flushRecords()
+		if endOfInput != nil && e.settled() {
+			e.log.Info("requests in flight answered after the end of the editor's input; shutting down")
+			return nil
+		}
 	}
+}
+
+// inputEnded reports whether the editor's input has ended (or failed).
+func (e *engine) inputEnded() bool {
+	select {
+	case <-e.reader.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// settled reports whether no editor request waits for an answer: none
+// pending (internal ones included: they serve an editor's request) and
+// none held behind initialize.
+func (e *engine) settled() bool {
+	return len(e.pending.byRef) == 0 && len(e.held) == 0
 }
 
 // paused reports whether the engine must stop reading the editor for now:

@@ -425,14 +425,14 @@ func (e *evaluator) webSocket(rw *rawWebSocket) *WebSocket {
 	}
 	if s, fromEnv, ok := e.strMarked(rw.URL); ok {
 		ws.URL, ws.urlFromEnv = s, fromEnv
-		if !strings.HasPrefix(s, "ws://") && !strings.HasPrefix(s, "wss://") {
+		if err := CheckAgentURL(s); err != nil {
 			// Never echo a URL that may carry a token from env().
 			shown := ""
 			if r := redactURL(s); !fromEnv && r != redacted {
 				shown = fmt.Sprintf(" %q", r)
 			}
 			e.errorf(rw.URL.Expr.Range(), "Invalid WebSocket URL",
-				"The url%s must start with ws:// or wss://.", shown)
+				"The url%s cannot be dialled: %v.", shown, err)
 		}
 	}
 	if h, ok := e.strMap(rw.Headers); ok {

@@ -262,6 +262,9 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 	} else {
 		a, err := cfg.Agent(f.Agent)
 		if err != nil {
+			if f.Agent != "" {
+				return spec, unknownAgent(cfg, f.Agent)
+			}
 			if len(cfg.Agents) == 0 {
 				return spec, Usagef("no agent to serve: give --%s URL, a command after --, or an agent block in the configuration file (--%s)", FlagURL, FlagConfig)
 			}
@@ -304,10 +307,10 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 
 	ws := &legacy.WebSocket{Header: http.Header{}}
 	if adHoc {
-		u, err := url.Parse(f.URL)
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return spec, Usagef("--%s must be a ws:// or wss:// URL", FlagURL)
+		if err := config.CheckAgentURL(f.URL); err != nil {
+			return spec, Usagef("--%s: %v", FlagURL, err)
 		}
+		u, _ := url.Parse(f.URL)
 		ws.URL = f.URL
 		spec.Name = u.Host
 	} else {
@@ -406,7 +409,7 @@ func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (trans
 		d, ok = Dialects()[spec.Dialect]
 	}
 	if !ok {
-		return d, nil, Usagef("unknown dialect %q; the known dialects are: %s", spec.Dialect, strings.Join(DialectNames(), ", "))
+		return d, nil, UnknownDialect(spec.Dialect)
 	}
 	newTranslator, diags := d.Configure(spec.Options)
 	if len(diags) > 0 {
@@ -417,6 +420,16 @@ func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (trans
 	}
 	if newTranslator == nil {
 		return d, nil, fmt.Errorf("dialect %s returned no translator", d.Name)
+	}
+	if _, builds := newTranslator().(translate.SpawnBuilder); builds && spec.WebSocket != nil {
+		// Its translator writes the agent's command line: there is no
+		// program at a URL to give it to.
+		run := ""
+		if argv := defaultCommands[d.Name]; len(argv) > 0 {
+			run = " (acp-bridge --dialect " + d.Name + " runs " + strings.Join(argv, " ") + ")"
+		}
+		return d, nil, Usagef("dialect %s starts the agent as a child process, one per session; it cannot reach an agent over a WebSocket: drop --%s and give the agent's command after --%s",
+			d.Name, FlagURL, run)
 	}
 	return d, newTranslator, nil
 }
@@ -526,4 +539,22 @@ func CheckLogFormat(s string) error {
 		return nil
 	}
 	return Usagef("--%s: %q is not one of text, json", FlagLogFormat, s)
+}
+
+// unknownAgent is the usage error for --agent NAME that names no
+// configured agent: the nearest name, or what to do when there is none.
+func unknownAgent(cfg *config.Config, name string) error {
+	if len(cfg.Agents) == 0 {
+		return Usagef("--%s %s: the configuration defines no agents: add an agent %q { … } block (see 'acp-bridge config init'), or serve an ad-hoc agent with --%s URL or a command after --",
+			FlagAgent, name, name, FlagURL)
+	}
+	names := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		names[i] = a.Name
+	}
+	hint := ""
+	if s := Nearest(name, names); s != "" {
+		hint = fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return Usagef("--%s %s: no such agent in the configuration.%s The configured agents are: %s", FlagAgent, name, hint, strings.Join(names, ", "))
 }

@@ -196,7 +196,7 @@ agent "ws" {
 			want: Agent{Name: "only", Dialect: "acp", Command: &legacy.Command{Path: "only", Args: []string{}}},
 		},
 		{name: "two agents, no default", cfg: two, wantErr: "choose one with --agent"},
-		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: `unknown agent "nope"`},
+		{name: "unknown agent", cfg: cfg, f: Flags{Agent: "nope"}, wantErr: "--agent nope: no such agent in the configuration"},
 		{name: "nothing to serve", cfg: empty, wantErr: "no agent to serve"},
 		{
 			name: "claude runs claude by default",
@@ -214,7 +214,7 @@ agent "ws" {
 		{name: "url and command", cfg: empty, f: Flags{URL: "ws://h/", Argv: []string{"x"}}, wantErr: "not both"},
 		{name: "agent and url", cfg: cfg, f: Flags{Agent: "ws", URL: "ws://h/"}, wantErr: "cannot be combined"},
 		{name: "agent and command", cfg: cfg, f: Flags{Agent: "ws", Argv: []string{"x"}}, wantErr: "cannot be combined"},
-		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "ws:// or wss://"},
+		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "use ws://… for a WebSocket agent"},
 		{name: "header without env var", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization"}}, wantErr: "NAME=ENVVAR"},
 		{name: "header env var unset", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization=NOPE"}}, wantErr: "NOPE is not set"},
 		{name: "bad ping period", cfg: empty, f: Flags{URL: "ws://h/", PingPeriod: "-1s", Set: set(FlagPingPeriod)}, wantErr: "--ping-period"},

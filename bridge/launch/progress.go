@@ -56,3 +56,7 @@ func (p *Progress) Clear() {
 		p.shown = false
 	}
 }
+
+// IsTerminal reports whether f is a terminal (a person typing, rather than
+// an editor's pipe).
+func IsTerminal(f *os.File) bool { return f != nil && isTerminal(f) }

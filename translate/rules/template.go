@@ -959,6 +959,32 @@ func envOfState(st matchState) *translate.Envelope {
 	return nil
 }
 
+// String writes m as a profile writes it: { path = value, … }.
+func (m *match) String() string {
+	parts := make([]string, 0, len(m.conds))
+	for _, c := range m.conds {
+		path := c.path
+		if c.state != "" {
+			path = c.state
+		}
+		switch {
+		case c.absent:
+			parts = append(parts, strconv.Quote(path)+" = null")
+		case c.present:
+			parts = append(parts, strconv.Quote(path)+" = (any value)")
+		case len(c.want) == 1:
+			parts = append(parts, strconv.Quote(path)+" = "+c.want[0].Raw)
+		default:
+			raws := make([]string, len(c.want))
+			for i, w := range c.want {
+				raws[i] = w.Raw
+			}
+			parts = append(parts, strconv.Quote(path)+" = ["+strings.Join(raws, ", ")+"]")
+		}
+	}
+	return "{ " + strings.Join(parts, ", ") + " }"
+}
+
 func (m *match) matches(frame []byte, st matchState) bool {
 	for i := range m.conds {
 		c := &m.conds[i]

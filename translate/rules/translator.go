@@ -19,6 +19,10 @@ const (
 	noteUnmatched = "unmatched-frames"
 	noteDropped   = "drained-turn-updates"
 	noteAgentCall = "unsupported-agent-requests"
+	// noteConnectExpect says which frame the connect block waits for, when
+	// it starts waiting: a person told only that initialize timed out
+	// learns what never came (acp-bridge doctor reports it).
+	noteConnectExpect = "connect-expect"
 )
 
 type connState int
@@ -465,7 +469,8 @@ func (t *translator) linkUp() []translate.Out {
 	outs = append(outs, frameOuts(t.evalFrames(t.p.connect.send, t.evalEnv(nil, nil, nil, nil), true))...)
 	if t.p.connect.expect != nil {
 		t.conn = connWaitFrame
-		return outs
+		return append(outs, translate.Out{Kind: translate.Note, Method: noteConnectExpect,
+			Body: []byte(fmt.Sprintf("profile %s waits for the agent's connect frame matching %s", t.p.Name, t.p.connect.expect))})
 	}
 	return t.ready(outs)
 }
@@ -736,6 +741,9 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 		if r.match.matches(frame, st) {
 			return t.event(r, frame, sess), nil
 		}
+	}
+	if t.conn == connWaitFrame {
+		return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("profile %s still waits for the connect frame matching %s; got %.120s", t.p.Name, t.p.connect.expect, frame))}}, nil
 	}
 	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}}, nil
 }
