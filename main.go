@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,9 +39,6 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/urfave/cli/v2"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args))
@@ -167,12 +163,7 @@ func newApp() *cli.App {
 		Flags:           serveFlags(),
 		Action:          serveAction,
 		Commands: []*cli.Command{
-			{
-				Name:   "version",
-				Usage:  "print the version to stdout (as --version does)",
-				Action: versionAction,
-				Flags:  commonFlags(),
-			},
+			versionCommand(),
 			{
 				Name:  "config",
 				Usage: "work with the configuration file",
@@ -462,12 +453,6 @@ func stopReason(ctx context.Context, err error) string {
 	}
 }
 
-func versionAction(c *cli.Context) error {
-	// Human-facing: stdout explicitly (App.Writer is stderr).
-	_, err := fmt.Fprintf(os.Stdout, "acp-bridge %s\n", versionString())
-	return err
-}
-
 func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	if path, explicit := configPath(c); path != "" {
@@ -509,18 +494,6 @@ func demoAction(c *cli.Context) error {
 		Version:  versionString(),
 		Progress: launch.NewProgress(os.Stderr),
 	})
-}
-
-// versionString is the -ldflags version, else the module version recorded
-// by `go install module@version`, else "dev".
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return version
 }
 
 func dialectsShowAction(c *cli.Context) error {
