@@ -190,7 +190,7 @@ func newApp() *cli.App {
 			},
 			{
 				Name:   "dialects",
-				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL",
+				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language",
 				Action: dialectsAction,
 				Flags: append(commonFlags(), &cli.BoolFlag{
 					Name:  "json",
@@ -203,7 +203,7 @@ func newApp() *cli.App {
 					ArgsUsage: "NAME",
 					Flags:     commonFlags(),
 					Action:    dialectsShowAction,
-				}},
+				}, dialectsDocCommand()},
 			},
 			{
 				Name:         "demo",
