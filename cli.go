@@ -18,7 +18,7 @@ import (
 func init() {
 	// `acp-bridge --version` prints what `acp-bridge version` prints.
 	cli.VersionPrinter = func(c *cli.Context) {
-		fmt.Fprintf(c.App.Writer, "acp-bridge %s\n", versionString())
+		fmt.Fprintln(c.App.Writer, versionLine())
 	}
 }
 

@@ -152,9 +152,9 @@ agent "remote" {
 }
 
 # A dialect of your own: a rule profile for an agent that speaks its own
-# JSON over a WebSocket or stdio (see README "Bridge your own agent" and
-# translate/rules/doc.go for the language; `acp-bridge dialects show
-# zeroclaw` prints a shipped one). Select it with dialect = "echo-chat" in
+# JSON over a WebSocket or stdio (see README "Bridge your own agent", and
+# `acp-bridge dialects doc` or docs/profiles.md for the language;
+# `acp-bridge dialects show zeroclaw` prints a shipped one). Select it with dialect = "echo-chat" in
 # an agent block, or --dialect echo-chat. Shipped profiles: mini-agent-ws,
 # agent-rpc, open-interpreter, zeroclaw, chat-lines.
 dialect "echo-chat" {

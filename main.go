@@ -27,8 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,9 +40,6 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/urfave/cli/v2"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args))
@@ -143,15 +138,7 @@ func newApp() *cli.App {
 		Flags:           serveFlags(),
 		Action:          serveAction,
 		Commands: []*cli.Command{
-			{
-				Name:   "version",
-				Usage:  "print the version to stdout (as --version does)",
-				Action: versionAction,
-				Flags: append(commonFlagsUsing(), &cli.BoolFlag{
-					Name:  "json",
-					Usage: "print the version and the build's details as a JSON object, for scripts",
-				}),
-			},
+			versionCommand(),
 			{
 				Name:  "config",
 				Usage: "work with the configuration file",
@@ -180,7 +167,7 @@ func newApp() *cli.App {
 			},
 			{
 				Name:   "dialects",
-				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL",
+				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language",
 				Action: dialectsAction,
 				Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
 					Name:  "json",
@@ -192,7 +179,7 @@ func newApp() *cli.App {
 					ArgsUsage: "NAME",
 					Flags:     commonFlagsUsing(launch.FlagConfig),
 					Action:    dialectsShowAction,
-				}},
+				}, dialectsDocCommand()},
 			},
 			{
 				Name:  "demo",
@@ -458,23 +445,6 @@ func stopReason(ctx context.Context, err error) string {
 	}
 }
 
-func versionAction(c *cli.Context) error {
-	if c.Bool("json") {
-		v := map[string]string{"name": "acp-bridge", "version": versionString(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH}
-		if info, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range info.Settings {
-				if s.Key == "vcs.revision" {
-					v["revision"] = s.Value
-				}
-			}
-		}
-		return writeJSON(v)
-	}
-	// Human-facing: stdout explicitly (App.Writer is stderr).
-	_, err := fmt.Fprintf(os.Stdout, "acp-bridge %s\n", versionString())
-	return err
-}
-
 func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	if path, explicit := configPath(c); path != "" {
@@ -516,18 +486,6 @@ func demoAction(c *cli.Context) error {
 		Version:  versionString(),
 		Progress: launch.NewProgress(os.Stderr),
 	})
-}
-
-// versionString is the -ldflags version, else the module version recorded
-// by `go install module@version`, else "dev".
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return version
 }
 
 func dialectsShowAction(c *cli.Context) error {

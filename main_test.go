@@ -81,7 +81,7 @@ func TestCommandLine(t *testing.T) {
 		wantStdout string // exact
 		wantStderr string // substring
 	}{
-		{name: "version", args: []string{"version"}, wantStdout: "acp-bridge dev\n"},
+		{name: "version", args: []string{"version"}, wantStdout: versionLine() + "\n"},
 		{name: "unknown flag", args: []string{"--bogus"}, wantCode: 2, wantStderr: "unknown flag --bogus"},
 		{name: "unknown subcommand flag", args: []string{"demo", "--bogus"}, wantCode: 2, wantStderr: "-bogus"},
 		{name: "no agent", args: nil, wantCode: 2, wantStderr: "no agent to serve"},
@@ -123,18 +123,6 @@ func TestCommandLine(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, stderr)
 			}
 		})
-	}
-}
-
-func TestVersionString(t *testing.T) {
-	if got := versionString(); got != "dev" {
-		t.Errorf("versionString() = %q, want dev in a test binary", got)
-	}
-	old := version
-	version = "v1.2.3"
-	defer func() { version = old }()
-	if got := versionString(); got != "v1.2.3" {
-		t.Errorf("versionString() with -ldflags = %q", got)
 	}
 }
 

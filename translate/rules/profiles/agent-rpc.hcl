@@ -1,7 +1,10 @@
-# The stdio design agent/createSession, agent/prompt, agent/update of the
-# Mini-Agent fork's archive (legacy-formats.md §5.3): JSON-RPC 2.0 with its
+# The stdio design agent/createSession, agent/prompt, agent/update that the
+# Mini-Agent fork planned for its VS Code integration: JSON-RPC 2.0 with its
 # own method names, over stdio or a WebSocket. The server sends an
-# "initialized" notification after answering initialize.
+# "initialized" notification after answering initialize. Source: the fork's
+# archived design documents, in https://github.com/Zazzles2908/Mini-Agent_ACP
+# under documents/10_ARCHIVE/vscode-extension/ (QUICK_REFERENCE.md lists the
+# methods and the message shapes).
 #
 # updateType tool_call and tool_result were named but never specified; this
 # profile reads the tool's id, name and arguments from params.data

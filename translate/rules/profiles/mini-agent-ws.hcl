@@ -1,5 +1,6 @@
-# The WebSocket protocol of the Mini-Agent fork Zazzles2908/Mini-Agent_ACP
-# (mini_agent/acp/enhanced_server.py), legacy-formats.md §5.2.
+# The WebSocket protocol of the Mini-Agent fork Zazzles2908/Mini-Agent_ACP,
+# as its server implements it: mini_agent/acp/enhanced_server.py in
+# https://github.com/Zazzles2908/Mini-Agent_ACP.
 #
 # Every client frame carries exactly id, type, timestamp and optionally
 # session_id and data (an unknown key makes the server fail to parse it).

@@ -1,5 +1,10 @@
 # Open Interpreter's server (`interpreter --server`, 0.3/0.4): LMC messages
-# over a WebSocket, legacy-formats.md §7. One conversation per socket.
+# over a WebSocket. One conversation per socket. Sources, in
+# https://github.com/OpenInterpreter/open-interpreter: docs/server/usage.mdx
+# (the WebSocket API: start/end flags, the "go" and "stop" commands, the
+# "complete" status), docs/protocols/lmc-messages.mdx (the message format,
+# also https://docs.openinterpreter.com/protocols/lmc-messages) and the
+# server itself, interpreter/core/async_core.py.
 #
 # A code block becomes a tool call (kind execute) announced when the block
 # ends, with the code as its content; console output is appended to it.

@@ -1,6 +1,7 @@
-# ZeroClaw's first `zeroclaw acp` (PR #4610, March 2026), legacy-formats.md
-# §10.1: stdio JSON-RPC with snake_case fields and session/event
-# notifications. Tool events carry no id: a tool_result is paired with the
+# ZeroClaw's first `zeroclaw acp`, added in March 2026 by
+# https://github.com/zeroclaw-labs/zeroclaw/pull/4610 (its server is
+# src/channels/acp_server.rs in that repository): stdio JSON-RPC with
+# snake_case fields and session/event notifications. Tool events carry no id: a tool_result is paired with the
 # oldest open tool_call of the same name. There is no cancel (session/stop
 # tears the session down), so session/cancel is bridge-side, and
 # session/close sends session/stop.

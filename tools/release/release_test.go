@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The dry run's work on the host's platform (CI's own, so the binary can
+// be run): the archive and SHA256SUMS verify, the archive holds a static
+// binary for the platform with the licence, and the binary reports the
+// version and revision it was stamped with. .ci/run runs the dry run over
+// every platform.
+func TestBuild_HostTargetVerifies(t *testing.T) {
+	host := Target{runtime.GOOS, runtime.GOARCH}
+	if _, err := parseTargets(host.String()); err != nil {
+		t.Fatalf("the tests run on %s, which releases do not support: %v", host, err)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := Source{Revision: "0123456789abcdef0123456789abcdef01234567", Time: time.Date(2026, 11, 26, 1, 2, 3, 0, time.UTC)}
+	dist := t.TempDir()
+	var log bytes.Buffer
+	arts, err := Build(Options{Root: root, Dist: dist, Version: "v9.8.7-test.1", Source: src, Targets: []Target{host}, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dist, arts); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	ext := ".tar.gz"
+	if host.OS == "windows" {
+		ext = ".zip"
+	}
+	wantName := "acp-bridge_9.8.7-test.1_" + host.OS + "_" + host.Arch + ext
+	if len(arts) != 1 || arts[0].Name != wantName || !strings.Contains(log.String(), wantName) {
+		t.Fatalf("artifacts = %+v, log %q; want one named %s", arts, log.String(), wantName)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, sumsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := arts[0].SHA256 + "  " + wantName + "\n"; string(sums) != want {
+		t.Errorf("SHA256SUMS = %q, want %q (the format sha256sum -c reads)", sums, want)
+	}
+
+	// The packed binary runs and names its build.
+	files, err := readArchive(filepath.Join(dist, wantName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), host.exe())
+	if err := os.WriteFile(bin, files[host.exe()], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatalf("the packed binary's version --json: %v", err)
+	}
+	var info struct{ Version, Revision, Time, Stamp string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("version --json printed %q: %v", out, err)
+	}
+	if info.Version != "v9.8.7-test.1" || info.Revision != src.Revision || info.Time != "2026-11-26T01:02:03Z" || info.Stamp != "ldflags" {
+		t.Errorf("the packed binary says %+v; want the stamp it was built with", info)
+	}
+
+	// Packing is reproducible: the same binary and revision give the same
+	// bytes.
+	again := t.TempDir()
+	a2, err := pack(Options{Root: root, Dist: again, Version: "v9.8.7-test.1", Source: src}, host, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := os.ReadFile(filepath.Join(again, a2.Name))
+	a3, err := pack(Options{Root: root, Dist: t.TempDir(), Version: "v9.8.7-test.1", Source: src}, host, bin)
+	if err != nil || a3.SHA256 != a2.SHA256 || len(b1) == 0 {
+		t.Errorf("packing twice gave %s and %s (%v)", a2.SHA256, a3.SHA256, err)
+	}
+
+	// Verify notices an archive that does not match its checksum, and a
+	// binary for another architecture.
+	body, _ := os.ReadFile(filepath.Join(dist, wantName))
+	body[len(body)/2] ^= 0xff
+	if err := os.WriteFile(filepath.Join(dist, wantName), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dist, arts); err == nil || !strings.Contains(err.Error(), "SHA256SUMS says") {
+		t.Errorf("Verify of a corrupted archive = %v, want a checksum mismatch", err)
+	}
+	other := Target{host.OS, map[string]string{"amd64": "arm64", "arm64": "amd64"}[host.Arch]}
+	if err := checkBinary(other, files[host.exe()]); err == nil {
+		t.Errorf("checkBinary(%s) accepted a %s binary", other, host)
+	}
+}
+
+func TestParseTargets(t *testing.T) {
+	ts, err := parseTargets("linux/amd64, windows/arm64")
+	if err != nil || len(ts) != 2 || ts[1] != (Target{"windows", "arm64"}) || ts[1].exe() != "acp-bridge.exe" {
+		t.Errorf("parseTargets = %v, %v", ts, err)
+	}
+	for _, bad := range []string{"", "plan9/386", "linux"} {
+		if _, err := parseTargets(bad); err == nil || !strings.Contains(err.Error(), "linux/amd64") {
+			t.Errorf("parseTargets(%q) = %v, want an error listing the supported platforms", bad, err)
+		}
+	}
+}
+
+func TestVersions(t *testing.T) {
+	for v, ok := range map[string]bool{"v1.2.3": true, "v0.1.0-rc.1": true, "1.2.3": false, "v1.2": false, "v01.2.3": false, "vX": false} {
+		if validVersion(v) != ok {
+			t.Errorf("validVersion(%q) = %v", v, !ok)
+		}
+	}
+	s := Source{Revision: "4b60e94a8e5f8da19f58694091f58807c992b017", Modified: true}
+	if got := s.snapshotVersion(); got != "v0.0.0-snapshot.4b60e94a8e5f.modified" || !validVersion(got) {
+		t.Errorf("snapshotVersion = %q", got)
+	}
+	if got := (Source{}).snapshotVersion(); got != "v0.0.0-snapshot" {
+		t.Errorf("snapshotVersion outside a checkout = %q", got)
+	}
+}
+
+// Usage errors name what is wrong before anything is built.
+func TestRun_UsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"publish"}, {"release"}, {"release", "1.2"}, {"-targets", "plan9/386", "check"}} {
+		err := run(args, &bytes.Buffer{})
+		if _, ok := err.(usageError); !ok {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}
