@@ -27,7 +27,7 @@ func startTrace(c *cli.Context, b *bridge.Bridge, sc *launch.Scrubber) (func(hcl
 	if err != nil {
 		return nil, err
 	}
-	w, err := trace.Create(path, trace.Options{Max: max, Scrub: sc.Scrub})
+	w, err := trace.Create(path, trace.Options{Max: max, Scrub: sc.ScrubJSON})
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", launch.FlagTrace, err)
 	}

@@ -814,6 +814,11 @@ func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
 // or the editor has closed its input: an editor that neither reads nor
 // writes any more must not keep the bridge alive.
 func (e *engine) writeEditorSession(m editorMsg, session string) {
+	if e.b.Redact != nil {
+		// The one place every message for the editor passes: secrets an
+		// agent echoes (in an update, an answer, an error) stop here.
+		m.body = e.b.Redact(m.body)
+	}
 	if e.b.Tap != nil || e.log.IsTrace() {
 		whole := m.body
 		if m.head != nil || m.tail != nil {

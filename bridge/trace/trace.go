@@ -83,8 +83,9 @@ type Options struct {
 	// written after.
 	Max int64
 	// Scrub, if not nil, is applied to every line before it is written:
-	// it removes secret values.
-	Scrub func(string) string
+	// it removes secret values. It returns its argument when there is
+	// nothing to remove.
+	Scrub func([]byte) []byte
 	// Now is the clock; nil means time.Now. Monotonic offsets come from it.
 	Now func() time.Time
 	// Buffer is the number of records that may wait for the writing
@@ -311,7 +312,7 @@ func (w *Writer) line(r Record) []byte {
 	b = appendField(b, "detail", r.Detail)
 	b = append(b, '}')
 	if w.opt.Scrub != nil {
-		b = []byte(w.opt.Scrub(string(b)))
+		b = w.opt.Scrub(b)
 	}
 	return append(b, '\n')
 }

@@ -104,7 +104,7 @@ func TestWriterCap(t *testing.T) {
 
 func TestWriterScrubs(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Options{Scrub: func(s string) string { return strings.ReplaceAll(s, "hunter2", "<redacted>") }})
+	w := NewWriter(&buf, Options{Scrub: func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("hunter2"), []byte("<redacted>")) }})
 	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(`{"jsonrpc":"2.0","method":"x","params":{"token":"hunter2"}}`)})
 	w.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "n", Detail: "saw hunter2"})
 	w.Close()
