@@ -14,6 +14,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 )
@@ -242,7 +243,9 @@ func (r *Report) Finish(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(r.shim.ReportFile, append(b, '\n'), 0o600)
+		// "%p" is the process id: one report per bridge when a harness
+		// starts many with the same flags.
+		return os.WriteFile(trace.ExpandPID(r.shim.ReportFile), append(b, '\n'), 0o600)
 	}
 	fmt.Fprintf(w, "acp-bridge compliance shim report for agent %s (shim %s):\n", r.agent, r.mode())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -123,9 +123,14 @@ func TestReadTornLastLine(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("got %d records, %v; want 1 and the torn line dropped", len(recs), err)
 	}
-	_, err = Read(strings.NewReader(`{"t_ns":2,"hop":"ed` + "\n" + `{"t_ns":1}` + "\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Errorf("a bad line in the middle: err = %v, want one naming line 1", err)
+	// A torn record a later process appended after (--trace-append).
+	recs, err = Read(strings.NewReader(`{"t_ns":2,"hop":"ed` + "\n" + `{"t_ns":1}` + "\n"))
+	if err != nil || len(recs) != 1 {
+		t.Errorf("a torn line in the middle: %d records, %v; want it dropped", len(recs), err)
+	}
+	_, err = Read(strings.NewReader(`{"t_ns":1}` + "\n" + `{"t_ns":2,"hop":}` + "\n" + `{"t_ns":3}` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line in the middle: err = %v, want one naming line 2", err)
 	}
 }
 
