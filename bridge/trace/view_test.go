@@ -131,3 +131,28 @@ func FuzzView(f *testing.F) {
 		}
 	})
 }
+
+// The JSON panel's text sits next to its arrow as a JSON string the page's
+// script parses: it must come back exactly, whatever the message holds.
+func TestView_PanelTextRoundTrips(t *testing.T) {
+	msg := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"</script><!-- \u2028 & ' \" \\ é 😀"}}`
+	r := Record{Hop: "editor", Dir: "in"}
+	Classify(&r, []byte(msg))
+	var page bytes.Buffer
+	if err := WriteHTML(&page, "t", []Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="p0">(.*?)</script>`).FindStringSubmatch(page.String())
+	if m == nil {
+		t.Fatalf("no panel text in the page")
+	}
+	var got string
+	if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
+		t.Fatalf("panel text %s is not a JSON string: %v", m[1], err)
+	}
+	var want bytes.Buffer
+	json.Indent(&want, []byte(msg), "", "  ")
+	if got != want.String() {
+		t.Errorf("panel text = %q, want %q", got, want.String())
+	}
+}
