@@ -92,7 +92,7 @@ func (sc *Scrubber) ScrubBytes(b []byte) []byte {
 		return b
 	}
 	for _, p := range sc.patterns {
-		b = p.replace(b, nil)
+		b = p.replace(b, false)
 	}
 	return b
 }
@@ -107,7 +107,7 @@ func (sc *Scrubber) ScrubJSON(b []byte) []byte {
 		return b
 	}
 	for _, p := range sc.patterns {
-		b = p.replace(b, &jsonSpans{})
+		b = p.replace(b, true)
 	}
 	return b
 }
@@ -151,9 +151,15 @@ type pattern struct {
 	// raw one, starting at character anchorAt; empty if there is none.
 	anchor   []byte
 	anchorAt int
-	maxForm  int
+	// rare is the index in anchor of its least common byte in ordinary
+	// text: the search is for it (bytes.IndexByte), then the anchor.
+	rare    int
+	maxForm int
 	// first marks the bytes a form of the first character starts with.
 	first [256]bool
+	// starts[i] marks the bytes a form of character i starts with: a
+	// candidate is mostly ruled out by one look-up.
+	starts []*[256]bool
 }
 
 func compile(secret string) *pattern {
@@ -181,9 +187,15 @@ func compile(secret string) *pattern {
 		p.forms = append(p.forms, forms)
 		i += n
 	}
-	for _, f := range p.forms[0] {
-		p.first[f[0]] = true
+	p.rare = rarest(p.anchor)
+	for _, forms := range p.forms {
+		t := new([256]bool)
+		for _, f := range forms {
+			t[f[0]] = true
+		}
+		p.starts = append(p.starts, t)
 	}
+	p.first = *p.starts[0]
 	return p
 }
 
@@ -312,8 +324,9 @@ func jsonInner(s string, html bool) string {
 }
 
 // replace returns b with every occurrence of the secret replaced, b itself
-// when there is none. With js, only occurrences inside JSON strings.
-func (p *pattern) replace(b []byte, js *jsonSpans) []byte {
+// when there is none. With inJSON, only occurrences inside JSON strings.
+func (p *pattern) replace(b []byte, inJSON bool) []byte {
+	var js jsonSpans
 	var out []byte
 	last, from := 0, 0
 	var buf [2][]int
@@ -327,7 +340,7 @@ func (p *pattern) replace(b []byte, js *jsonSpans) []byte {
 		slices.Sort(ends)
 		end := -1
 		for i := len(ends) - 1; i >= 0 && end < 0; i-- {
-			if js == nil || js.within(b, start, ends[i]) {
+			if !inJSON || js.within(b, start, ends[i]) {
 				end = ends[i]
 			}
 		}
@@ -361,12 +374,16 @@ func (p *pattern) find(b []byte, from int, buf *[2][]int) (start int, ends []int
 		}
 		return -1, nil
 	}
-	for at := from; at < len(b); {
-		i := bytes.Index(b[at:], p.anchor)
+	for at := from + p.rare; at < len(b); {
+		i := bytes.IndexByte(b[at:], p.anchor[p.rare])
 		if i < 0 {
 			return -1, nil
 		}
-		pos := at + i
+		pos := at + i - p.rare
+		if !bytes.HasPrefix(b[pos:], p.anchor) {
+			at += i + 1
+			continue
+		}
 		for s := max(from, pos-p.anchorAt*p.maxForm); s <= pos; s++ {
 			if p.first[b[s]] {
 				if ends := p.matchAt(b, s, buf); ends != nil {
@@ -374,9 +391,29 @@ func (p *pattern) find(b []byte, from int, buf *[2][]int) (start int, ends []int
 				}
 			}
 		}
-		at = pos + 1
+		at = pos + p.rare + 1
 	}
 	return -1, nil
+}
+
+// byFrequency orders lower-case letters from the most common in English
+// text; any other byte a secret's anchor holds (digits, capitals, "-._~")
+// is taken as rarer than all of them.
+const byFrequency = "etaoinsrhldcumfpgwybvkxjqz"
+
+// rarest returns the index of the least common byte of anchor.
+func rarest(anchor []byte) int {
+	best, bestScore := 0, -1
+	for i, c := range anchor {
+		score := strings.IndexByte(byFrequency, c) // rarer letters rank later
+		if score < 0 {
+			score = len(byFrequency) // not a lower-case letter: rarer still
+		}
+		if score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	return best
 }
 
 // matchAt returns every end of the secret that starts at b[s], or nil. It
@@ -385,9 +422,12 @@ func (p *pattern) find(b []byte, from int, buf *[2][]int) (start int, ends []int
 func (p *pattern) matchAt(b []byte, s int, buf *[2][]int) []int {
 	cur := append(buf[0][:0], s)
 	next := buf[1][:0]
-	for _, forms := range p.forms {
+	for i, forms := range p.forms {
 		next = next[:0]
 		for _, q := range cur {
+			if q >= len(b) || !p.starts[i][b[q]] {
+				continue
+			}
 			for _, f := range forms {
 				if len(b)-q >= len(f) && string(b[q:q+len(f)]) == f && !slices.Contains(next, q+len(f)) {
 					next = append(next, q+len(f))
