@@ -465,7 +465,8 @@ func secretValues(values []string) []string {
 }
 
 // Secrets lists the secret values of the agent: its handshake header values
-// (and the token after a scheme such as "Bearer"), the values of the
+// (and the token after a scheme such as "Bearer", and for "Basic" the
+// credentials it encodes), the values of the
 // environment it is given, and the user info and query values of its URL
 // (with the Basic credentials the WebSocket dial makes of them).
 func (spec Agent) Secrets() []string {
@@ -474,8 +475,18 @@ func (spec Agent) Secrets() []string {
 		for _, vs := range ws.Header {
 			for _, v := range vs {
 				out = append(out, v)
-				if _, token, ok := strings.Cut(v, " "); ok {
-					out = append(out, token)
+				scheme, token, ok := strings.Cut(v, " ")
+				if !ok {
+					continue
+				}
+				out = append(out, token)
+				// Basic credentials travel decoded too: user:pass, and
+				// the password alone.
+				if strings.EqualFold(scheme, "Basic") {
+					if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(token)); err == nil {
+						_, pass, _ := strings.Cut(string(b), ":")
+						out = append(out, string(b), pass)
+					}
 				}
 			}
 		}
