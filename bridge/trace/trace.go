@@ -466,7 +466,13 @@ func (tr *Reader) Next() (Record, error) {
 			continue
 		}
 		var rec Record
-		if uerr := json.Unmarshal(line, &rec); uerr != nil {
+		uerr := json.Unmarshal(line, &rec)
+		if uerr != nil && strings.Contains(uerr.Error(), "exceeded max depth") {
+			// A message nested as deep as encoding/json allows is one
+			// level deeper in its record: read that record with gjson.
+			rec, uerr = recordOf(line)
+		}
+		if uerr != nil {
 			// A record cut short by a kill: the last line, or one a
 			// later process appended after (--trace-append).
 			if torn || !bytes.HasSuffix(line, []byte("}")) {
@@ -477,4 +483,22 @@ func (tr *Reader) Next() (Record, error) {
 		return rec, nil
 	}
 	return Record{}, io.EOF
+}
+
+// recordOf decodes a record line with gjson, which has no nesting limit.
+func recordOf(line []byte) (Record, error) {
+	if !gjson.ValidBytes(line) || !gjson.ParseBytes(line).IsObject() {
+		return Record{}, errors.New("not a JSON object")
+	}
+	g := gjson.ParseBytes(line)
+	r := Record{TNs: g.Get("t_ns").Int(), Time: g.Get("time").Str, Hop: g.Get("hop").Str, Dir: g.Get("dir").Str,
+		Link: int(g.Get("link").Int()), Session: g.Get("session").Str, Kind: g.Get("kind").Str, Method: g.Get("method").Str,
+		Raw: g.Get("raw").Str, Note: g.Get("note").Str, Detail: g.Get("detail").Str}
+	if id := g.Get("id"); id.Exists() {
+		r.ID = json.RawMessage(id.Raw)
+	}
+	if m := g.Get("msg"); m.Exists() {
+		r.Msg = json.RawMessage(m.Raw)
+	}
+	return r, nil
 }

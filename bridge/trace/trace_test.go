@@ -189,3 +189,25 @@ func TestWriterKeepsBytes(t *testing.T) {
 		t.Errorf("raw = %q, want %q", recs[2].Raw, want)
 	}
 }
+
+// A message nested as deep as encoding/json accepts (and so recorded as
+// JSON) sits one level deeper in its record: the trace still reads.
+func TestReadDeepestMessage(t *testing.T) {
+	const depth = 10000
+	msg := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	var r Record
+	Classify(&r, []byte(msg))
+	if len(r.Msg) == 0 {
+		t.Fatalf("a %d-deep message is not recorded as JSON", depth)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Options{})
+	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(msg)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Read(&buf)
+	if err != nil || len(recs) != 1 || string(recs[0].Msg) != msg {
+		t.Fatalf("read %d records, %v", len(recs), err)
+	}
+}

@@ -75,6 +75,7 @@ type View struct {
 	open     map[openKey]openReq
 	sessions []string
 	methods  []string
+	seen     map[string]bool // "s"+session, "m"+method: in the lists
 	pretty   bytes.Buffer
 }
 
@@ -92,7 +93,7 @@ type openReq struct {
 
 // NewView writes the page's head to w and returns the View to add records to.
 func NewView(w io.Writer, title string) (*View, error) {
-	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}}
+	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}}
 	return v, viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title})
 }
 
@@ -133,10 +134,12 @@ func (v *View) Add(r Record) error {
 			}
 		}
 	}
-	if row.Session != "" && !slices.Contains(v.sessions, row.Session) {
+	if row.Session != "" && !v.seen["s"+row.Session] {
+		v.seen["s"+row.Session] = true
 		v.sessions = append(v.sessions, row.Session)
 	}
-	if r.Method != "" && !slices.Contains(v.methods, r.Method) {
+	if r.Method != "" && !v.seen["m"+r.Method] {
+		v.seen["m"+r.Method] = true
 		v.methods = append(v.methods, r.Method)
 	}
 	return viewTmpl.ExecuteTemplate(v.w, "row", row)
