@@ -445,17 +445,24 @@ func (p *pattern) matchAt(b []byte, s int, buf *[2][]int) []int {
 }
 
 // secretValues returns the values the StreamScrubber looks for, longest
-// first: each value raw, JSON-escaped and Go-quoted. It cannot look for
-// every encoding: it holds back a write's end while that end could begin a
-// value, which needs the values spelled out.
+// first: each value raw, JSON-escaped (with "/" escaped too), Go-quoted and
+// URL-encoded (query and path, either hex case). It cannot look for every
+// mix of encodings as the Scrubber does: it holds back a write's end while
+// that end could begin a value, which needs the values spelled out.
 func secretValues(values []string) []string {
 	var vs []string
 	for _, v := range values {
 		if v = strings.TrimSpace(v); len(v) >= minSecret {
 			vs = append(vs, v)
-			for _, quoted := range []string{jsonString(v), strconv.Quote(v)} {
+			j := jsonString(v)
+			for _, quoted := range []string{j, strings.ReplaceAll(j, "/", `\/`), strconv.Quote(v)} {
 				if q := quoted[1 : len(quoted)-1]; q != v {
 					vs = append(vs, q)
+				}
+			}
+			for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+				if e != v {
+					vs = append(vs, e, lowerHex(e))
 				}
 			}
 		}
@@ -562,4 +569,23 @@ func (j *jsonSpans) advance(b []byte, to int) bool {
 		}
 	}
 	return stayed
+}
+
+// lowerHex is s with the hex digits of its percent-escapes in lower case.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLower(b[i+1]), toLower(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func toLower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

@@ -96,16 +96,6 @@ var fuzzEncoders = []struct {
 	{"json ASCII", true, true, func(s string) string { return jsonASCII(s, "%04X") }},
 }
 
-func lowerHex(s string) string {
-	b := []byte(s)
-	for i := 0; i+2 < len(b); i++ {
-		if b[i] == '%' {
-			b[i+1], b[i+2] = strings.ToLower(string(b[i+1]))[0], strings.ToLower(string(b[i+2]))[0]
-		}
-	}
-	return string(b)
-}
-
 // jsonASCII escapes every character but letters and digits as \uXXXX.
 func jsonASCII(s string, format string) string {
 	var b strings.Builder
