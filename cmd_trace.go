@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
@@ -27,7 +25,7 @@ func startTrace(c *cli.Context, b *bridge.Bridge, sc *launch.Scrubber) (func(hcl
 	if err != nil {
 		return nil, err
 	}
-	w, err := trace.Create(path, trace.Options{Max: max, Scrub: sc.Scrub})
+	w, err := trace.Create(path, trace.Options{Max: max, Scrub: sc.ScrubJSON, Append: l.Bool(launch.FlagTraceAppend)})
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", launch.FlagTrace, err)
 	}
@@ -81,20 +79,13 @@ func traceViewAction(c *cli.Context) error {
 	if in == "" {
 		return launch.Usagef("trace view needs the TRACE file: acp-bridge trace view TRACE -o trace.html")
 	}
-	recs, err := trace.ReadFile(in)
-	if err != nil {
-		return err
-	}
 	if out == "" {
 		out = in + ".html"
 	}
-	var buf bytes.Buffer
-	if err := trace.WriteHTML(&buf, filepath.Base(in), recs); err != nil {
+	n, err := trace.WriteViewFile(in, out)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "acp-bridge: wrote %s (%d records)\n", out, len(recs))
+	fmt.Fprintf(os.Stderr, "acp-bridge: wrote %s (%d records)\n", out, n)
 	return nil
 }

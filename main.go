@@ -240,7 +240,8 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
 		str(launch.FlagShim, "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
 		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
-		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in `FILE` (see 'acp-bridge trace view')", ""),
+		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')", ""),
+		&cli.BoolFlag{Name: launch.FlagTraceAppend, Usage: "add to an existing --trace FILE instead of refusing it", EnvVars: envTwin(launch.FlagTraceAppend)},
 		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
 	}, sessionFlags()...)
 }

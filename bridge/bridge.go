@@ -110,10 +110,12 @@ type Bridge struct {
 	// creates itself (dialects with one link per session); nil means
 	// random "sess-" ids. Tests make it deterministic.
 	NewSessionID func() string
-	// Redact, if not nil, is applied to every error message the engine
-	// sends the editor (the cause of a lost link, a translator's error):
-	// it removes secret values an agent or a child may have echoed.
-	Redact func(string) string
+	// Redact, if not nil, is applied to every message the engine sends
+	// the editor (answers, errors, session/update, the agent's requests)
+	// before the tap and the trace-level log see it: it removes secret
+	// values an agent or a child may have echoed. It returns its argument
+	// when there is nothing to remove, and never writes to it.
+	Redact func([]byte) []byte
 	// BindSession, if not nil, may pick another agent for a new session:
 	// it is asked on session/new, and on session/load and session/resume
 	// of a session the engine has no link for, with the request's params.

@@ -916,7 +916,12 @@ func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
 // writes any more must not keep the bridge alive.
 func (e *engine) writeEditorSession(m editorMsg, session string) {
 	if len(e.dur.answers) > 0 && e.queueBehindAnswer(m, session) {
-		return
+		return // scrubbed when it is released, through here again
+	}
+	if e.b.Redact != nil {
+		// The one place every message for the editor passes: secrets an
+		// agent echoes (in an update, an answer, an error) stop here.
+		m.body = e.b.Redact(m.body)
 	}
 	if e.b.Tap != nil || e.log.IsTrace() {
 		whole := m.body

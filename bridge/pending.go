@@ -135,7 +135,7 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 	}
 	defer e.dequeue(req)
 	if e.b.Redact != nil {
-		errObj = json.RawMessage(e.b.Redact(string(errObj)))
+		errObj = e.b.Redact(errObj) // for req.then and the log too
 	}
 	if req.id == nil {
 		e.log.Error("internal request failed", "method", req.method, "error", string(errObj))

@@ -163,8 +163,9 @@ func TestTrace_SecretCanary(t *testing.T) {
 	if _, err := e.Prompt(ctxT(t), sid, "say "+canary); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(e.Fake.Chunks(sid), "echo:say "+canary) {
-		t.Fatalf("the agent did not echo the canary: %q", e.Fake.Chunks(sid))
+	// The agent echoes it; the editor sees it scrubbed.
+	if !slices.Contains(e.Fake.Chunks(sid), "echo:say <redacted>") {
+		t.Fatalf("the editor did not see the agent's echo scrubbed: %q", e.Fake.Chunks(sid))
 	}
 	stopBridge(t, e.Bridge)
 	data, err := os.ReadFile(path)

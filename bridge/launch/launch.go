@@ -385,10 +385,14 @@ func NewScrubbedLogger(s Settings, sc *Scrubber) (hclog.Logger, io.Closer, error
 		}
 		out, closer = f, f
 	}
+	scrubbed := sc.Writer(out)
+	if s.LogFormat == "json" {
+		scrubbed = sc.JSONWriter(out)
+	}
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   "acp-bridge",
 		Level:  s.LogLevel,
-		Output: sc.Writer(out),
+		Output: scrubbed,
 		Color:  hclog.ColorOff,
 		// A JSON line's values are escaped by encoding/json, after which
 		// the scrubber still sees every secret whole unless it holds a
@@ -491,9 +495,12 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 // NewBridge composes the engine for spec: its dialect, the dialer, and the
 // settings. Every caller that serves an editor builds its engine here.
 func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() translate.Translator, s Settings, logger hclog.Logger, version string) *bridge.Bridge {
-	sc := NewScrubber(spec.Secrets()...)
+	var redact func([]byte) []byte
+	if sc := NewScrubber(spec.Secrets()...); len(sc.Values()) > 0 {
+		redact = sc.ScrubJSON // nil without secrets: no cost per message
+	}
 	return &bridge.Bridge{
-		Redact:         sc.Scrub,
+		Redact:         redact,
 		Dialect:        dialect,
 		NewTranslator:  newTranslator,
 		Dial:           spec.Dialer(logger, s.MaxMessage),

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -320,6 +321,11 @@ func TestScrubber_AgentSecrets(t *testing.T) {
 	fmt.Fprintln(sc.Writer(&buf), "child said tok-abc123")
 	if buf.String() != "child said <redacted>\n" {
 		t.Errorf("Writer wrote %q", buf.String())
+	}
+	basic := Agent{WebSocket: &legacy.WebSocket{URL: "wss://agents.example/acp",
+		Header: http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("bob:s3cret-pw"))}}}}
+	if got := NewScrubber(basic.Secrets()...).Scrub("401 for bob:s3cret-pw (s3cret-pw)"); got != "401 for <redacted> (<redacted>)" {
+		t.Errorf("Basic header credentials: %s", got)
 	}
 	cmd := Agent{Command: &legacy.Command{Env: []string{"API_KEY=sk-secret-99", "N=1"}}}
 	if got := NewScrubber(cmd.Secrets()...).Scrub("key sk-secret-99 n 1"); got != "key <redacted> n 1" {

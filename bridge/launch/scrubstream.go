@@ -27,7 +27,11 @@ type StreamScrubber struct {
 func NewStreamScrubber(w io.Writer, values ...string) *StreamScrubber {
 	s := &StreamScrubber{w: w, secrets: secretValues(values)}
 	if len(s.secrets) > 0 {
-		s.r = NewScrubber(s.secrets...).r
+		pairs := make([]string, 0, 2*len(s.secrets))
+		for _, v := range s.secrets {
+			pairs = append(pairs, v, redactedMark)
+		}
+		s.r = strings.NewReplacer(pairs...)
 	}
 	return s
 }

@@ -74,3 +74,17 @@ func TestStreamScrubber_NoSecrets(t *testing.T) {
 		t.Errorf("with no secret worth scrubbing, wrote %q", out.String())
 	}
 }
+
+// Crash output quoting a URL echoes its query token URL-encoded: the
+// stderr filter knows those forms too.
+func TestStreamScrubber_URLEncoded(t *testing.T) {
+	var out bytes.Buffer
+	s := NewStreamScrubber(&out, "p+q/Zq9 x&y")
+	for _, chunk := range []string{"panic: GET /acp?token=p%2Bq%2F", "Zq9+x%26y failed; ", "lower p%2bq%2fZq9+x%26y, path p+q%2FZq9%20x&y\n"} {
+		s.Write([]byte(chunk))
+	}
+	s.Flush()
+	if strings.Contains(out.String(), "Zq9") {
+		t.Errorf("stderr filter let the token through: %q", out.String())
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 )
@@ -108,6 +109,7 @@ func ResolveShim(cfg *config.Config, f Flags) (Shim, error) {
 // counts the repairs (its Tap goes into the Bridge with Hook).
 func (s Shim) ApplyShim(spec *Agent, dialect translate.Dialect, newTranslator func() translate.Translator) (func() translate.Translator, *Report) {
 	rep := newReport(spec.Name, s)
+	rep.scrub = NewScrubber(spec.Secrets()...)
 	if dialect.Name != acp.Dialect.Name {
 		return newTranslator, rep
 	}
@@ -162,6 +164,7 @@ type Report struct {
 	bridge atomic.Pointer[bridge.Bridge] // set by Hook, for stdout-noise notes
 	mu     sync.Mutex
 	hits   map[string]*RuleReport
+	scrub  *Scrubber // the agent's secrets, out of every example
 }
 
 // RuleReport is one line of the report.
@@ -185,6 +188,9 @@ func (r *Report) hit(name, detail string) {
 		r.hits[name] = h
 	}
 	if h.Hits == 0 {
+		// Scrubbed before it is cut short, which could leave a secret's
+		// start that no longer matches it.
+		detail = r.scrub.Scrub(detail)
 		if len(detail) > 300 {
 			detail = detail[:300] + "…"
 		}
@@ -239,7 +245,9 @@ func (r *Report) Finish(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(r.shim.ReportFile, append(b, '\n'), 0o644)
+		// "%p" is the process id: one report per bridge when a harness
+		// starts many with the same flags.
+		return os.WriteFile(trace.ExpandPID(r.shim.ReportFile), append(b, '\n'), 0o600)
 	}
 	fmt.Fprintf(w, "acp-bridge compliance shim report for agent %s (shim %s):\n", r.agent, r.mode())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

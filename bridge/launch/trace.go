@@ -7,10 +7,13 @@ import (
 )
 
 // Trace flags: --trace FILE records every message on both hops (see package
-// bridge/trace); --trace-max caps the file.
+// bridge/trace), "%p" in FILE standing for the process id; --trace-append
+// adds to an existing FILE, which is refused otherwise; --trace-max caps
+// the file.
 const (
-	FlagTrace    = "trace"
-	FlagTraceMax = "trace-max"
+	FlagTrace       = "trace"
+	FlagTraceAppend = "trace-append"
+	FlagTraceMax    = "trace-max"
 )
 
 // TraceMax parses --trace-max: a size such as 10MiB; "" means no cap.

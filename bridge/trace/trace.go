@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -83,8 +84,12 @@ type Options struct {
 	// written after.
 	Max int64
 	// Scrub, if not nil, is applied to every line before it is written:
-	// it removes secret values.
-	Scrub func(string) string
+	// it removes secret values. It returns its argument when there is
+	// nothing to remove.
+	Scrub func([]byte) []byte
+	// Append adds to an existing trace file instead of refusing it
+	// (Create only).
+	Append bool
 	// Now is the clock; nil means time.Now. Monotonic offsets come from it.
 	Now func() time.Time
 	// Buffer is the number of records that may wait for the writing
@@ -117,15 +122,68 @@ type event struct {
 	ev bridge.TapEvent
 }
 
-// Create opens path (truncating it) and returns a Writer on it.
+// Create creates the trace file path (mode 0600) and returns a Writer on
+// it. path is never a symbolic link followed; an existing file is refused
+// unless opt.Append, which adds to it. A "%p" in path is replaced by the
+// process id first, so that every process started with the same flag
+// keeps its own trace.
 func Create(path string, opt Options) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	path = ExpandPID(path)
+	flags := os.O_CREATE | noFollow
+	if opt.Append {
+		flags |= os.O_RDWR | os.O_APPEND // read: to see how it ends
+	} else {
+		flags |= os.O_WRONLY | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
+		// O_EXCL refuses a link as existing, O_NOFOLLOW with ELOOP.
+		if st, lerr := os.Lstat(path); lerr == nil && st.Mode()&os.ModeSymlink != 0 {
+			err = syscall.ELOOP
+		}
+		switch {
+		case errors.Is(err, os.ErrExist):
+			return nil, fmt.Errorf("%s exists: remove it, append to it with --trace-append, or put %%p (the process id) in the name to keep one trace per process", path)
+		case errors.Is(err, syscall.ELOOP) || isLoop(err):
+			return nil, fmt.Errorf("%s is a symbolic link; a trace is only written to a regular file it names: name the file itself", path)
+		}
 		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s); name a file for the trace", path, st.Mode().Type())
+	}
+	if opt.Append {
+		if err := endLine(f); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	w := NewWriter(f, opt)
 	w.c = f
 	return w, nil
+}
+
+// endLine starts a new line in f if it ends inside one (a process killed
+// mid-record), so that what is appended is not glued to the torn record.
+func endLine(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, st.Size()-1); err != nil {
+		return err
+	}
+	if last[0] != '\n' {
+		_, err = f.Write([]byte{'\n'})
+	}
+	return err
+}
+
+// ExpandPID replaces every "%p" in name by the process id.
+func ExpandPID(name string) string {
+	return strings.ReplaceAll(name, "%p", strconv.Itoa(os.Getpid()))
 }
 
 // NewWriter returns a Writer on w.
@@ -311,7 +369,7 @@ func (w *Writer) line(r Record) []byte {
 	b = appendField(b, "detail", r.Detail)
 	b = append(b, '}')
 	if w.opt.Scrub != nil {
-		b = []byte(w.opt.Scrub(string(b)))
+		b = w.opt.Scrub(b)
 	}
 	return append(b, '\n')
 }
@@ -362,38 +420,85 @@ func ReadFile(path string) ([]Record, error) {
 	return Read(f)
 }
 
-// Read reads a trace. A last line without its newline that does not parse
-// is a record torn by a kill and is dropped; any other line that does not
-// parse is an error naming its line number.
+// Read reads a trace: see Reader.Next.
 func Read(r io.Reader) ([]Record, error) {
-	br := bufio.NewReader(r)
 	var out []Record
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) == 0 && err == io.EOF {
+	tr := NewReader(r)
+	for {
+		rec, err := tr.Next()
+		if err == io.EOF {
 			return out, nil
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
+		if err != nil {
 			return out, err
 		}
+		out = append(out, rec)
+	}
+}
+
+// A Reader reads a trace one record at a time, so that what reads it
+// holds one message at a time.
+type Reader struct {
+	br   *bufio.Reader
+	n    int
+	done bool
+}
+
+// NewReader returns a Reader on r.
+func NewReader(r io.Reader) *Reader { return &Reader{br: bufio.NewReader(r)} }
+
+// Next returns the next record, or io.EOF after the last. A record torn by
+// a kill (the last line, without its newline, or a line that stops before
+// its closing brace, which --trace-append may leave inside a trace) is
+// dropped; any other line that does not parse is an error naming its line
+// number.
+func (tr *Reader) Next() (Record, error) {
+	for !tr.done {
+		tr.n++
+		line, err := tr.br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return Record{}, err
+		}
 		torn := err == io.EOF // no newline: the last line
+		tr.done = torn
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
-			if torn {
-				return out, nil
-			}
 			continue
 		}
 		var rec Record
-		if uerr := json.Unmarshal(line, &rec); uerr != nil {
-			if torn {
-				return out, nil
+		uerr := json.Unmarshal(line, &rec)
+		if uerr != nil && strings.Contains(uerr.Error(), "exceeded max depth") {
+			// A message nested as deep as encoding/json allows is one
+			// level deeper in its record: read that record with gjson.
+			rec, uerr = recordOf(line)
+		}
+		if uerr != nil {
+			// A record cut short by a kill: the last line, or one a
+			// later process appended after (--trace-append).
+			if torn || !bytes.HasSuffix(line, []byte("}")) {
+				continue
 			}
-			return out, fmt.Errorf("trace line %d: %v", n, uerr)
+			return Record{}, fmt.Errorf("trace line %d: %v", tr.n, uerr)
 		}
-		out = append(out, rec)
-		if torn {
-			return out, nil
-		}
+		return rec, nil
 	}
+	return Record{}, io.EOF
+}
+
+// recordOf decodes a record line with gjson, which has no nesting limit.
+func recordOf(line []byte) (Record, error) {
+	if !gjson.ValidBytes(line) || !gjson.ParseBytes(line).IsObject() {
+		return Record{}, errors.New("not a JSON object")
+	}
+	g := gjson.ParseBytes(line)
+	r := Record{TNs: g.Get("t_ns").Int(), Time: g.Get("time").Str, Hop: g.Get("hop").Str, Dir: g.Get("dir").Str,
+		Link: int(g.Get("link").Int()), Session: g.Get("session").Str, Kind: g.Get("kind").Str, Method: g.Get("method").Str,
+		Raw: g.Get("raw").Str, Note: g.Get("note").Str, Detail: g.Get("detail").Str}
+	if id := g.Get("id"); id.Exists() {
+		r.ID = json.RawMessage(id.Raw)
+	}
+	if m := g.Get("msg"); m.Exists() {
+		r.Msg = json.RawMessage(m.Raw)
+	}
+	return r, nil
 }

@@ -104,7 +104,7 @@ func TestWriterCap(t *testing.T) {
 
 func TestWriterScrubs(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Options{Scrub: func(s string) string { return strings.ReplaceAll(s, "hunter2", "<redacted>") }})
+	w := NewWriter(&buf, Options{Scrub: func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("hunter2"), []byte("<redacted>")) }})
 	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(`{"jsonrpc":"2.0","method":"x","params":{"token":"hunter2"}}`)})
 	w.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "n", Detail: "saw hunter2"})
 	w.Close()
@@ -123,9 +123,14 @@ func TestReadTornLastLine(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("got %d records, %v; want 1 and the torn line dropped", len(recs), err)
 	}
-	_, err = Read(strings.NewReader(`{"t_ns":2,"hop":"ed` + "\n" + `{"t_ns":1}` + "\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Errorf("a bad line in the middle: err = %v, want one naming line 1", err)
+	// A torn record a later process appended after (--trace-append).
+	recs, err = Read(strings.NewReader(`{"t_ns":2,"hop":"ed` + "\n" + `{"t_ns":1}` + "\n"))
+	if err != nil || len(recs) != 1 {
+		t.Errorf("a torn line in the middle: %d records, %v; want it dropped", len(recs), err)
+	}
+	_, err = Read(strings.NewReader(`{"t_ns":1}` + "\n" + `{"t_ns":2,"hop":}` + "\n" + `{"t_ns":3}` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line in the middle: err = %v, want one naming line 2", err)
 	}
 }
 
@@ -182,5 +187,27 @@ func TestWriterKeepsBytes(t *testing.T) {
 	}
 	if want := strings.ToValidUTF8(raw, "\uFFFD"); recs[2].Raw != want {
 		t.Errorf("raw = %q, want %q", recs[2].Raw, want)
+	}
+}
+
+// A message nested as deep as encoding/json accepts (and so recorded as
+// JSON) sits one level deeper in its record: the trace still reads.
+func TestReadDeepestMessage(t *testing.T) {
+	const depth = 10000
+	msg := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	var r Record
+	Classify(&r, []byte(msg))
+	if len(r.Msg) == 0 {
+		t.Fatalf("a %d-deep message is not recorded as JSON", depth)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Options{})
+	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(msg)})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Read(&buf)
+	if err != nil || len(recs) != 1 || string(recs[0].Msg) != msg {
+		t.Fatalf("read %d records, %v", len(recs), err)
 	}
 }

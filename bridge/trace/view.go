@@ -1,14 +1,18 @@
 package trace
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -17,6 +21,15 @@ import (
 var viewHTML string
 
 var viewTmpl = template.Must(template.New("view").Parse(viewHTML))
+
+// The JSON panel shows each message indented, within these caps: values
+// nested deeper than ViewMaxDepth are elided, and so is whatever passes
+// ViewMaxBytes of the indented text. Without them a deeply nested message
+// makes a page quadratic in its depth (every line indented by it).
+const (
+	ViewMaxDepth = 64
+	ViewMaxBytes = 1 << 20
+)
 
 // viewRow is one record as the view draws it.
 type viewRow struct {
@@ -33,74 +46,128 @@ type viewRow struct {
 	// spans; Right says it points toward the agent.
 	Side  string
 	Right bool
-	// Pair is the index of the request's response or the response's
-	// request; -1 when there is none.
-	Pair int
-	Ms   string
+	// Pair is, for a response, the index of its request; -1 otherwise
+	// (the page's script pairs the request with its response).
+	Pair   int
+	Ms     string
+	Pretty string
 }
 
-type viewData struct {
-	Title    string
-	Rows     []viewRow
-	Pretty   []string
+type viewHead struct{ Title string }
+
+type viewTail struct {
 	Sessions []string
 	Methods  []string
-	Arrows   int
-	Notes    int
+	Stats    string
 }
 
-// WriteHTML writes recs as one self-contained HTML page (inline CSS and
+// A View writes a trace as one self-contained HTML page (inline CSS and
 // script, no network): a sequence diagram with editor, bridge and agent
 // lanes, one arrow per message, notes on the bridge lane, a JSON panel for
-// the clicked arrow, and filters by session and method.
-func WriteHTML(w io.Writer, title string, recs []Record) error {
-	d := viewData{Title: title, Rows: make([]viewRow, len(recs)), Pretty: make([]string, len(recs))}
-	open := map[string]int{} // hop, link, direction and id of a request → its index
-	for i, r := range recs {
-		row := viewRow{I: i, Kind: r.Kind, Hop: r.Hop, Dir: r.Dir, Link: r.Link, Session: r.Session,
-			Method: r.Method, Pair: -1, Ms: strconv.FormatFloat(float64(r.TNs)/1e6, 'f', 3, 64)}
-		d.Pretty[i] = pretty(r)
-		if r.Kind == KindNote {
-			row.Note = true
-			row.Label = r.Note
-			d.Notes++
-		} else {
-			d.Arrows++
-			row.Side = r.Hop
-			// Toward the agent: the editor's messages in, the bridge's
-			// messages out to the agent.
-			row.Right = (r.Hop == "editor") == (r.Dir == "in")
-			row.Label = label(r)
-			key := func(dir string) string { return fmt.Sprintf("%s|%d|%s|%s", r.Hop, r.Link, dir, r.ID) }
-			switch r.Kind {
-			case KindRequest:
-				open[key(r.Dir)] = i
-			case KindResponse, KindError:
-				other := "in"
-				if r.Dir == "in" {
-					other = "out"
-				}
-				if j, ok := open[key(other)]; ok && len(r.ID) > 0 {
-					delete(open, key(other))
-					row.Pair = j
-					d.Rows[j].Pair = i
-					row.Method = d.Rows[j].Method
-					if row.Session == "" {
-						row.Session = d.Rows[j].Session
-					}
+// the clicked arrow, and filters by session and method. It writes each
+// record as it is added, so that it holds one message at a time; what it
+// keeps is the index of unanswered requests and the filters' values.
+type View struct {
+	w        *bufio.Writer
+	n        int
+	arrows   int
+	notes    int
+	open     map[openKey]openReq
+	sessions []string
+	methods  []string
+	seen     map[string]bool // "s"+session, "m"+method: in the lists
+	pretty   bytes.Buffer
+}
+
+type openKey struct {
+	hop  string
+	link int
+	dir  string
+	id   string
+}
+
+type openReq struct {
+	i               int
+	method, session string
+}
+
+// NewView writes the page's head to w and returns the View to add records to.
+func NewView(w io.Writer, title string) (*View, error) {
+	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}}
+	return v, viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title})
+}
+
+// Add writes r's row.
+func (v *View) Add(r Record) error {
+	i := v.n
+	v.n++
+	row := viewRow{I: i, Kind: r.Kind, Hop: r.Hop, Dir: r.Dir, Link: r.Link, Session: r.Session,
+		Method: r.Method, Pair: -1, Ms: strconv.FormatFloat(float64(r.TNs)/1e6, 'f', 3, 64)}
+	row.Pretty = v.prettyOf(r)
+	if r.Kind == KindNote {
+		row.Note = true
+		row.Label = r.Note
+		v.notes++
+	} else {
+		v.arrows++
+		row.Side = r.Hop
+		// Toward the agent: the editor's messages in, the bridge's
+		// messages out to the agent.
+		row.Right = (r.Hop == "editor") == (r.Dir == "in")
+		row.Label = label(r)
+		switch r.Kind {
+		case KindRequest:
+			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session}
+		case KindResponse, KindError:
+			other := "in"
+			if r.Dir == "in" {
+				other = "out"
+			}
+			k := openKey{r.Hop, r.Link, other, string(r.ID)}
+			if req, ok := v.open[k]; ok && len(r.ID) > 0 {
+				delete(v.open, k)
+				row.Pair = req.i
+				row.Method = req.method
+				if row.Session == "" {
+					row.Session = req.session
 				}
 			}
 		}
-		if row.Session != "" && !slices.Contains(d.Sessions, row.Session) {
-			d.Sessions = append(d.Sessions, row.Session)
-		}
-		if r.Method != "" && !slices.Contains(d.Methods, r.Method) {
-			d.Methods = append(d.Methods, r.Method)
-		}
-		d.Rows[i] = row
 	}
-	slices.Sort(d.Methods)
-	return viewTmpl.Execute(w, d)
+	if row.Session != "" && !v.seen["s"+row.Session] {
+		v.seen["s"+row.Session] = true
+		v.sessions = append(v.sessions, row.Session)
+	}
+	if r.Method != "" && !v.seen["m"+r.Method] {
+		v.seen["m"+r.Method] = true
+		v.methods = append(v.methods, r.Method)
+	}
+	return viewTmpl.ExecuteTemplate(v.w, "row", row)
+}
+
+// Close writes the page's end and flushes it.
+func (v *View) Close() error {
+	slices.Sort(v.methods)
+	tail := viewTail{Sessions: v.sessions, Methods: v.methods,
+		Stats: fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)}
+	if err := viewTmpl.ExecuteTemplate(v.w, "tail", tail); err != nil {
+		return err
+	}
+	return v.w.Flush()
+}
+
+// WriteHTML writes recs as one page: see View.
+func WriteHTML(w io.Writer, title string, recs []Record) error {
+	v, err := NewView(w, title)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := v.Add(r); err != nil {
+			return err
+		}
+	}
+	return v.Close()
 }
 
 // label is the text on an arrow.
@@ -123,19 +190,201 @@ func label(r Record) string {
 	return r.Kind
 }
 
-// pretty is what the JSON panel shows for r: the message indented (its
-// numbers and strings byte-exact), the raw text, or the note record.
-func pretty(r Record) string {
-	var buf bytes.Buffer
+// prettyOf is what the JSON panel shows for r: the message indented as
+// json.Indent would (its numbers and strings byte-exact) within the caps,
+// the raw text, or the note record.
+func (v *View) prettyOf(r Record) string {
+	buf := &v.pretty
+	buf.Reset()
 	switch {
 	case len(r.Msg) > 0:
-		if json.Indent(&buf, r.Msg, "", "  ") == nil {
-			return buf.String()
+		if !json.Valid(r.Msg) {
+			return capText(string(r.Msg))
 		}
-		return string(r.Msg)
+		indent(buf, r.Msg, ViewMaxDepth, ViewMaxBytes)
+		return buf.String()
 	case r.Kind != KindNote:
-		return r.Raw
+		return capText(r.Raw)
 	}
+	r.Msg, r.Raw = nil, ""
 	b, _ := json.MarshalIndent(r, "", "  ")
-	return string(b)
+	return capText(string(b))
+}
+
+// capText cuts s at ViewMaxBytes with a marker saying how much is elided.
+func capText(s string) string {
+	if len(s) <= ViewMaxBytes {
+		return s
+	}
+	cut := ViewMaxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n… %d more bytes elided", len(s)-cut)
+}
+
+// indent writes the valid JSON src to dst indented by two spaces, as
+// json.Indent does, in one pass: a value nested deeper than maxDepth is
+// written as a marker, and past maxBytes the rest is elided with one.
+func indent(dst *bytes.Buffer, src []byte, maxDepth, maxBytes int) {
+	depth := 0
+	newline := func(d int) {
+		dst.WriteByte('\n')
+		for range d {
+			dst.WriteString("  ")
+		}
+	}
+	capped := func() bool {
+		if dst.Len() <= maxBytes {
+			return false
+		}
+		b := dst.Bytes()
+		cut := maxBytes
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		dst.Truncate(cut)
+		fmt.Fprintf(dst, "\n… elided: the view of a message stops at %d bytes", maxBytes)
+		return true
+	}
+	defer capped()
+	for i := 0; i < len(src); i++ {
+		if capped() {
+			return
+		}
+		switch c := src[i]; c {
+		case ' ', '\t', '\n', '\r':
+		case '"':
+			end := stringEnd(src, i)
+			dst.Write(src[i:end])
+			i = end - 1
+		case '{', '[':
+			if depth == maxDepth {
+				end, levels := valueEnd(src, i)
+				fmt.Fprintf(dst, "%c… %d more levels, %d bytes elided %c", c, levels, end-i, c+2)
+				i = end - 1
+				continue
+			}
+			dst.WriteByte(c)
+			j := skipSpace(src, i+1)
+			if j < len(src) && (src[j] == '}' || src[j] == ']') {
+				dst.WriteByte(src[j])
+				i = j
+				continue
+			}
+			depth++
+			newline(depth)
+		case '}', ']':
+			depth--
+			newline(depth)
+			dst.WriteByte(c)
+		case ',':
+			dst.WriteByte(c)
+			newline(depth)
+		case ':':
+			dst.WriteString(": ")
+		default:
+			dst.WriteByte(c)
+		}
+	}
+}
+
+func skipSpace(src []byte, i int) int {
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts at src[i].
+func stringEnd(src []byte, i int) int {
+	for j := i + 1; j < len(src); j++ {
+		switch src[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(src)
+}
+
+// valueEnd returns the index after the object or array that starts at
+// src[i], and how deep it nests.
+func valueEnd(src []byte, i int) (end, levels int) {
+	depth := 0
+	for j := i; j < len(src); j++ {
+		switch src[j] {
+		case '"':
+			j = stringEnd(src, j) - 1
+		case '{', '[':
+			depth++
+			levels = max(levels, depth)
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1, levels
+			}
+		}
+	}
+	return len(src), levels
+}
+
+// WriteViewFile writes the trace at in as a page at out, one record at a
+// time, and returns how many records it read. The page holds every message
+// of the trace, so it gets the trace's permissions; out is never a
+// symbolic link followed.
+func WriteViewFile(in, out string) (int, error) {
+	src, err := os.Open(in)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return 0, err
+	}
+	perm := st.Mode().Perm()
+	dst, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, perm)
+	if err != nil {
+		if isLoop(err) {
+			return 0, fmt.Errorf("%s is a symbolic link; name the page's file itself", out)
+		}
+		return 0, err
+	}
+	// An existing file keeps its mode through O_CREATE: set the trace's.
+	err = dst.Chmod(perm)
+	n := 0
+	if err == nil {
+		n, err = copyView(NewReader(src), dst, filepath.Base(in))
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out)
+		return 0, err
+	}
+	return n, nil
+}
+
+func copyView(r *Reader, w io.Writer, title string) (int, error) {
+	v, err := NewView(w, title)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for ; ; n++ {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+		if err := v.Add(rec); err != nil {
+			return n, err
+		}
+	}
+	return n, v.Close()
 }

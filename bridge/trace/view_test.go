@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,7 +44,8 @@ func TestWriteHTML(t *testing.T) {
 	for _, m := range regexp.MustCompile(`id="r(\d+)" data-i="\d+" data-pair="(-?\d+)"`).FindAllStringSubmatch(page, -1) {
 		pairs[m[1]] = m[2]
 	}
-	want := map[string]string{"0": "4", "4": "0", "1": "3", "3": "1"}
+	// A response names its request; the page's script tells the request.
+	want := map[string]string{"0": "-1", "4": "0", "1": "-1", "3": "1"}
 	for k, v := range want {
 		if pairs[k] != v {
 			t.Errorf("arrow r%s paired with %q, want r%s (all: %v)", k, pairs[k], v, pairs)
@@ -54,5 +56,103 @@ func TestWriteHTML(t *testing.T) {
 	}
 	if strings.Contains(page, "<script>alert(1)") {
 		t.Error("message text broke out of the page's script")
+	}
+}
+
+// The panel's text is json.Indent's within the caps; a value nested past
+// ViewMaxDepth is a marker, and a deep message costs a page proportional
+// to its size, not to its depth squared (the issue's 9,000-deep updates
+// made a 1.5 GB page).
+func TestView_DeepMessageBounded(t *testing.T) {
+	for _, msg := range []string{`{"a":[1,2,{"b":"c\"]}"}],"e":{},"f":[ ]}`, `"s"`, `[[[]]]`} {
+		var got, want bytes.Buffer
+		indent(&got, []byte(msg), ViewMaxDepth, ViewMaxBytes)
+		json.Indent(&want, []byte(msg), "", "  ")
+		if got.String() != want.String() {
+			t.Errorf("indent(%s) =\n%s\nwant\n%s", msg, got.String(), want.String())
+		}
+	}
+	const depth = 9000
+	deep := `{"jsonrpc":"2.0","method":"session/update","params":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
+	var recs []Record
+	for range 5 {
+		r := Record{Hop: "agent", Dir: "in"}
+		Classify(&r, []byte(deep))
+		recs = append(recs, r)
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, "deep", recs); err != nil {
+		t.Fatal(err)
+	}
+	if n := buf.Len(); n > 5*len(deep)+64<<10 {
+		t.Errorf("page of 5 %d-byte messages is %d bytes", len(deep), n)
+	}
+	if !strings.Contains(buf.String(), "more levels") {
+		t.Errorf("no elided marker for the deep values")
+	}
+	big := `{"s":"` + strings.Repeat("x", 3*ViewMaxBytes) + `"}`
+	var out bytes.Buffer
+	indent(&out, []byte(big), ViewMaxDepth, ViewMaxBytes)
+	if out.Len() > ViewMaxBytes+200 || !strings.Contains(out.String(), "elided") {
+		t.Errorf("a %d-byte message shows as %d bytes", len(big), out.Len())
+	}
+}
+
+// FuzzView: any records make a page without error, its size linear in
+// theirs, and a valid message within the caps shows as json.Indent shows it.
+func FuzzView(f *testing.F) {
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1,{}]}}`, "editor", "in", uint8(0))
+	f.Add(strings.Repeat("[", 300)+strings.Repeat("]", 300), "agent", "out", uint8(1))
+	f.Add(`not json </script>`, "agent", "in", uint8(2))
+	f.Fuzz(func(t *testing.T, msg, hop, dir string, kind uint8) {
+		r := Record{Hop: hop, Dir: dir, Note: hop}
+		switch kind % 3 {
+		case 0:
+			Classify(&r, []byte(msg))
+		case 1:
+			r.Kind, r.Raw = KindFrame, msg
+		default:
+			r.Kind, r.Detail = KindNote, msg
+		}
+		var page bytes.Buffer
+		if err := WriteHTML(&page, hop, []Record{r, r}); err != nil {
+			t.Fatal(err)
+		}
+		if page.Len() > 64<<10+40*(len(msg)+len(hop)+len(dir)) {
+			t.Fatalf("page of %d bytes for a %d-byte message", page.Len(), len(msg))
+		}
+		if json.Valid([]byte(msg)) {
+			var got, want bytes.Buffer
+			indent(&got, []byte(msg), ViewMaxDepth, ViewMaxBytes)
+			json.Indent(&want, []byte(msg), "", "  ")
+			if want.Len() < ViewMaxBytes && !strings.Contains(got.String(), "more levels") && got.String() != want.String() {
+				t.Fatalf("indent(%q) = %q, want %q", msg, got.String(), want.String())
+			}
+		}
+	})
+}
+
+// The JSON panel's text sits next to its arrow as a JSON string the page's
+// script parses: it must come back exactly, whatever the message holds.
+func TestView_PanelTextRoundTrips(t *testing.T) {
+	msg := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"</script><!-- \u2028 & ' \" \\ é 😀"}}`
+	r := Record{Hop: "editor", Dir: "in"}
+	Classify(&r, []byte(msg))
+	var page bytes.Buffer
+	if err := WriteHTML(&page, "t", []Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="p0">(.*?)</script>`).FindStringSubmatch(page.String())
+	if m == nil {
+		t.Fatalf("no panel text in the page")
+	}
+	var got string
+	if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
+		t.Fatalf("panel text %s is not a JSON string: %v", m[1], err)
+	}
+	var want bytes.Buffer
+	json.Indent(&want, []byte(msg), "", "  ")
+	if got != want.String() {
+		t.Errorf("panel text = %q, want %q", got, want.String())
 	}
 }
