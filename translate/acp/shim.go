@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acpschema"
 	"github.com/tidwall/gjson"
 )
 
@@ -624,6 +625,20 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 			if s.opt.DropInvalid {
 				return pre, nil
 			}
+		} else if kind != "" && sid != "" && !chunkKind(kind) && stableVariant(kind) {
+			// Every update but the stream's chunks (which badUpdate's
+			// fast path checks whole) against the schema itself; updates
+			// of no session or kind, or of a kind the stable schema lacks,
+			// are other rules' business.
+			g, n, drop := schemaUpdate(f, env.Params, sid, kind, s.opt.DropInvalid)
+			pre = append(pre, n...)
+			if drop {
+				return pre, nil
+			}
+			if g != nil {
+				f = g
+				*env, _ = translate.ParseEnvelope(f)
+			}
 		}
 	}
 	t := s.lastTurn
@@ -655,6 +670,86 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 		return outs, err
 	}
 	return take(pre, outs), err
+}
+
+// chunkKind reports whether kind is one of the streamed chunk updates,
+// whose shape badUpdate checks on its fast path.
+func chunkKind(kind string) bool {
+	switch kind {
+	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk":
+		return true
+	}
+	return false
+}
+
+// schemaUpdate checks a session/update notification f (its params given)
+// against the ACP v1 schema. The one obvious repair is made: members that
+// are null where the schema wants a value are left out (claude-agent-acp
+// sends usage_update with "used": null, which editors built on the SDK
+// drop whole); an update whose required member was null is dropped. It
+// returns the repaired frame (nil: unchanged), the notes, and whether the
+// update is to be dropped (an irreparable one when dropInvalid is set).
+func schemaUpdate(f, params []byte, sid, kind string, dropInvalid bool) ([]byte, []translate.Out, bool) {
+	sch, err := acpschema.LoadSchema()
+	if err != nil {
+		return nil, nil, false
+	}
+	probs := sch.Validate("SessionNotification", params)
+	if len(probs) == 0 {
+		return nil, nil, false
+	}
+	var v any
+	d := json.NewDecoder(bytes.NewReader(params))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return nil, []translate.Out{note(RuleSchema, sid, "session/update %s: %s", kind, strings.Join(probs, "; "))}, dropInvalid
+	}
+	var removed []string
+	for _, p := range probs {
+		path, rest, ok := strings.Cut(p, ": ")
+		if ok && strings.HasSuffix(strings.TrimSuffix(rest, " null"), ", got null") && dropMember(v, path) {
+			removed = append(removed, path)
+		}
+	}
+	if len(removed) == 0 {
+		return nil, []translate.Out{note(RuleSchema, sid, "session/update %s: %s", kind, strings.Join(probs, "; "))}, dropInvalid
+	}
+	if left := sch.ValidateValue("SessionNotification", v); len(left) > 0 {
+		return nil, []translate.Out{note(RuleSchema, sid, "dropped a session/update %s whose %s was null where the schema wants a value: %s",
+			kind, strings.Join(removed, ", "), strings.Join(left, "; "))}, true
+	}
+	fixed, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, false
+	}
+	frame := translate.NotificationFrame("session/update", fixed)
+	if id := gjson.GetBytes(f, "jsonrpc"); !id.Exists() {
+		frame = f // not ours to rebuild; the envelope rule handles it
+	}
+	return frame, []translate.Out{note(RuleSchema, sid, "session/update %s: left out %s, null where the schema wants a value", kind, strings.Join(removed, ", "))}, false
+}
+
+// dropMember removes the null member at path (object keys joined by
+// dots) from v, reporting whether there was one.
+func dropMember(v any, path string) bool {
+	keys := strings.Split(path, ".")
+	for _, k := range keys[:len(keys)-1] {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		v = m[k]
+	}
+	m, ok := v.(map[string]any)
+	last := keys[len(keys)-1]
+	if !ok {
+		return false
+	}
+	if x, had := m[last]; !had || x != nil {
+		return false
+	}
+	delete(m, last)
+	return true
 }
 
 // badUpdate returns why an update would fail the schema, or "".

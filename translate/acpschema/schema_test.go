@@ -1,4 +1,4 @@
-package check
+package acpschema
 
 import (
 	"strings"
