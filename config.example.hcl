@@ -63,7 +63,7 @@ shim {
   notification-responses = true
   # How long a prompt's answer waits for updates sent just after it; "off"
   # writes it at once. Default "30ms".
-  late_quiet = "30ms"
+  late_quiet = "30ms"  # unset: 1ms until the agent sends a late update, then 30ms
   # Updates after that: "drop" (default) or "forward".
   late_updates = "drop"
   # A second prompt while a turn runs: "reject" (default) or "queue".

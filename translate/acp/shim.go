@@ -117,7 +117,7 @@ func IsRule(name string) bool {
 // the late-update rule, and gets the full hold from then on.
 const (
 	DefaultQuiet = 30 * time.Millisecond
-	FirstQuiet   = 2 * time.Millisecond
+	FirstQuiet   = time.Millisecond
 )
 
 // ShimOptions switch the shim's rules.
