@@ -62,8 +62,9 @@ shim {
   # A rule by name: true (the default) or false.
   notification-responses = true
   # How long a prompt's answer waits for updates sent just after it; "off"
-  # writes it at once. Default "30ms".
-  late_quiet = "30ms"  # unset: 1ms until the agent sends a late update, then 30ms
+  # writes it at once. Unset: 1ms until the agent is seen sending an update
+  # after an answer, 30ms from then on.
+  # late_quiet = "30ms"
   # Updates after that: "drop" (default) or "forward".
   late_updates = "drop"
   # A second prompt while a turn runs: "reject" (default) or "queue".
