@@ -108,7 +108,8 @@ func childAgent(in io.Reader, out io.Writer) error {
 	}
 }
 
-// childRelay is the bridge as main.go runs it for an ACP agent child.
+// childRelay is the bridge as internal/cli/serve.go runs it for an ACP
+// agent child.
 func childRelay(_ string, in io.Reader, out io.Writer) error {
 	return serveACP(in, out, nil, func(ctx context.Context) (bridge.Link, error) {
 		p, err := legacy.Command{

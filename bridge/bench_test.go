@@ -9,11 +9,12 @@ package bridge_test
 // elsewhere hits all of them alike.
 //
 // Every variant talks to the same fake ACP agent over a real loopback
-// WebSocket. The relays under test are the bridge, set up as main.go sets
-// it up (acp dialect, legacy.WebSocket dial, real OS pipes on the editor
-// side), and naiveRelay below: what a user would otherwise run. Where the
-// agent's and the editor's own costs must be told apart from the relay's,
-// a third variant has the editor talk to the agent directly.
+// WebSocket. The relays under test are the bridge, set up as
+// internal/cli/serve.go sets it up (acp dialect, legacy.WebSocket dial, real
+// OS pipes on the editor side), and naiveRelay below: what a user would
+// otherwise run. Where the agent's and the editor's own costs must be told
+// apart from the relay's, a third variant has the editor talk to the agent
+// directly.
 //
 // Each benchmark gives meaningful figures with -benchtime=1x (it sizes its
 // own workload), and ns/op is overridden to mean the bridge's time per unit
@@ -336,13 +337,14 @@ func (l batchListener) Accept() (net.Conn, error) {
 // relay serves one editor on in and out for the agent at url until in ends.
 type relay func(url string, in io.Reader, out io.Writer) error
 
-// bridgeRelay is the bridge as main.go runs it for a WebSocket agent.
+// bridgeRelay is the bridge as internal/cli/serve.go runs it for a
+// WebSocket agent.
 func bridgeRelay(url string, in io.Reader, out io.Writer) error {
 	return serveACP(in, out, nil, dialWS(url))
 }
 
-// serveACP serves one editor on in and out with the bridge as main.go
-// builds it for an ACP agent reached through dial; sessions nil: no
+// serveACP serves one editor on in and out with the bridge as serving
+// (internal/cli/serve.go) builds it for an ACP agent reached through dial; sessions nil: no
 // transcript store.
 func serveACP(in io.Reader, out io.Writer, sessions *bridge.Durable, dial func(context.Context) (bridge.Link, error)) error {
 	newTranslator, diags := acp.Dialect.Configure(nil)

@@ -25,7 +25,7 @@ import (
 // the panic's.
 //
 // The panic is forced by a binary built with -tags crashtest (see
-// main_crashtest.go): no binary a user runs can crash on request.
+// internal/cli/crashtest.go): no binary a user runs can crash on request.
 func TestCrash_PanicOutputScrubbed(t *testing.T) {
 	t.Parallel()
 	const header, query = "canary-hdr-5b1e9d77", "canary-qry-0c4f2a86"
@@ -78,7 +78,7 @@ func TestCrash_PanicOutputScrubbed(t *testing.T) {
 	}
 	for _, want := range []string{
 		"panic: forced crash (crashtest build) while holding the agent's secrets [",
-		"<redacted>", "goroutine ", "main_crashtest.go",
+		"<redacted>", "goroutine ", "crashtest.go",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)

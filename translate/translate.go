@@ -173,7 +173,7 @@ type Translator interface {
 }
 
 // Dialect describes one backend protocol, the way image.RegisterFormat's
-// records describe an image format. main.go lists the dialects.
+// records describe an image format. Package bridge/launch lists the dialects.
 type Dialect struct {
 	// Name is what --dialect and the config's dialect attribute select.
 	Name string

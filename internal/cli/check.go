@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acp-bridge/acp-bridge/bridge/check"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
+)
+
+// checkCommand is `acp-bridge check`: drive an ACP agent as an editor does
+// and report, scenario by scenario, how far it is from ACP v1.
+func checkCommand() *cli.Command {
+	var names []string
+	for _, s := range check.Scenarios() {
+		names = append(names, s.ID)
+	}
+	return &cli.Command{
+		Name:      "check",
+		Usage:     "check an ACP agent against the protocol, one scenario per line (PASS, FAIL, SKIP, NOT RUN)",
+		ArgsUsage: "[-- COMMAND [ARGS...]]",
+		Description: "Runs each scenario on a fresh agent process (or WebSocket connection) and prints one line per\n" +
+			"scenario with its tier (mandatory, capability, advisory) and reason; a failure shows the offending\n" +
+			"lines of the wire transcript. Exit status 1 when a mandatory scenario failed or could not run.\n" +
+			"Scenarios: " + strings.Join(names, ", "),
+		OnUsageError: onUsageError,
+		Flags: append(agentPromptFlags(),
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.StringFlag{Name: "junit", Usage: "also write the report as JUnit XML to `FILE`"},
+			&cli.StringSliceFlag{Name: "only", Usage: "run only these scenario `IDS` (comma-separated)"},
+			&cli.DurationFlag{Name: "quiet", Usage: "how long (`DURATION`) of silence means the agent has nothing more to say", Value: 300 * time.Millisecond},
+			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel the long prompt after its first update, or after `DURATION`", Value: time.Second},
+			&cli.StringFlag{Name: "long-prompt", Usage: "a prompt (`TEXT`) that keeps the agent busy long enough to be cancelled", Value: check.DefaultLongPrompt},
+			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
+			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
+			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+		),
+		Action: checkAction,
+	}
+}
+
+// agentPromptFlags are the flags check and compare share.
+func agentPromptFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "url", Usage: "check the ACP agent at this ws:// or wss:// `URL` instead of a command"},
+		&cli.DurationFlag{Name: "timeout", Usage: "how long (`DURATION`) to wait for any one answer (real agents may take seconds)", Value: 30 * time.Second},
+	}
+}
+
+func checkAction(c *cli.Context) error {
+	d, err := dialerFrom(c.String("url"), c.Args().Slice())
+	if err != nil {
+		return err
+	}
+	var only []string
+	for _, s := range c.StringSlice("only") {
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				only = append(only, f)
+			}
+		}
+	}
+	rep, err := check.Run(c.Context, check.Options{
+		Dialer:           d,
+		Only:             only,
+		Timeout:          c.Duration("timeout"),
+		Quiet:            c.Duration("quiet"),
+		CancelAfter:      c.Duration("cancel-after"),
+		Prompt:           check.DefaultPrompt,
+		LongPrompt:       c.String("long-prompt"),
+		FilePrompt:       c.String("file-prompt"),
+		PermissionPrompt: c.String("permission-prompt"),
+		Cwd:              c.String("cwd"),
+	})
+	if err != nil {
+		if rep == nil {
+			return launch.UsageError{Err: err}
+		}
+		return err
+	}
+	if f := c.String("junit"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteJUnit(out); err != nil {
+			out.Close()
+			return err
+		}
+		if err := out.Close(); err != nil {
+			return err
+		}
+	}
+	if c.Bool("json") {
+		err = rep.WriteJSON(os.Stdout)
+	} else {
+		err = rep.WriteText(os.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Failed() {
+		return launch.ReportedError{Err: fmt.Errorf("check: a mandatory scenario failed")}
+	}
+	return nil
+}
+
+// dialerFrom turns --url or the words after -- into a check.Dialer.
+func dialerFrom(url string, args []string) (check.Dialer, error) {
+	switch {
+	case url != "" && len(args) > 0:
+		return nil, launch.Usagef("give either --url or an agent command after --, not both")
+	case url != "":
+		if err := config.CheckAgentURL(url); err != nil {
+			return nil, launch.Usagef("--url: %v", err)
+		}
+		return check.URL{URL: url}, nil
+	case len(args) > 0:
+		return check.Command{Args: args, Env: scratchSessions()}, nil
+	}
+	return nil, launch.Usagef("no agent: give an agent command after -- (acp-bridge check -- my-agent --acp) or --url ws://…")
+}
+
+// scratchSessions is the environment check and compare give the agents
+// they start: an acp-bridge among them records its sessions in a
+// directory of the run's own, never in the user's history (the test
+// sessions' prompts and ids are nobody's conversations). The directory is
+// removed when the process exits (see removeScratch).
+func scratchSessions() []string {
+	scratch.once.Do(func() {
+		scratch.dir, scratch.err = os.MkdirTemp("", "acp-bridge-check-sessions-")
+	})
+	if scratch.err != nil {
+		// With no scratch directory the bridge under test records nothing.
+		return []string{"ACP_BRIDGE_NO_SESSIONS=1"}
+	}
+	return []string{"ACP_BRIDGE_STATE_DIR=" + scratch.dir}
+}
+
+var scratch struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// removeScratch removes the scratch session directory, if one was made.
+func removeScratch() {
+	if scratch.dir != "" {
+		os.RemoveAll(scratch.dir)
+	}
+}

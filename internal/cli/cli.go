@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	// `acp-bridge --version` prints what `acp-bridge version` prints.
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintln(c.App.Writer, versionLine())
+	}
+}
+
+// commonFlags are the flags every subcommand accepts after its name too
+// (`acp-bridge demo --log-level debug`): the configuration file and the
+// logging flags, copied from serveFlags so that usage texts and environment
+// twins stay one.
+func commonFlags() []cli.Flag {
+	return pickFlags(launch.FlagConfig, launch.FlagLogLevel, launch.FlagLogFile, launch.FlagLogFormat)
+}
+
+// commonFlagsUsing is commonFlags with only the named ones listed in the
+// command's help: the others are accepted after every subcommand alike
+// (scripts pass --config everywhere) but do nothing for this one, so its
+// help does not offer them.
+func commonFlagsUsing(names ...string) []cli.Flag {
+	flags := commonFlags()
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && !slices.Contains(names, sf.Name) {
+			sf.Hidden = true
+		}
+	}
+	return flags
+}
+
+// pickFlags returns the serve flags with the given names, in serveFlags'
+// order.
+func pickFlags(names ...string) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range serveFlags() {
+		for _, n := range names {
+			if f.Names()[0] == n {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// lineage reads a flag where it was given: on the subcommand or on any
+// command above it. urfave/cli's own lookup stops at the nearest command
+// that defines the flag, set or not, so a flag defined on both the root and
+// a subcommand would otherwise lose the root's value.
+type lineage struct{ c *cli.Context }
+
+// at returns the innermost context in which name was set (on its command
+// line or by its environment twin), else the current one: the nearest
+// definition's default applies, and every copy has the same default.
+func (l lineage) at(name string) *cli.Context {
+	for _, c := range l.c.Lineage() {
+		if c.IsSet(name) {
+			return c
+		}
+	}
+	return l.c
+}
+
+func (l lineage) String(name string) string          { return l.at(name).String(name) }
+func (l lineage) StringSlice(name string) []string   { return l.at(name).StringSlice(name) }
+func (l lineage) Bool(name string) bool              { return l.at(name).Bool(name) }
+func (l lineage) IsSet(name string) bool             { return l.at(name).IsSet(name) }
+func (l lineage) Args() cli.Args                     { return l.c.Args() }
+func (l lineage) Int(name string) int                { return l.at(name).Int(name) }
+func (l lineage) Duration(name string) time.Duration { return l.at(name).Duration(name) }
+
+// quietSettings are the logging settings of a command that prints for a
+// person (demo, doctor): warnings and errors only unless --log-level asks
+// for more, in --log-format, to stderr or --log-file.
+func quietSettings(c *cli.Context) (launch.Settings, error) {
+	l := lineage{c}
+	s := launch.Settings{LogLevel: hclog.Warn}
+	if l.IsSet(launch.FlagLogLevel) {
+		lv, err := launch.ParseLevel(l.String(launch.FlagLogLevel))
+		if err != nil {
+			return s, launch.Usagef("--%s: %v", launch.FlagLogLevel, err)
+		}
+		s.LogLevel = lv
+	}
+	if l.IsSet(launch.FlagLogFile) {
+		s.LogFile = l.String(launch.FlagLogFile)
+	}
+	if l.IsSet(launch.FlagLogFormat) {
+		if err := launch.CheckLogFormat(l.String(launch.FlagLogFormat)); err != nil {
+			return s, err
+		}
+		s.LogFormat = strings.ToLower(l.String(launch.FlagLogFormat))
+	}
+	return s, nil
+}
+
+// dialectsJSON writes the dialects as a JSON array for scripts: name, kind
+// (go, profile, user), links (shared or per-session) and summary.
+func dialectsJSON(w io.Writer) error {
+	type entry struct {
+		Name    string `json:"name"`
+		Kind    string `json:"kind"`
+		Links   string `json:"links"`
+		Summary string `json:"summary"`
+	}
+	out := []entry{}
+	for _, name := range launch.DialectNames() {
+		d := launch.Dialects()[name]
+		links := "shared"
+		if d.PerSession {
+			links = "per-session"
+		}
+		out = append(out, entry{d.Name, launch.DialectKind(name), links, d.Summary})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// agentWithoutConfig is the error for --agent NAME when there is no
+// configuration file at the default path, which it names: otherwise the
+// user is told only that no agent is configured, not where one was sought.
+func agentWithoutConfig(f launch.Flags, path string, explicit bool) error {
+	// With --url or a command the usage error that they cannot be
+	// combined says more.
+	if f.Agent == "" || f.URL != "" || len(f.Argv) > 0 || explicit || path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("--%s %s: no configuration file at %s, the default path (give --%s FILE, or create it with 'acp-bridge config init')",
+		launch.FlagAgent, f.Agent, path, launch.FlagConfig)
+}
+
+// harden gives every command and subcommand of app the top level's
+// behaviour, in one walk of the tree rather than a patch per command:
+// usage errors on stderr with a suggestion and exit status 2
+// (onUsageError), a mistyped subcommand named as such with the nearest
+// one, and arguments refused where a command takes none. A command takes
+// arguments when its ArgsUsage says so; "[-- COMMAND [ARGS...]]" means
+// only an agent command after "--".
+func harden(app *cli.App) {
+	for _, cmd := range app.Commands {
+		hardenCommand(cmd)
+	}
+}
+
+func hardenCommand(cmd *cli.Command) {
+	cmd.OnUsageError = onUsageError
+	// "help" as a word is handled below, like the root's: a help
+	// subcommand would list itself among the subcommands.
+	cmd.HideHelpCommand = true
+	inner := cmd.Action
+	switch {
+	case len(cmd.Subcommands) > 0:
+		// The words after a command with subcommands name one of them:
+		// any other is a mistyped subcommand, not an argument.
+		cmd.Action = func(c *cli.Context) error {
+			c.App.Metadata["command"] = commandName(c)
+			if c.Args().Present() {
+				return subcommandWord(c, cmd)
+			}
+			if inner == nil {
+				return cli.ShowSubcommandHelp(c)
+			}
+			return inner(c)
+		}
+		for _, sub := range cmd.Subcommands {
+			hardenCommand(sub)
+		}
+	case inner != nil:
+		cmd.Action = func(c *cli.Context) error {
+			c.App.Metadata["command"] = commandName(c)
+			if err := checkArgs(c, cmd); err != nil {
+				return err
+			}
+			return inner(c)
+		}
+	}
+}
+
+// subcommandWord answers a word after a command with subcommands that
+// names none of them: help, or a usage error with the nearest name.
+func subcommandWord(c *cli.Context, cmd *cli.Command) error {
+	word := c.Args().First()
+	if word == "help" {
+		if name := c.Args().Get(1); name != "" && cmd.Command(name) != nil {
+			return cli.ShowCommandHelp(c, name)
+		}
+		return cli.ShowSubcommandHelp(c)
+	}
+	var names []string
+	for _, sub := range cmd.Subcommands {
+		if !sub.Hidden {
+			names = append(names, sub.Names()...)
+		}
+	}
+	hint := ""
+	if s := launch.Nearest(word, names); s != "" {
+		hint = fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return launch.Usagef("%q is not a subcommand of %s.%s Its subcommands are: %s", word, commandName(c), hint, strings.Join(names, ", "))
+}
+
+// checkArgs refuses the arguments a command does not take.
+func checkArgs(c *cli.Context, cmd *cli.Command) error {
+	if !c.Args().Present() {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(cmd.ArgsUsage, "[-- "):
+		if c.App.Metadata["dashdash"] == true {
+			return nil
+		}
+		return launch.Usagef("%q is not an argument of %s. An agent command goes after --: acp-bridge %s -- %s",
+			c.Args().First(), commandName(c), commandName(c), strings.Join(c.Args().Slice(), " "))
+	case cmd.ArgsUsage != "":
+		return nil
+	case strings.HasSuffix(c.Args().First(), ".hcl"):
+		return launch.Usagef("%s takes no arguments; give the file with --%s %s", commandName(c), launch.FlagConfig, c.Args().First())
+	}
+	return launch.Usagef("%s takes no arguments; got %q", commandName(c), strings.Join(c.Args().Slice(), " "))
+}

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/urfave/cli/v2"
+)
+
+func serveFlags() []cli.Flag {
+	str := func(name, usage, value string) cli.Flag {
+		return &cli.StringFlag{Name: name, Usage: usage, Value: value, EnvVars: envTwin(name)}
+	}
+	list := func(name, usage string) cli.Flag {
+		return &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)}
+	}
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
+		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
+		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
+		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
+		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
+		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
+		str(launch.FlagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// (websocket agents)", ""),
+		str(launch.FlagConnectTimeout, "bound the WebSocket dial and handshake to `DURATION` (default 10s)", ""),
+		str(launch.FlagPingPeriod, "WebSocket ping interval `DURATION`; 0s derives it from --pong-wait, off disables keepalive", ""),
+		str(launch.FlagPongWait, "how long (`DURATION`) a WebSocket agent may stay silent (default 30s)", ""),
+		str(launch.FlagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
+		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
+		str(launch.FlagLogFormat, "log `FORMAT`: text, or json (one JSON object a line, for log collectors)", ""),
+		str(launch.FlagMaxMessage, "largest editor message `SIZE`, such as 64MiB (default 64MiB)", ""),
+		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 1MiB)", ""),
+		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
+		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
+		str(launch.FlagShim, "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
+		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
+		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')", ""),
+		&cli.BoolFlag{Name: launch.FlagTraceAppend, Usage: "add to an existing --trace FILE instead of refusing it", EnvVars: envTwin(launch.FlagTraceAppend)},
+		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
+	}, sessionFlags()...)
+}
+
+func flagsFrom(ctx *cli.Context) launch.Flags {
+	// Flags may be given before or after a subcommand (doctor, config
+	// show): read each where it was set.
+	c := lineage{ctx}
+	f := launch.Flags{
+		Agent:          c.String(launch.FlagAgent),
+		URL:            c.String(launch.FlagURL),
+		Dialect:        c.String(launch.FlagDialect),
+		Headers:        c.StringSlice(launch.FlagHeader),
+		Subprotocols:   c.StringSlice(launch.FlagSubprotocol),
+		CAFile:         c.String(launch.FlagCAFile),
+		ConnectTimeout: c.String(launch.FlagConnectTimeout),
+		PingPeriod:     c.String(launch.FlagPingPeriod),
+		PongWait:       c.String(launch.FlagPongWait),
+		LogLevel:       c.String(launch.FlagLogLevel),
+		LogFile:        c.String(launch.FlagLogFile),
+		LogFormat:      c.String(launch.FlagLogFormat),
+		MaxMessage:     c.String(launch.FlagMaxMessage),
+		QueueBytes:     c.String(launch.FlagQueueBytes),
+		RequestTimeout: c.String(launch.FlagRequestTimeout),
+		CancelGrace:    c.String(launch.FlagCancelGrace),
+		Shim:           c.String(launch.FlagShim),
+		ShimDisable:    c.StringSlice(launch.FlagShimDisable),
+		Argv:           c.Args().Slice(),
+		Set:            map[string]bool{},
+	}
+	// IsSet, unlike FlagNames, also counts a flag given by its env twin.
+	for _, fl := range serveFlags() {
+		name := fl.Names()[0]
+		if c.IsSet(name) {
+			f.Set[name] = true
+		}
+	}
+	return f
+}
+
+// loadConfig loads the configuration named by --config. A missing file is
+// fine when it is the default one; otherwise problems are written to stderr
+// and returned as a diagError.
+func loadConfig(path string, explicit bool) (*config.Config, error) {
+	if path == "" {
+		return &config.Config{}, nil
+	}
+	if !explicit {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return &config.Config{}, nil
+		}
+	}
+	if err := unreadableConfig(path); err != nil {
+		return nil, err
+	}
+	cfg, diags := config.Load(path)
+	if !diags.HasErrors() {
+		diags = append(diags, launch.AddUserDialects(cfg)...)
+	}
+	if len(diags) > 0 {
+		_ = config.WriteDiagnostics(os.Stderr, cfg.Files, diags)
+	}
+	if diags.HasErrors() {
+		return nil, launch.ReportedError{Err: diags}
+	}
+	return cfg, nil
+}
+
+// resolvedAgent is what serving and doctor both derive from the command
+// line and the configuration: the agent, its dialect and the settings.
+type resolvedAgent struct {
+	flags         launch.Flags
+	cfg           *config.Config
+	settings      launch.Settings
+	spec          launch.Agent
+	dialect       translate.Dialect
+	newTranslator func() translate.Translator
+}
+
+// resolveAgent resolves the agent the command line names, the same way for
+// every command that talks to it, so that doctor checks exactly what
+// serving would run.
+func resolveAgent(c *cli.Context) (resolvedAgent, error) {
+	r := resolvedAgent{flags: flagsFrom(c)}
+	path, explicit := configPath(c)
+	if err := agentWithoutConfig(r.flags, path, explicit); err != nil {
+		return r, err
+	}
+	var err error
+	if r.cfg, err = loadConfig(path, explicit); err != nil {
+		return r, err
+	}
+	if r.settings, err = launch.ResolveSettings(r.cfg, r.flags); err != nil {
+		return r, err
+	}
+	if r.spec, err = launch.ResolveAgent(r.cfg, r.flags, os.LookupEnv); err != nil {
+		return r, err
+	}
+	r.dialect, r.newTranslator, err = launch.Configure(r.spec, r.cfg.Files, os.Stderr)
+	return r, err
+}
+
+func serveAction(c *cli.Context) error {
+	if c.Args().Len() > 0 && c.App.Metadata["dashdash"] != true {
+		// A bare word is a mistyped subcommand far more often than an
+		// agent command, and running it would start whatever program it
+		// names.
+		word := c.Args().First()
+		if word == "help" {
+			return cli.ShowAppHelp(c)
+		}
+		var names []string
+		for _, cmd := range c.App.Commands {
+			names = append(names, cmd.Names()...)
+		}
+		hint := ""
+		if s := launch.Nearest(word, names); s != "" {
+			hint = fmt.Sprintf(" Did you mean %q?", s)
+		}
+		return launch.Usagef("%q is not a subcommand.%s An agent command goes after --: acp-bridge [flags] -- %s",
+			word, hint, strings.Join(c.Args().Slice(), " "))
+	}
+	r, err := resolveAgent(c)
+	if err != nil {
+		if launch.IsTerminal(os.Stdin) && strings.HasPrefix(err.Error(), "no agent to serve") {
+			return launch.Usagef("%v. acp-bridge is started by an editor as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor'", err)
+		}
+		return err
+	}
+	f, cfg, s, spec, dialect, newTranslator := r.flags, r.cfg, r.settings, r.spec, r.dialect, r.newTranslator
+	shim, err := launch.ResolveShim(cfg, f)
+	if err != nil {
+		return err
+	}
+	newTranslator, report := shim.ApplyShim(&spec, dialect, newTranslator)
+	if spec.Command != nil {
+		// Fail now, in the terminal or the editor's log, rather than at
+		// the editor's initialize.
+		if _, err := exec.LookPath(spec.Command.Path); err != nil {
+			return fmt.Errorf("agent command: %w", err)
+		}
+	}
+
+	defer scrubStderr(spec.Secrets())() // crash output too: see crash_unix.go
+	scrubber := launch.NewScrubber(spec.Secrets()...)
+	logger, closeLog, err := launch.NewScrubbedLogger(s, scrubber)
+	if err != nil {
+		return err
+	}
+	defer closeLog.Close()
+	for _, name := range spec.Ignored {
+		logger.Warn("flag applies to websocket agents only; ignored", "flag", name)
+	}
+
+	// From here on fd 1 is the ACP stream's alone.
+	editorOut, err := reserveStdout()
+	if err != nil {
+		logger.Warn("could not divert stray stdout writes to stderr; serving on stdout as is", "error", err)
+		editorOut = os.Stdout
+	}
+
+	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage)
+	if err != nil {
+		return err
+	}
+	defer sessions.Close()
+	story := &bridge.StoryLog{Logger: logger}
+	story.Attach(b)
+	shim.Hook(b, report)
+	closeTrace, err := startTrace(c, b, scrubber)
+	if err != nil {
+		return err
+	}
+	defer closeTrace(logger)
+	if launch.IsTerminal(os.Stdin) {
+		// A person ran it by hand: nothing will happen until they type ACP.
+		fmt.Fprintln(os.Stderr, "acp-bridge: waiting for ACP messages on stdin: an editor starts acp-bridge as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor' (Ctrl-D ends)")
+	}
+	logger.Info("serving", "version", versionString(), "agent", spec.Desc)
+	err = b.Serve(c.Context, editorInput(), editorOut)
+	story.End(stopReason(c.Context, err))
+	if rerr := report.Finish(os.Stderr); rerr != nil {
+		logger.Error("could not write the compliance shim report", "error", rerr)
+	}
+	if err != nil && c.Context.Err() == nil {
+		logger.Error("bridge stopped", "error", err)
+		return launch.ReportedError{Err: err}
+	}
+	logger.Debug("bridge stopped", "reason", stopReason(c.Context, err))
+	return nil
+}
+
+func stopReason(ctx context.Context, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return "signal"
+	case err == nil:
+		return "editor closed stdin"
+	default:
+		return err.Error()
+	}
+}

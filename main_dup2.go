@@ -1,7 +1,0 @@
-//go:build darwin || freebsd || netbsd || openbsd || dragonfly || aix
-
-package main
-
-import "syscall"
-
-func dup2(oldfd, newfd int) error { return syscall.Dup2(oldfd, newfd) }
