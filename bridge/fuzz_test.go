@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -56,53 +55,7 @@ func FuzzServe(f *testing.F) {
 		}
 		wg.Wait()
 
-		want := map[string]int{} // id → requests sent with it
-		for _, line := range strings.Split(string(input), "\n") {
-			raw := []byte(strings.TrimSuffix(line, "\r"))
-			env, err := translate.ParseEnvelope(raw)
-			if err != nil && strings.Contains(err.Reason, "UTF-8") {
-				// A request but for bytes that are not UTF-8 is answered
-				// -32700 under its id, when the id itself is intact.
-				if fixed, ferr := translate.ParseEnvelope(bytes.ToValidUTF8(raw, []byte("\uFFFD"))); ferr == nil &&
-					fixed.IsRequest() && !bytes.Contains(fixed.ID, []byte("\uFFFD")) {
-					want[string(fixed.ID)]++
-				}
-				continue
-			}
-			switch {
-			case err == nil && env.Version == "2.0" && env.IsRequest():
-				want[string(env.ID)]++
-			case err == nil && env.Version != "2.0" && env.ID != nil,
-				err != nil && err.Code == translate.CodeInvalidRequest && env.ID != nil:
-				want[string(env.ID)]++ // an invalid message with an id: -32600 naming it
-			}
-		}
-		got := map[string]int{}
-		sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if !json.Valid(line) {
-				t.Fatalf("invalid JSON on stdout: %q", line)
-			}
-			env, err := translate.ParseEnvelope(line)
-			if err != nil || env.Version != "2.0" {
-				t.Fatalf("not a JSON-RPC message on stdout: %q (%v)", line, err)
-			}
-			if env.IsResponse() && string(env.ID) != "null" {
-				got[string(env.ID)]++
-			}
-		}
-		for id, n := range want {
-			if got[id] != n {
-				t.Errorf("id %s: %d requests, %d answers\ninput: %q", id, n, got[id], input)
-			}
-		}
-		for id, n := range got {
-			if want[id] == 0 {
-				t.Errorf("answer for id %s that no request carried (%d)", id, n)
-			}
-		}
+		checkAnswers(t, input, out.Bytes())
 	})
 }
 
