@@ -58,7 +58,7 @@ func TestLoad_exampleShim(t *testing.T) {
 	t.Setenv("AGENT_TOKEN", "t")
 	cfg, diags := Load("../../config.example.hcl")
 	if diags.HasErrors() || cfg.Shim == nil || !cfg.Shim.Rules["notification-responses"] ||
-		cfg.Shim.LateQuiet != 30*time.Millisecond || cfg.Shim.NoiseLimit != 1000 || cfg.Shim.OneTurn != "reject" {
+		cfg.Shim.LateQuiet != 0 || cfg.Shim.NoiseLimit != 1000 || cfg.Shim.OneTurn != "reject" {
 		t.Errorf("shim = %+v, %v", cfg.Shim, diags)
 	}
 }
