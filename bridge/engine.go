@@ -786,7 +786,7 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 		case translate.Timer:
 			e.armWake(l, o.Delay)
 		case translate.Note:
-			e.repaired(Repair(o.Method), o.Session, string(o.Body))
+			e.note(l, o)
 		default:
 			e.log.Error("translator returned an output of unknown kind", "kind", o.Kind)
 		}

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 // A Repair names something the bridge changed or dropped so that the editor
@@ -60,3 +62,18 @@ func (rc repairCounts) logSummary(log hclog.Logger) {
 	}
 	log.Info("repairs applied to keep the editor's stream correct", args...)
 }
+
+// note handles a translator's Note. Most are repairs, counted and logged at
+// debug; a refused cancel is logged at WARN as well, with the agent's words,
+// because the agent may still be running a turn the editor saw end.
+func (e *engine) note(l *link, o translate.Out) {
+	if o.Method == noteCancelRefused {
+		e.log.Warn("agent refused the cancel; the turn was answered cancelled and its later frames are dropped",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+	}
+	e.repaired(Repair(o.Method), o.Session, string(o.Body))
+}
+
+// noteCancelRefused is the Note a translator sends when the agent answers a
+// forwarded cancel with an error.
+const noteCancelRefused = "cancel-refused"

@@ -19,6 +19,10 @@ const (
 	noteUnmatched = "unmatched-frames"
 	noteDropped   = "drained-turn-updates"
 	noteAgentCall = "unsupported-agent-requests"
+	// noteCancelRefused: the agent answered a forwarded cancel with an
+	// error. The engine logs it at WARN: the agent may still be running the
+	// turn the editor was told is over.
+	noteCancelRefused = "cancel-refused"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -95,9 +99,12 @@ type turn struct {
 	ex        *exchange
 	cancelled bool // session/cancel was forwarded: the end is answered "cancelled"
 	dropped   bool // already answered: frames until its end are dropped
-	streamed  bool // an agent_message_chunk was sent
-	deadline  time.Time
-	perm      translate.Ref
+	// refused: the agent answered the cancel with an error, so it may never
+	// end the turn; the next prompt of the session forgets it.
+	refused  bool
+	streamed bool // an agent_message_chunk was sent
+	deadline time.Time
+	perm     translate.Ref
 }
 
 type tool struct {
@@ -378,15 +385,24 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams,
 			"profile %s sends the agent text only; a %s prompt block cannot be sent", t.p.Name, bad)}
 	}
+	var outs []translate.Out
+	for _, old := range slices.Clone(sess.turns) {
+		if old.refused {
+			// Its end may never come, and the agent's frames cannot say
+			// which turn they belong to: from here on they are the new one's.
+			t.popTurn(old)
+			outs = append(outs, t.closeToolsQuiet(sess)...)
+		}
+	}
 	tr := &turn{ref: m.Ref, sess: sess}
 	if t.p.silence > 0 {
 		tr.deadline = t.now.Add(t.p.silence)
 	}
 	sess.turns = append(sess.turns, tr)
-	return t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
+	return append(outs, t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
 		ex.turn = tr
 		tr.ex = ex
-	})
+	})...)
 }
 
 func (t *translator) closeSession(m translate.Msg) []translate.Out {
@@ -903,9 +919,15 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session) []tr
 	}
 	errObj := translate.Errorf(code, "%s", msg).JSON()
 	if len(t.waiting) > 0 {
+		if tr := t.waiting[0].turn; refusesCancel(tr) {
+			return t.cancelRefused(tr, errObj)
+		}
 		return t.failExchange(t.waiting[0], errObj)
 	}
 	if tr := t.currentTurn(sess); tr != nil {
+		if refusesCancel(tr) {
+			return t.cancelRefused(tr, errObj)
+		}
 		return t.failTurn(tr, errObj)
 	}
 	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte("agent error outside any request: " + msg)}}
@@ -968,7 +990,12 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		outs = append(outs, t.endTurn(tr, "cancelled")...)
 	case r.fail != nil:
 		msg := r.fail.eval(e).text()
-		outs = append(outs, t.failTurn(tr, translate.Errorf(translate.CodeInternalError, "%s", msg).JSON())...)
+		errObj := translate.Errorf(translate.CodeInternalError, "%s", msg).JSON()
+		if refusesCancel(tr) {
+			outs = append(outs, t.cancelRefused(tr, errObj)...)
+		} else {
+			outs = append(outs, t.failTurn(tr, errObj)...)
+		}
 	case r.endTurn != "":
 		outs = append(outs, t.endTurn(tr, r.endTurn)...)
 	case promptReply:
@@ -1046,6 +1073,30 @@ func (t *translator) failTurn(tr *turn, errObj []byte) []translate.Out {
 	}
 	outs = append(outs, t.closeTools(tr.sess, "failed")...)
 	return append(outs, fail(tr.ref, errObj))
+}
+
+// refusesCancel reports whether an agent error, one not correlated to a
+// request of its own, answers the cancel forwarded for tr: the error may
+// just as well end the turn, but an agent that refused the stop goes on, and
+// what it sends then must not reach the editor after "cancelled".
+// An error reply to the prompt itself is the turn's end, not a refusal.
+func refusesCancel(tr *turn) bool {
+	return tr != nil && tr.cancelled && !tr.dropped
+}
+
+// cancelRefused handles an error from the agent after a forwarded cancel:
+// most often the agent refusing the stop (a wrong id, a turn it no longer
+// knows) and going on with the turn. The editor is answered "cancelled" as
+// the cancel promises, and the turn stays, dropped, so that whatever the
+// agent still sends for it is dropped rather than shown after that answer.
+func (t *translator) cancelRefused(tr *turn, errObj []byte) []translate.Out {
+	outs := t.withdrawPermission(tr)
+	outs = append(outs, t.closeTools(tr.sess, "failed")...)
+	tr.dropped, tr.refused = true, true
+	msg := gjson.GetBytes(errObj, "message").Str
+	outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelRefused, Session: tr.sess.id,
+		Body: []byte("the agent answered the cancel with an error; the turn is answered cancelled and its later frames dropped: " + msg)})
+	return append(outs, reply(tr.ref, stopReasonBody("cancelled"), tr.sess.id))
 }
 
 func (t *translator) popTurn(tr *turn) {
