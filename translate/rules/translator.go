@@ -91,6 +91,11 @@ type session struct {
 	turns        []*turn // oldest first; only the last can be live
 	tools        []*tool
 	seq          int
+	// draining: the last turn ended cancelled (or was answered by the
+	// engine), and the agent may not have stopped with it: updates of no
+	// turn are dropped until the next prompt, as the engine does for the
+	// turns it answers itself.
+	draining bool
 }
 
 type turn struct {
@@ -394,6 +399,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 			outs = append(outs, t.closeToolsQuiet(sess)...)
 		}
 	}
+	sess.draining = false
 	tr := &turn{ref: m.Ref, sess: sess}
 	if t.p.silence > 0 {
 		tr.deadline = t.now.Add(t.p.silence)
@@ -965,6 +971,13 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		}
 		return outs
 	}
+	if tr == nil && sess.draining {
+		if len(r.updates) > 0 || r.tool != nil {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Session: sess.id,
+				Body: []byte("frame after a cancelled turn ended, before the next prompt")})
+		}
+		return outs
+	}
 	if r.tool != nil {
 		outs = append(outs, t.applyTool(r.tool, e, sess)...)
 		e.tool = sess.lastTool()
@@ -1100,6 +1113,9 @@ func (t *translator) cancelRefused(tr *turn, errObj []byte) []translate.Out {
 }
 
 func (t *translator) popTurn(tr *turn) {
+	if tr.cancelled || tr.dropped {
+		tr.sess.draining = true
+	}
 	tr.sess.turns = slices.DeleteFunc(tr.sess.turns, func(x *turn) bool { return x == tr })
 	if tr.ex != nil {
 		t.removeWaiting(tr.ex)
