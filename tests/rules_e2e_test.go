@@ -305,3 +305,44 @@ func TestRules_CancelRefused(t *testing.T) {
 	resp, got := turn(t, e, sid, "hello there")
 	wantTurn(t, "hello after a refused cancel", resp, got, []string{"message You said: ", "message hello there"})
 }
+
+// A typo in a match leaves the turn without its end. The log says so when
+// it happens: "turn started" at INFO, and the first frame no rule matched at
+// WARN, with the session it belongs to.
+func TestRules_UnmatchedFrameWarns(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("testdata/tinychat.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(string(src), `match    = { event = "done" }`, `match    = { event = "dnoe" }`, 1)
+	if typo == string(src) {
+		t.Fatal("testdata/tinychat.hcl has no done rule to misspell")
+	}
+	cfg := t.TempDir() + "/typo.hcl"
+	if err := os.WriteFile(cfg, []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := NewEditor(t, WSTransport(fakerules.Tinychat), EditorOptions{Args: []string{
+		"--dialect", "tinychat", "--config", cfg, "--no-sessions", "--log-level", "info"}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	go func() { _, _ = e.Prompt(context.Background(), sid, "hello there") }()
+
+	var warn string
+	waitFor(t, "the WARN line for the unmatched frame", func() bool {
+		for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+			if strings.Contains(l, "[WARN]") && strings.Contains(l, "matched no rule") {
+				warn = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(warn, "session="+string(sid)) || !strings.Contains(warn, `\"event\":\"done\"`) {
+		t.Errorf("WARN line %q does not name session %s and the frame", warn, sid)
+	}
+	if log := e.Bridge.Stderr(); !strings.Contains(log, "[INFO]  acp-bridge: turn started: session="+string(sid)) {
+		t.Errorf("no INFO 'turn started' line:\n%s", log)
+	}
+}

@@ -767,7 +767,11 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if t.conn == connWaitFrame {
 		return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("profile %s still waits for the connect frame matching %s; got %.120s", t.p.Name, t.p.connect.expect, frame))}}, nil
 	}
-	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}}, nil
+	o := translate.Out{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}
+	if sess != nil {
+		o.Session = sess.id
+	}
+	return []translate.Out{o}, nil
 }
 
 // rpcFrameIn handles JSON-RPC responses and agent requests; done is false
