@@ -71,6 +71,10 @@ func (e *engine) note(l *link, o translate.Out) {
 	case noteCancelRefused:
 		e.log.Warn("agent refused the cancel; the turn was answered cancelled and its later frames are dropped",
 			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+	case noteTurnQuiet:
+		e.log.Warn("turn without a frame the profile matched", "session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteUnmatched:
 		// Not a repair: the profile, not the stream, is at fault (a typo
 		// in a match hangs the turn). The first per link is shown at WARN
@@ -91,6 +95,10 @@ func (e *engine) note(l *link, o translate.Out) {
 // noteCancelRefused is the Note a translator sends when the agent answers a
 // forwarded cancel with an error.
 const noteCancelRefused = "cancel-refused"
+
+// noteTurnQuiet is the Note a translator sends when no frame of a turn
+// matched a rule for a while; it is not a repair either.
+const noteTurnQuiet = "turn-quiet"
 
 // noteUnmatched is the Note a translator sends for an agent frame it has no
 // rule for.

@@ -308,7 +308,8 @@ func TestRules_CancelRefused(t *testing.T) {
 
 // A typo in a match leaves the turn without its end. The log says so when
 // it happens: "turn started" at INFO, and the first frame no rule matched at
-// WARN, with the session it belongs to.
+// WARN, with the session it belongs to; then, after the turn's quiet, a
+// WARN naming that frame.
 func TestRules_UnmatchedFrameWarns(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("testdata/tinychat.hcl")
@@ -319,6 +320,7 @@ func TestRules_UnmatchedFrameWarns(t *testing.T) {
 	if typo == string(src) {
 		t.Fatal("testdata/tinychat.hcl has no done rule to misspell")
 	}
+	typo = strings.Replace(typo, "  connect {", "  turn {\n    quiet = \"300ms\"\n  }\n\n  connect {", 1)
 	cfg := t.TempDir() + "/typo.hcl"
 	if err := os.WriteFile(cfg, []byte(typo), 0o600); err != nil {
 		t.Fatal(err)
@@ -345,4 +347,14 @@ func TestRules_UnmatchedFrameWarns(t *testing.T) {
 	if log := e.Bridge.Stderr(); !strings.Contains(log, "[INFO]  acp-bridge: turn started: session="+string(sid)) {
 		t.Errorf("no INFO 'turn started' line:\n%s", log)
 	}
+	// Then the turn's quiet (300 ms here) runs out with no matched frame.
+	waitFor(t, "the WARN line for the quiet turn", func() bool {
+		for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+			if strings.Contains(l, "[WARN]") && strings.Contains(l, "turn without a frame the profile matched") &&
+				strings.Contains(l, "session="+string(sid)) && strings.Contains(l, `\"event\":\"done\"`) {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -23,6 +23,9 @@ const (
 	// error. The engine logs it at WARN: the agent may still be running the
 	// turn the editor was told is over.
 	noteCancelRefused = "cancel-refused"
+	// noteTurnQuiet: no frame of a turn matched a rule for Profile.quiet.
+	// The engine logs it at WARN: a typo in a match hangs a turn silently.
+	noteTurnQuiet = "turn-quiet"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -110,6 +113,12 @@ type turn struct {
 	streamed bool // an agent_message_chunk was sent
 	deadline time.Time
 	perm     translate.Ref
+	// quietAt and giveUpAt are when the turn has gone Profile.quiet and
+	// Profile.giveUp without a frame a rule matched (zero: not armed);
+	// unmatched is the last frame no rule matched meanwhile, for the
+	// warning.
+	quietAt, giveUpAt time.Time
+	unmatched         []byte
 }
 
 type tool struct {
@@ -404,6 +413,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	if t.p.silence > 0 {
 		tr.deadline = t.now.Add(t.p.silence)
 	}
+	t.matched(tr)
 	sess.turns = append(sess.turns, tr)
 	return append(outs, t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
 		ex.turn = tr
@@ -527,16 +537,50 @@ func (t *translator) tick() []translate.Out {
 		outs = append(outs, frameOuts(t.evalFrames(hb.send, t.evalEnv(nil, nil, nil, nil), true))...)
 		t.nextBeat = t.now.Add(hb.every)
 	}
-	if t.p.silence > 0 {
-		for _, s := range slices.Clone(t.sessions) {
-			for _, tr := range slices.Clone(s.turns) {
-				if !tr.deadline.IsZero() && !t.now.Before(tr.deadline) {
-					outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
+	for _, s := range slices.Clone(t.sessions) {
+		for _, tr := range slices.Clone(s.turns) {
+			switch {
+			case t.p.silence > 0 && !tr.deadline.IsZero() && !t.now.Before(tr.deadline):
+				outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
+				continue
+			case tr.dropped:
+				continue
+			case !tr.giveUpAt.IsZero() && !t.now.Before(tr.giveUpAt):
+				msg := fmt.Sprintf("profile %s: no frame of the agent matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
+				if tr.unmatched != nil {
+					msg += fmt.Sprintf(" (the last frame no rule matched: %s)", tr.unmatched)
 				}
+				outs = append(outs, t.failTurn(tr, translate.Errorf(translate.CodeInternalError, "%s", msg).JSON())...)
+				continue
+			}
+			if !tr.quietAt.IsZero() && !t.now.Before(tr.quietAt) {
+				tr.quietAt = time.Time{} // once, until a frame matches again
+				body := fmt.Sprintf("no frame of the agent matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
+				if tr.unmatched != nil {
+					body += fmt.Sprintf("; the last frame no rule matched: %s", tr.unmatched)
+				} else {
+					body += "; the agent sent nothing no rule matched either"
+				}
+				outs = append(outs, translate.Out{Kind: translate.Note, Method: noteTurnQuiet, Session: s.id, Body: []byte(body)})
 			}
 		}
 	}
 	return outs
+}
+
+// matched rearms tr's quiet warning and give-up deadline: a frame of the
+// turn matched a rule (or the turn just started).
+func (t *translator) matched(tr *turn) {
+	if tr == nil || tr.dropped {
+		return
+	}
+	if t.p.quiet > 0 {
+		tr.quietAt = t.now.Add(t.p.quiet)
+	}
+	if t.p.giveUp > 0 {
+		tr.giveUpAt = t.now.Add(t.p.giveUp)
+	}
+	tr.unmatched = nil
 }
 
 // wake appends a Timer output when the next deadline moved.
@@ -547,8 +591,10 @@ func (t *translator) wake(outs []translate.Out) []translate.Out {
 	}
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
-			if !tr.deadline.IsZero() && (next.IsZero() || tr.deadline.Before(next)) {
-				next = tr.deadline
+			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt} {
+				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+					next = d
+				}
 			}
 		}
 	}
@@ -770,6 +816,9 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	o := translate.Out{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}
 	if sess != nil {
 		o.Session = sess.id
+		if tr := sess.live(); tr != nil {
+			tr.unmatched = fmt.Appendf(tr.unmatched[:0], "%.200s", frame)
+		}
 	}
 	return []translate.Out{o}, nil
 }
@@ -950,6 +999,7 @@ func (t *translator) event(r *rule, frame []byte, sess *session) []translate.Out
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
+	t.matched(tr)
 	if tr != nil && tr.dropped {
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
