@@ -102,6 +102,9 @@ type engine struct {
 	// they are handled, in order, once it has been answered.
 	held    [][]byte
 	repairs repairCounts
+	// unmatched counts the agent frames the translator had no rule for;
+	// they are not repairs (see note).
+	unmatched int
 	// giveUp, once set (at shutdown), is closed when writes to the editor
 	// must stop waiting for room.
 	giveUp <-chan struct{}
@@ -259,6 +262,9 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 		e.log.Warn("messages for the editor dropped while it was gone or not reading", "count", e.dropped)
 	}
 	e.repairs.logSummary(e.log)
+	if e.unmatched > 0 {
+		e.log.Info("agent frames no rule of the profile matched", "count", e.unmatched)
+	}
 	return err
 }
 
@@ -786,7 +792,7 @@ func (e *engine) apply(l *link, outs []translate.Out) {
 		case translate.Timer:
 			e.armWake(l, o.Delay)
 		case translate.Note:
-			e.repaired(Repair(o.Method), o.Session, string(o.Body))
+			e.note(l, o)
 		default:
 			e.log.Error("translator returned an output of unknown kind", "kind", o.Kind)
 		}

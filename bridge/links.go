@@ -35,6 +35,8 @@ type link struct {
 	up bool
 	// down is why the link is gone (nil while it is usable).
 	down *translate.Error
+	// unmatched counts the agent frames of this link no rule matched.
+	unmatched int
 	// wake is the translator's pending Timer, if any.
 	wake *time.Timer
 	// queuesPrompts: the agent said in its initialize answer that it

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 // A Repair names something the bridge changed or dropped so that the editor
@@ -60,3 +62,44 @@ func (rc repairCounts) logSummary(log hclog.Logger) {
 	}
 	log.Info("repairs applied to keep the editor's stream correct", args...)
 }
+
+// note handles a translator's Note. Most are repairs, counted and logged at
+// debug; a refused cancel is logged at WARN as well, with the agent's words,
+// because the agent may still be running a turn the editor saw end.
+func (e *engine) note(l *link, o translate.Out) {
+	switch o.Method {
+	case noteCancelRefused:
+		e.log.Warn("agent refused the cancel; the turn was answered cancelled and its later frames are dropped",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+	case noteTurnQuiet:
+		e.log.Warn("turn without a frame the profile matched", "session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
+	case noteUnmatched:
+		// Not a repair: the profile, not the stream, is at fault (a typo
+		// in a match hangs the turn). The first per link is shown at WARN
+		// so that a person sees it when it happens, the rest counted.
+		e.unmatched++
+		l.unmatched++
+		if l.unmatched == 1 {
+			e.log.Warn("agent frame matched no rule of the profile; further ones on this link are counted",
+				"session", o.Session, "link", l.String(), "detail", string(o.Body))
+		}
+		// The story log shows every one at debug, from the tap.
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
+	}
+	e.repaired(Repair(o.Method), o.Session, string(o.Body))
+}
+
+// noteCancelRefused is the Note a translator sends when the agent answers a
+// forwarded cancel with an error.
+const noteCancelRefused = "cancel-refused"
+
+// noteTurnQuiet is the Note a translator sends when no frame of a turn
+// matched a rule for a while; it is not a repair either.
+const noteTurnQuiet = "turn-quiet"
+
+// noteUnmatched is the Note a translator sends for an agent frame it has no
+// rule for.
+const noteUnmatched = "unmatched-frames"

@@ -12,8 +12,9 @@ import (
 // session or per message:
 //
 //   - at INFO, one line when a session opens, one when it closes or is
-//     lost, and one per turn: session, stop reason, duration, number of
-//     updates and their bytes. No message bodies.
+//     lost, one when a turn starts and one when it ends: session, stop
+//     reason, duration, number of updates and their bytes. No message
+//     bodies.
 //   - at DEBUG, one line per message on either hop: direction, hop, link,
 //     method, id, size, and for an answer the latency since its request.
 //     No bodies either.
@@ -117,6 +118,9 @@ func (s *StoryLog) session(ev SessionEvent) {
 		s.Logger.Info("session opened", "session", ev.Session, "cwd", ev.Cwd)
 	case SessionPrompt:
 		st.turn, st.updates, st.bytes = s.now(), 0, 0
+		// Prompts have no timeout: without this line a turn that never
+		// ends leaves no trace in the log.
+		s.Logger.Info("turn started", "session", ev.Session)
 	case SessionUpdate:
 		st.updates++
 		st.bytes += len(ev.Body)

@@ -37,6 +37,7 @@ func TestStoryLog_Synthetic(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		"[INFO]  session opened: session=s1 cwd=/w",
+		"[INFO]  turn started: session=s1\n",
 		"[INFO]  turn ended: session=s1 stop_reason=end_turn duration=2s updates=2 bytes=15",
 		"[DEBUG] message: hop=editor dir=received kind=request method=session/prompt id=7 size=",
 		"[DEBUG] message: hop=editor dir=sent kind=result id=7 method=session/prompt latency=2s size=",

@@ -257,3 +257,104 @@ func TestRules_ReadmeQuotesTinychat(t *testing.T) {
 		t.Errorf("README.md does not quote the dialect block of tests/testdata/tinychat.hcl verbatim; update one from the other")
 	}
 }
+
+// A cancel the agent refuses (an error frame in answer to the stop, then
+// the rest of the run) still ends the turn for the editor: nothing of that
+// turn reaches the editor after the "cancelled" answer, the refusal is
+// logged at WARN with the agent's words, and the next prompt works.
+func TestRules_CancelRefused(t *testing.T) {
+	t.Parallel()
+	e := NewEditor(t, WSTransport(fakerules.Tinychat), EditorOptions{Args: []string{
+		"--dialect", "tinychat", "--config", "testdata/tinychat.hcl", "--no-sessions"}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.Prompt(context.Background(), sid, "stubborn")
+	}()
+	waitFor(t, "the first token", func() bool {
+		got, _ := updates(e, sid, -1)
+		return len(got) > 0
+	})
+	if err := e.Conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	resp := e.Out.Response(t, e.In.LastID("session/prompt"))
+	if r := resp.Get("result.stopReason").Str; r != "cancelled" {
+		t.Fatalf("cancelled prompt answered %s, want stopReason cancelled", resp)
+	}
+	<-done
+	// The agent sent the rest of its run right after refusing the stop.
+	time.Sleep(300 * time.Millisecond)
+	all, _ := updates(e, sid, -1)
+	before, _ := updates(e, sid, resp.N)
+	if late := all[len(before):]; len(late) > 0 {
+		t.Errorf("%d updates after the cancelled answer, want none: %q", len(late), late)
+	}
+	waitFor(t, "the WARN line", func() bool {
+		for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+			if strings.Contains(l, "WARN") && strings.Contains(l, "refused the cancel") && strings.Contains(l, "no running chat 2") {
+				return true
+			}
+		}
+		return false
+	})
+
+	resp, got := turn(t, e, sid, "hello there")
+	wantTurn(t, "hello after a refused cancel", resp, got, []string{"message You said: ", "message hello there"})
+}
+
+// A typo in a match leaves the turn without its end. The log says so when
+// it happens: "turn started" at INFO, and the first frame no rule matched at
+// WARN, with the session it belongs to; then, after the turn's quiet, a
+// WARN naming that frame.
+func TestRules_UnmatchedFrameWarns(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("testdata/tinychat.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(string(src), `match    = { event = "done" }`, `match    = { event = "dnoe" }`, 1)
+	if typo == string(src) {
+		t.Fatal("testdata/tinychat.hcl has no done rule to misspell")
+	}
+	typo = strings.Replace(typo, "  connect {", "  turn {\n    quiet = \"300ms\"\n  }\n\n  connect {", 1)
+	cfg := t.TempDir() + "/typo.hcl"
+	if err := os.WriteFile(cfg, []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := NewEditor(t, WSTransport(fakerules.Tinychat), EditorOptions{Args: []string{
+		"--dialect", "tinychat", "--config", cfg, "--no-sessions", "--log-level", "info"}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	go func() { _, _ = e.Prompt(context.Background(), sid, "hello there") }()
+
+	var warn string
+	waitFor(t, "the WARN line for the unmatched frame", func() bool {
+		for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+			if strings.Contains(l, "[WARN]") && strings.Contains(l, "matched no rule") {
+				warn = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(warn, "session="+string(sid)) || !strings.Contains(warn, `\"event\":\"done\"`) {
+		t.Errorf("WARN line %q does not name session %s and the frame", warn, sid)
+	}
+	if log := e.Bridge.Stderr(); !strings.Contains(log, "[INFO]  acp-bridge: turn started: session="+string(sid)) {
+		t.Errorf("no INFO 'turn started' line:\n%s", log)
+	}
+	// Then the turn's quiet (300 ms here) runs out with no matched frame.
+	waitFor(t, "the WARN line for the quiet turn", func() bool {
+		for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+			if strings.Contains(l, "[WARN]") && strings.Contains(l, "turn without a frame the profile matched") &&
+				strings.Contains(l, "session="+string(sid)) && strings.Contains(l, `\"event\":\"done\"`) {
+				return true
+			}
+		}
+		return false
+	})
+}

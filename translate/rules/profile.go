@@ -43,10 +43,14 @@ type Profile struct {
 	heartbeat *heartbeatRule
 	silence   time.Duration
 	silenceTo string
-	cancel    *cancelRule
-	errors    []*errorRule
-	requests  map[string]*requestRule
-	events    []*rule
+	// quiet is how long a turn may go without a frame any rule matched
+	// before the engine is told (a typo in a match hangs a turn); giveUp,
+	// when set, is how long before the turn is failed.
+	quiet, giveUp time.Duration
+	cancel        *cancelRule
+	errors        []*errorRule
+	requests      map[string]*requestRule
+	events        []*rule
 	// envNames maps each env() variable to whether it is required.
 	envNames map[string]bool
 	declared hcl.Range
@@ -156,8 +160,10 @@ type rawHeartbeat struct {
 }
 
 type rawTurn struct {
-	Silence *hcl.Attribute `hcl:"silence"`
+	Silence *hcl.Attribute `hcl:"silence,optional"`
 	Stop    *hcl.Attribute `hcl:"stop,optional"`
+	Quiet   *hcl.Attribute `hcl:"quiet,optional"`
+	GiveUp  *hcl.Attribute `hcl:"give_up,optional"`
 }
 
 type rawCancel struct {
@@ -370,11 +376,24 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 		hb.reply, diags = optMatch(raw.Heartbeat.Reply, diags)
 		p.heartbeat = hb
 	}
+	p.quiet = defaultQuiet
 	if raw.Turn != nil {
-		p.silence, diags = duration(raw.Turn.Silence, diags)
-		p.silenceTo = "end_turn"
+		if raw.Turn.Silence != nil {
+			p.silence, diags = duration(raw.Turn.Silence, diags)
+			p.silenceTo = "end_turn"
+		}
 		if raw.Turn.Stop != nil {
+			if raw.Turn.Silence == nil {
+				diags = append(diags, diag(raw.Turn.Stop.Range, "stop without silence",
+					"stop is the reason a turn ends with when it falls silent; set silence too."))
+			}
 			p.silenceTo, diags = stopReason(raw.Turn.Stop, diags)
+		}
+		if raw.Turn.Quiet != nil {
+			p.quiet, diags = duration(raw.Turn.Quiet, diags)
+		}
+		if raw.Turn.GiveUp != nil {
+			p.giveUp, diags = duration(raw.Turn.GiveUp, diags)
 		}
 	}
 	if raw.Cancel != nil {
@@ -663,6 +682,10 @@ func constString(a *hcl.Attribute, diags hcl.Diagnostics) (string, hcl.Diagnosti
 	}
 	return v.AsString(), diags
 }
+
+// defaultQuiet is how long a turn goes without a matched frame before the
+// log says so: long enough for a slow model's first token.
+const defaultQuiet = 30 * time.Second
 
 func duration(a *hcl.Attribute, diags hcl.Diagnostics) (time.Duration, hcl.Diagnostics) {
 	s, diags := constString(a, diags)

@@ -115,3 +115,31 @@ func TestGoldenPerBlock(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/inline-blocks/*.txtar")
 }
+
+// quiet is a profile whose "done" rule has a typo: the turn never ends by
+// itself, and the quiet warning and give_up are what the bridge has.
+const quiet = `
+turn {
+  quiet   = "10s"
+  give_up = "25s"
+}
+request "session/prompt" {
+  send = { ask = prompt.text }
+}
+event "delta" {
+  match   = { kind = "delta" }
+  message = frame.text
+}
+event "done" {
+  match    = { kind = "dnoe" }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenQuiet(t *testing.T) {
+	p, diags := Parse("quiet.hcl", []byte(quiet))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/quiet/*.txtar")
+}

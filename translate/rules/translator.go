@@ -19,6 +19,13 @@ const (
 	noteUnmatched = "unmatched-frames"
 	noteDropped   = "drained-turn-updates"
 	noteAgentCall = "unsupported-agent-requests"
+	// noteCancelRefused: the agent answered a forwarded cancel with an
+	// error. The engine logs it at WARN: the agent may still be running the
+	// turn the editor was told is over.
+	noteCancelRefused = "cancel-refused"
+	// noteTurnQuiet: no frame of a turn matched a rule for Profile.quiet.
+	// The engine logs it at WARN: a typo in a match hangs a turn silently.
+	noteTurnQuiet = "turn-quiet"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -87,6 +94,11 @@ type session struct {
 	turns        []*turn // oldest first; only the last can be live
 	tools        []*tool
 	seq          int
+	// draining: the last turn ended cancelled (or was answered by the
+	// engine), and the agent may not have stopped with it: updates of no
+	// turn are dropped until the next prompt, as the engine does for the
+	// turns it answers itself.
+	draining bool
 }
 
 type turn struct {
@@ -95,9 +107,18 @@ type turn struct {
 	ex        *exchange
 	cancelled bool // session/cancel was forwarded: the end is answered "cancelled"
 	dropped   bool // already answered: frames until its end are dropped
-	streamed  bool // an agent_message_chunk was sent
-	deadline  time.Time
-	perm      translate.Ref
+	// refused: the agent answered the cancel with an error, so it may never
+	// end the turn; the next prompt of the session forgets it.
+	refused  bool
+	streamed bool // an agent_message_chunk was sent
+	deadline time.Time
+	perm     translate.Ref
+	// quietAt and giveUpAt are when the turn has gone Profile.quiet and
+	// Profile.giveUp without a frame a rule matched (zero: not armed);
+	// unmatched is the last frame no rule matched meanwhile, for the
+	// warning.
+	quietAt, giveUpAt time.Time
+	unmatched         []byte
 }
 
 type tool struct {
@@ -378,15 +399,26 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams,
 			"profile %s sends the agent text only; a %s prompt block cannot be sent", t.p.Name, bad)}
 	}
+	var outs []translate.Out
+	for _, old := range slices.Clone(sess.turns) {
+		if old.refused {
+			// Its end may never come, and the agent's frames cannot say
+			// which turn they belong to: from here on they are the new one's.
+			t.popTurn(old)
+			outs = append(outs, t.closeToolsQuiet(sess)...)
+		}
+	}
+	sess.draining = false
 	tr := &turn{ref: m.Ref, sess: sess}
 	if t.p.silence > 0 {
 		tr.deadline = t.now.Add(t.p.silence)
 	}
+	t.matched(tr)
 	sess.turns = append(sess.turns, tr)
-	return t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
+	return append(outs, t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
 		ex.turn = tr
 		tr.ex = ex
-	})
+	})...)
 }
 
 func (t *translator) closeSession(m translate.Msg) []translate.Out {
@@ -505,16 +537,50 @@ func (t *translator) tick() []translate.Out {
 		outs = append(outs, frameOuts(t.evalFrames(hb.send, t.evalEnv(nil, nil, nil, nil), true))...)
 		t.nextBeat = t.now.Add(hb.every)
 	}
-	if t.p.silence > 0 {
-		for _, s := range slices.Clone(t.sessions) {
-			for _, tr := range slices.Clone(s.turns) {
-				if !tr.deadline.IsZero() && !t.now.Before(tr.deadline) {
-					outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
+	for _, s := range slices.Clone(t.sessions) {
+		for _, tr := range slices.Clone(s.turns) {
+			switch {
+			case t.p.silence > 0 && !tr.deadline.IsZero() && !t.now.Before(tr.deadline):
+				outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
+				continue
+			case tr.dropped:
+				continue
+			case !tr.giveUpAt.IsZero() && !t.now.Before(tr.giveUpAt):
+				msg := fmt.Sprintf("profile %s: no frame of the agent matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
+				if tr.unmatched != nil {
+					msg += fmt.Sprintf(" (the last frame no rule matched: %s)", tr.unmatched)
 				}
+				outs = append(outs, t.failTurn(tr, translate.Errorf(translate.CodeInternalError, "%s", msg).JSON())...)
+				continue
+			}
+			if !tr.quietAt.IsZero() && !t.now.Before(tr.quietAt) {
+				tr.quietAt = time.Time{} // once, until a frame matches again
+				body := fmt.Sprintf("no frame of the agent matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
+				if tr.unmatched != nil {
+					body += fmt.Sprintf("; the last frame no rule matched: %s", tr.unmatched)
+				} else {
+					body += "; the agent sent nothing no rule matched either"
+				}
+				outs = append(outs, translate.Out{Kind: translate.Note, Method: noteTurnQuiet, Session: s.id, Body: []byte(body)})
 			}
 		}
 	}
 	return outs
+}
+
+// matched rearms tr's quiet warning and give-up deadline: a frame of the
+// turn matched a rule (or the turn just started).
+func (t *translator) matched(tr *turn) {
+	if tr == nil || tr.dropped {
+		return
+	}
+	if t.p.quiet > 0 {
+		tr.quietAt = t.now.Add(t.p.quiet)
+	}
+	if t.p.giveUp > 0 {
+		tr.giveUpAt = t.now.Add(t.p.giveUp)
+	}
+	tr.unmatched = nil
 }
 
 // wake appends a Timer output when the next deadline moved.
@@ -525,8 +591,10 @@ func (t *translator) wake(outs []translate.Out) []translate.Out {
 	}
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
-			if !tr.deadline.IsZero() && (next.IsZero() || tr.deadline.Before(next)) {
-				next = tr.deadline
+			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt} {
+				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+					next = d
+				}
 			}
 		}
 	}
@@ -745,7 +813,14 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if t.conn == connWaitFrame {
 		return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("profile %s still waits for the connect frame matching %s; got %.120s", t.p.Name, t.p.connect.expect, frame))}}, nil
 	}
-	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}}, nil
+	o := translate.Out{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}
+	if sess != nil {
+		o.Session = sess.id
+		if tr := sess.live(); tr != nil {
+			tr.unmatched = fmt.Appendf(tr.unmatched[:0], "%.200s", frame)
+		}
+	}
+	return []translate.Out{o}, nil
 }
 
 // rpcFrameIn handles JSON-RPC responses and agent requests; done is false
@@ -903,9 +978,15 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session) []tr
 	}
 	errObj := translate.Errorf(code, "%s", msg).JSON()
 	if len(t.waiting) > 0 {
+		if tr := t.waiting[0].turn; refusesCancel(tr) {
+			return t.cancelRefused(tr, errObj)
+		}
 		return t.failExchange(t.waiting[0], errObj)
 	}
 	if tr := t.currentTurn(sess); tr != nil {
+		if refusesCancel(tr) {
+			return t.cancelRefused(tr, errObj)
+		}
 		return t.failTurn(tr, errObj)
 	}
 	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte("agent error outside any request: " + msg)}}
@@ -918,6 +999,7 @@ func (t *translator) event(r *rule, frame []byte, sess *session) []translate.Out
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
+	t.matched(tr)
 	if tr != nil && tr.dropped {
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
@@ -940,6 +1022,13 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 	if sess == nil {
 		if len(r.updates) > 0 || r.tool != nil || r.finalMessage != nil {
 			outs = append(outs, translate.Out{Kind: translate.Note, Method: "unroutable-updates", Body: []byte("no session for " + r.name)})
+		}
+		return outs
+	}
+	if tr == nil && sess.draining {
+		if len(r.updates) > 0 || r.tool != nil {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Session: sess.id,
+				Body: []byte("frame after a cancelled turn ended, before the next prompt")})
 		}
 		return outs
 	}
@@ -968,7 +1057,12 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		outs = append(outs, t.endTurn(tr, "cancelled")...)
 	case r.fail != nil:
 		msg := r.fail.eval(e).text()
-		outs = append(outs, t.failTurn(tr, translate.Errorf(translate.CodeInternalError, "%s", msg).JSON())...)
+		errObj := translate.Errorf(translate.CodeInternalError, "%s", msg).JSON()
+		if refusesCancel(tr) {
+			outs = append(outs, t.cancelRefused(tr, errObj)...)
+		} else {
+			outs = append(outs, t.failTurn(tr, errObj)...)
+		}
 	case r.endTurn != "":
 		outs = append(outs, t.endTurn(tr, r.endTurn)...)
 	case promptReply:
@@ -1048,7 +1142,34 @@ func (t *translator) failTurn(tr *turn, errObj []byte) []translate.Out {
 	return append(outs, fail(tr.ref, errObj))
 }
 
+// refusesCancel reports whether an agent error, one not correlated to a
+// request of its own, answers the cancel forwarded for tr: the error may
+// just as well end the turn, but an agent that refused the stop goes on, and
+// what it sends then must not reach the editor after "cancelled".
+// An error reply to the prompt itself is the turn's end, not a refusal.
+func refusesCancel(tr *turn) bool {
+	return tr != nil && tr.cancelled && !tr.dropped
+}
+
+// cancelRefused handles an error from the agent after a forwarded cancel:
+// most often the agent refusing the stop (a wrong id, a turn it no longer
+// knows) and going on with the turn. The editor is answered "cancelled" as
+// the cancel promises, and the turn stays, dropped, so that whatever the
+// agent still sends for it is dropped rather than shown after that answer.
+func (t *translator) cancelRefused(tr *turn, errObj []byte) []translate.Out {
+	outs := t.withdrawPermission(tr)
+	outs = append(outs, t.closeTools(tr.sess, "failed")...)
+	tr.dropped, tr.refused = true, true
+	msg := gjson.GetBytes(errObj, "message").Str
+	outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelRefused, Session: tr.sess.id,
+		Body: []byte("the agent answered the cancel with an error; the turn is answered cancelled and its later frames dropped: " + msg)})
+	return append(outs, reply(tr.ref, stopReasonBody("cancelled"), tr.sess.id))
+}
+
 func (t *translator) popTurn(tr *turn) {
+	if tr.cancelled || tr.dropped {
+		tr.sess.draining = true
+	}
 	tr.sess.turns = slices.DeleteFunc(tr.sess.turns, func(x *turn) bool { return x == tr })
 	if tr.ex != nil {
 		t.removeWaiting(tr.ex)

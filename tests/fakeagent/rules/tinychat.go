@@ -20,6 +20,10 @@ import (
 //	S→C {"event":"done","conv":"c-1","reason":"stop"|"stopped"}      turn over
 //	S→C {"event":"error","conv":"c-1","message":"…"}                 turn failed
 //	C→S {"op":"stop","conv":"c-1"}                                   cancel
+//
+// A "stubborn" prompt streams a token, answers the stop with an error (the
+// agent no longer knows the run it is told to stop) and then finishes the
+// run anyway: 40 tokens, a tool call, done.
 func Tinychat(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	c.send(`{"event":"hello","server":"tinychat"}`)
@@ -63,6 +67,19 @@ func Tinychat(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 				send("token", `"text":"working"`)
 				opt.Die()
 				return nil
+			case "stubborn":
+				send("token", `"text":"working"`)
+				for l := range c.in {
+					var s struct{ Op string }
+					if json.Unmarshal(l, &s) == nil && s.Op == "stop" {
+						break
+					}
+				}
+				send("error", `"message":"no running chat 2"`)
+				for i := range 40 {
+					send("token", `"text":"late `+strconv.Itoa(i)+`"`)
+				}
+				send("tool", `"call":"t9","name":"grep","input":{}`)
 			case "slow":
 				send("token", `"text":"working"`)
 				deadline := time.After(5 * time.Second)
