@@ -1,11 +1,9 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,27 +202,7 @@ func TestReplay_ListenWebSocket(t *testing.T) {
 			t.Fatalf("recording, prompt %q: %v", prompts[i], err)
 		}
 	}
-	cmd := exec.Command(BridgeBin, "replay", path, "--listen", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(stderr)
-	var url string
-	for lines.Scan() {
-		if _, u, ok := strings.Cut(lines.Text(), "serving on "); ok {
-			url = u
-			break
-		}
-	}
-	if url == "" {
-		t.Fatal("replay --listen did not say where it serves")
-	}
-	go io.Copy(io.Discard, stderr)
+	url, _, _ := startReplayListen(t, path)
 	ws := Transport{Name: "replay-ws", Start: func(t *testing.T) Agent { return Agent{Args: []string{"--url", url + "/acp"}} }}
 	_, replayed, errs := replayScenario(t, ws, nil, prompts...)
 	for i, err := range errs {
