@@ -178,25 +178,32 @@ func TestSeams_NoControlLinkSpawnBuilderTimerForward(t *testing.T) {
 	})
 }
 
-// BindSession puts a session on another agent: its own link, dialled with
-// that agent's dialer, initialized first, and known by the id that agent
-// chose; other sessions stay on the default agent's shared link.
-func TestSeams_BindSessionPicksAnotherAgent(t *testing.T) {
-	other := make(chan *memLink, 2)
-	h := newHarness(t, func(b *bridge.Bridge) {
+// bindAgentB configures a Bridge whose BindSession sends the sessions
+// pick chooses to "agent-b", an ACP agent whose links are handed to the
+// test on links as they are dialled.
+func bindAgentB(links chan<- *memLink, pick func(params []byte) bool) func(*bridge.Bridge) {
+	return func(b *bridge.Bridge) {
 		newTr, _ := acp.Dialect.Configure(nil)
 		b.BindSession = func(method string, params []byte) (bridge.Binding, bool) {
-			if gjson.GetBytes(params, "_meta.agent").Str != "b" {
+			if !pick(params) {
 				return bridge.Binding{}, false
 			}
 			return bridge.Binding{Dialect: acp.Dialect, NewTranslator: newTr, Name: "agent-b",
 				Dial: func(context.Context, bridge.Spawn) (bridge.Link, error) {
 					l := newMemLink()
-					other <- l
+					links <- l
 					return l, nil
 				}}, true
 		}
-	})
+	}
+}
+
+// BindSession puts a session on another agent: its own link, dialled with
+// that agent's dialer, initialized first, and known by the id that agent
+// chose; other sessions stay on the default agent's shared link.
+func TestSeams_BindSessionPicksAnotherAgent(t *testing.T) {
+	other := make(chan *memLink, 2)
+	h := newHarness(t, bindAgentB(other, func(params []byte) bool { return gjson.GetBytes(params, "_meta.agent").Str == "b" }))
 	h.initialize()
 	sidA := h.newSession("1") // the default agent
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[],"_meta":{"agent":"b"}}}`)
@@ -238,17 +245,7 @@ func TestSeams_BindSessionPicksAnotherAgent(t *testing.T) {
 // and never sent.
 func TestSeams_NewLinkGetsNothingBeforeItsInitializeIsAnswered(t *testing.T) {
 	other := make(chan *memLink, 2)
-	h := newHarness(t, func(b *bridge.Bridge) {
-		newTr, _ := acp.Dialect.Configure(nil)
-		b.BindSession = func(method string, params []byte) (bridge.Binding, bool) {
-			return bridge.Binding{Dialect: acp.Dialect, NewTranslator: newTr, Name: "agent-b",
-				Dial: func(context.Context, bridge.Spawn) (bridge.Link, error) {
-					l := newMemLink()
-					other <- l
-					return l, nil
-				}}, true
-		}
-	})
+	h := newHarness(t, bindAgentB(other, func([]byte) bool { return true }))
 	h.initialize()
 	for i, refuse := range []bool{false, true} {
 		id := fmt.Sprint(10 + i)
