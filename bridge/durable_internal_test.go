@@ -62,14 +62,14 @@ func TestPreamble_TailAndCurrentPromptLeftOut(t *testing.T) {
 		{Kind: store.KindSwitch, Agent: "b"},
 		rec(store.KindPrompt, `{"prompt":[{"type":"text","text":"now"}]}`),
 	}}
-	p := preamble(tr, 200)
+	p := preambleOf(tr.Records, 200)
 	if !strings.HasPrefix(p, "[acp-bridge]") || !strings.Contains(p, "the end") || !strings.Contains(p, "moved to agent b") {
 		t.Fatalf("preamble %q", p)
 	}
 	if strings.Contains(p, "first question") || strings.Contains(p, "now") {
 		t.Fatalf("preamble kept the head of a long history or the current prompt: %q", p)
 	}
-	if preamble(&store.Transcript{Records: tr.Records[4:]}, 0) != "" {
+	if preambleOf(tr.Records[4:], 0) != "" {
 		t.Fatal("a transcript with only the current prompt has a preamble")
 	}
 }
@@ -86,4 +86,13 @@ func TestAdvertise_KeepsAgentsCapabilities(t *testing.T) {
 			t.Errorf("sessionCapabilities.%s missing in %s", k, out)
 		}
 	}
+}
+
+// preambleOf is the preamble of records, built as readHistory builds it.
+func preambleOf(records []store.Record, max int) string {
+	p := newPreambleBuilder(max)
+	for _, r := range records {
+		p.add(r)
+	}
+	return p.text()
 }

@@ -173,18 +173,6 @@ func (p *preambleBuilder) text() string {
 		text + "\n\n[end of the earlier transcript]"
 }
 
-// preamble renders t as a text preamble for a new backend session, at most
-// max bytes (its tail kept); "" when t holds no conversation.
-func preamble(t *store.Transcript, max int) string {
-	p := newPreambleBuilder(max)
-	if t != nil {
-		for _, r := range t.Records {
-			p.add(r)
-		}
-	}
-	return p.text()
-}
-
 // replayBatch bounds what one hand-off of replayed updates to the loop holds.
 const (
 	replayBatchUpdates = 64
