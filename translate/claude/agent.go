@@ -181,11 +181,36 @@ func (t *translator) controlCancel(msg gjson.Result) []translate.Out {
 }
 
 // system handles system messages: init reports the session's permission
-// mode, which the editor is told of when it changed; other subtypes
-// (compact_boundary, status, hooks, task progress…) are ignored.
+// mode, which the editor is told of when it changed; compaction and local
+// command output are shown as agent messages; other subtypes (hooks, task
+// progress, session state…) are ignored. Nothing here depends on where in
+// the turn a system message comes: Claude Code 2.1 sends them between a
+// tool result and the next assistant message.
 func (t *translator) system(msg gjson.Result) []translate.Out {
 	subtype := msg.Get("subtype").Str
-	if subtype != "init" {
+	switch subtype {
+	case "init":
+	case "status":
+		// Compacting takes a while; say so, as claude-agent-acp does.
+		if msg.Get("status").Str == "compacting" {
+			return []translate.Out{t.chunk("agent_message_chunk", "Compacting...")}
+		}
+		return nil
+	case "compact_boundary":
+		// The context was compacted: its size is unknown until the next
+		// assistant message, and taken as empty until then.
+		if t.turn != nil {
+			t.turn.contextUsed, t.turn.haveContext = 0, true
+		}
+		return []translate.Out{t.chunk("agent_message_chunk", "\n\nCompacting completed.")}
+	case "local_command_output":
+		if s := msg.Get("content").Str; s != "" {
+			return []translate.Out{t.chunk("agent_message_chunk", s)}
+		}
+		return nil
+	default:
+		// session_state_changed, hooks, task progress, api_retry and the
+		// subtypes of newer CLIs: nothing an editor shows.
 		return []translate.Out{t.note("CLI system message " + quoteSubtype(subtype))}
 	}
 	mode := msg.Get("permissionMode").Str
@@ -259,6 +284,10 @@ func (t *translator) chunk(kind, text string) translate.Out {
 func (t *translator) assistant(msg gjson.Result) []translate.Out {
 	message := msg.Get("message")
 	sub := isSubagent(msg)
+	if u := message.Get("usage"); u.IsObject() && !sub && t.turn != nil {
+		t.turn.contextUsed = contextTokens(u)
+		t.turn.haveContext = true
+	}
 	synthetic := message.Get("model").Str == "<synthetic>"
 	// The aggregate matches the streamed message when the ids agree (or
 	// either is unknown).
@@ -303,8 +332,9 @@ func (t *translator) assistant(msg gjson.Result) []translate.Out {
 	return outs
 }
 
-// toolUse shows a tool use: a pending tool_call (again, with the full
-// input, once final), or for TodoWrite a plan.
+// toolUse shows a tool use: a pending tool_call when it is first seen, a
+// tool_call_update with the full input when the CLI sends it whole, or for
+// TodoWrite a plan.
 func (t *translator) toolUse(id, name string, input json.RawMessage, final bool) []translate.Out {
 	tl := t.tools[id]
 	if tl == nil {
@@ -326,7 +356,28 @@ func (t *translator) toolUse(id, name string, input json.RawMessage, final bool)
 			Entries       []planEntry `json:"entries"`
 		}{"plan", entries})}
 	}
+	if tl.announced {
+		return []translate.Out{t.refine(id, name, input)}
+	}
 	return []translate.Out{t.announce(id, name, input)}
+}
+
+// refine sends the editor what more the translator learnt of an announced
+// tool call (its full input, once the CLI has it): a tool_call_update, as
+// claude-agent-acp sends it, never a second tool_call with the same id.
+func (t *translator) refine(id, name string, input json.RawMessage) translate.Out {
+	v := t.viewTool(name, input)
+	return t.update(toolCall{
+		Meta:          toolMeta(name),
+		SessionUpdate: "tool_call_update",
+		ToolCallID:    id,
+		Title:         &v.title,
+		Kind:          v.kind,
+		Content:       v.content,
+		Locations:     v.locations,
+		RawInput:      input,
+		emptyContent:  true,
+	})
 }
 
 // announce sends the editor a pending tool_call for a tool use.
@@ -427,20 +478,105 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 	if tr.abandoned {
 		return outs
 	}
+	if tr.haveContext {
+		outs = append(outs, t.usageUpdate(msg, tr.contextUsed))
+	}
 	subtype := msg.Get("subtype").Str
-	meta := resultMeta(msg)
+	answer := stopReason{Usage: promptUsage(msg), Meta: resultMeta(msg)}
 	switch {
 	case tr.cancelled:
-		return append(outs, reply(tr.ref, stopReason{"cancelled", meta}))
-	case subtype == "error_max_turns" || subtype == "error_max_budget_usd":
-		return append(outs, reply(tr.ref, stopReason{"max_turn_requests", meta}))
-	case msg.Get("is_error").Bool() || strings.HasPrefix(subtype, "error"):
+		answer.StopReason = "cancelled"
+		return append(outs, reply(tr.ref, answer))
+	case subtype == "error_max_turns" || subtype == "error_max_budget_usd" || subtype == "error_max_structured_output_retries":
+		answer.StopReason = "max_turn_requests"
+		return append(outs, reply(tr.ref, answer))
+	case msg.Get("stop_reason").Str == "max_tokens":
+		answer.StopReason = "max_tokens"
+		return append(outs, reply(tr.ref, answer))
+	case msg.Get("is_error").Bool() || strings.HasPrefix(subtype, "error") && (subtype != "error_during_execution" || len(msg.Get("errors").Array()) > 0):
+		// An error_during_execution that is no error and names none ends
+		// the turn as claude-agent-acp ends it, end_turn; one that names
+		// errors fails the prompt with them, so that the user learns of
+		// them (claude-agent-acp drops them).
 		return append(outs, fail(tr.ref, turnError(msg, tr.withheld)))
 	}
 	for _, text := range tr.withheld {
 		outs = append(outs, t.chunk("agent_message_chunk", text))
 	}
-	return append(outs, reply(tr.ref, stopReason{"end_turn", meta}))
+	answer.StopReason = "end_turn"
+	return append(outs, reply(tr.ref, answer))
+}
+
+// defaultContextWindow is the context size reported when the result names
+// none, as claude-agent-acp assumes it.
+const defaultContextWindow = 200000
+
+// contextTokens is the context an assistant message's usage fills: its
+// input, output and cache tokens.
+func contextTokens(usage gjson.Result) int64 {
+	var n int64
+	for _, k := range []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"} {
+		n += max(usage.Get(k).Int(), 0)
+	}
+	return n
+}
+
+// usageUpdate reports at the end of a turn how full the context is (the
+// last assistant message's tokens) of how large a window (the smallest
+// contextWindow among the result's models), and what the session cost
+// so far (the CLI's total_cost_usd), as claude-agent-acp does.
+func (t *translator) usageUpdate(result gjson.Result, used int64) translate.Out {
+	size := int64(0)
+	result.Get("modelUsage").ForEach(func(_, m gjson.Result) bool {
+		if w := m.Get("contextWindow").Int(); w > 0 && (size == 0 || w < size) {
+			size = w
+		}
+		return true
+	})
+	if size == 0 {
+		size = defaultContextWindow
+	}
+	type cost struct {
+		Amount   float64 `json:"amount"`
+		Currency string  `json:"currency"`
+	}
+	u := struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Used          int64  `json:"used"`
+		Size          int64  `json:"size"`
+		Cost          *cost  `json:"cost,omitempty"`
+	}{SessionUpdate: "usage_update", Used: used, Size: size}
+	if c := result.Get("total_cost_usd"); c.Type == gjson.Number {
+		u.Cost = &cost{c.Float(), "USD"}
+	}
+	return t.update(u)
+}
+
+// usage is the unstable ACP token usage of a prompt answer.
+type usage struct {
+	InputTokens       int64 `json:"inputTokens"`
+	OutputTokens      int64 `json:"outputTokens"`
+	CachedReadTokens  int64 `json:"cachedReadTokens"`
+	CachedWriteTokens int64 `json:"cachedWriteTokens"`
+	TotalTokens       int64 `json:"totalTokens"`
+}
+
+// promptUsage is the turn's token usage from its result, or nil when the
+// result has none.
+func promptUsage(result gjson.Result) *usage {
+	r := result.Get("usage")
+	if !r.IsObject() {
+		return nil
+	}
+	n := func(k string) int64 { return max(r.Get(k).Int(), 0) }
+	u := &usage{
+		InputTokens:       n("input_tokens"),
+		OutputTokens:      n("output_tokens"),
+		CachedReadTokens:  n("cache_read_input_tokens"),
+		CachedWriteTokens: n("cache_creation_input_tokens"),
+	}
+	u.TotalTokens = u.InputTokens + u.OutputTokens + u.CachedReadTokens + u.CachedWriteTokens
+	return u
 }
 
 // closeTools closes every announced tool call that got no result, in the

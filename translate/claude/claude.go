@@ -89,7 +89,7 @@ const DefaultExecutable = "claude"
 // Dialect is the claude-stream-json dialect. Its options block:
 //
 //	model           = "sonnet"      # --model and the model option's initial value
-//	permission_mode = "default"     # --permission-mode: default, acceptEdits, plan, bypassPermissions
+//	permission_mode = "default"     # --permission-mode: default, acceptEdits, plan, dontAsk, bypassPermissions
 //	models          = ["sonnet"]    # model choices offered until the CLI names its own
 //	extra_args      = ["--max-turns", "20"]   # appended to every CLI command line
 var Dialect = translate.Dialect{
@@ -108,13 +108,25 @@ type Options struct {
 	ExtraArgs      []string `hcl:"extra_args,optional"`
 }
 
-// modes are the CLI's permission modes, in the order the editor shows them
-// (legacy-formats.md §3.1, §3.4).
+// modes are the CLI's permission modes, in the order and with the names
+// claude-agent-acp 0.23.1 shows them (legacy-formats.md §3.1, §3.4).
+// dontAsk (Claude Code 2.1) denies what no rule allows instead of asking.
 var modes = []struct{ id, name, description string }{
-	{"default", "Default", "Ask before running tools that change things"},
-	{"acceptEdits", "Accept Edits", "Apply file edits without asking"},
-	{"plan", "Plan Mode", "Analyze and plan; change no files and run no commands"},
-	{"bypassPermissions", "Bypass Permissions", "Run every tool without asking"},
+	{"default", "Default", "Standard behavior, prompts for dangerous operations"},
+	{"acceptEdits", "Accept Edits", "Auto-accept file edit operations"},
+	{"plan", "Plan Mode", "Planning mode, no actual tool execution"},
+	{"dontAsk", "Don't Ask", "Don't prompt for permissions, deny if not pre-approved"},
+	{"bypassPermissions", "Bypass Permissions", "Bypass all permission checks"},
+}
+
+// modeList names the modes for error messages: "default, acceptEdits, …
+// and bypassPermissions".
+func modeList() string {
+	ids := make([]string, len(modes))
+	for i, m := range modes {
+		ids[i] = m.id
+	}
+	return strings.Join(ids[:len(ids)-1], ", ") + " and " + ids[len(ids)-1]
 }
 
 func isMode(id string) bool {
@@ -146,7 +158,7 @@ func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 			return nil, append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid permission_mode",
-				Detail:   fmt.Sprintf("permission_mode must be one of default, acceptEdits, plan or bypassPermissions, not %q.", o.PermissionMode),
+				Detail:   fmt.Sprintf("permission_mode must be one of %s, not %q.", modeList(), o.PermissionMode),
 				Subject:  subject,
 			})
 		}
@@ -214,6 +226,11 @@ type turn struct {
 	// withheld are the texts of synthetic assistant messages ("API Error:
 	// …"): the prompt's error if the turn fails, else shown at its end.
 	withheld []string
+	// contextUsed is the context the last assistant message of the main
+	// agent filled (input, output and cache tokens), reported in a
+	// usage_update when the turn ends; haveContext says one was seen.
+	contextUsed int64
+	haveContext bool
 }
 
 // stream is the streaming state of the assistant message being received

@@ -303,11 +303,24 @@ func availableCommands(raw []json.RawMessage) []availableCommand {
 	return out
 }
 
-// sessionState is the modes and config options of a session/new, load or
-// resume answer.
+// sessionState is the modes, models and config options of a session/new,
+// load or resume answer. models is the unstable SessionModelState that
+// claude-agent-acp sends and editors that predate config options read.
 type sessionState struct {
 	Modes         modeState      `json:"modes"`
+	Models        modelState     `json:"models"`
 	ConfigOptions []configOption `json:"configOptions"`
+}
+
+type modelState struct {
+	CurrentModelID  string     `json:"currentModelId"`
+	AvailableModels []acpModel `json:"availableModels"`
+}
+
+type acpModel struct {
+	ModelID     string `json:"modelId"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 type modeState struct {
@@ -324,6 +337,7 @@ type sessionMode struct {
 type configOption struct {
 	ID           string         `json:"id"`
 	Name         string         `json:"name"`
+	Description  string         `json:"description"`
 	Category     string         `json:"category"`
 	Type         string         `json:"type"`
 	CurrentValue string         `json:"currentValue"`
@@ -337,7 +351,15 @@ type configChoice struct {
 }
 
 func (t *translator) sessionState() sessionState {
-	return sessionState{Modes: t.modeState(), ConfigOptions: t.configOptions()}
+	return sessionState{Modes: t.modeState(), Models: t.modelState(), ConfigOptions: t.configOptions()}
+}
+
+func (t *translator) modelState() modelState {
+	s := modelState{CurrentModelID: t.model}
+	for _, mi := range t.models {
+		s.AvailableModels = append(s.AvailableModels, acpModel{mi.Value, mi.Name, mi.Description})
+	}
+	return s
 }
 
 func (t *translator) modeState() modeState {
@@ -351,11 +373,11 @@ func (t *translator) modeState() modeState {
 // configOptions are the session's options: the permission mode, kept in
 // sync with modes as acp-spec.md §10.6 asks, and the model.
 func (t *translator) configOptions() []configOption {
-	mode := configOption{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: t.mode}
+	mode := configOption{ID: "mode", Name: "Mode", Description: "Session permission mode", Category: "mode", Type: "select", CurrentValue: t.mode}
 	for _, m := range modes {
 		mode.Options = append(mode.Options, configChoice{m.id, m.name, m.description})
 	}
-	model := configOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: t.model}
+	model := configOption{ID: "model", Name: "Model", Description: "AI model to use", Category: "model", Type: "select", CurrentValue: t.model}
 	for _, mi := range t.models {
 		model.Options = append(model.Options, configChoice{mi.Value, mi.Name, mi.Description})
 	}
@@ -526,7 +548,7 @@ func (t *translator) setMode(m translate.Msg) []translate.Out {
 		return outs
 	}
 	if !isMode(p.ModeID) {
-		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown mode %q: Claude Code's modes are default, acceptEdits, plan and bypassPermissions", p.ModeID)}
+		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown mode %q: Claude Code's modes are %s", p.ModeID, modeList())}
 	}
 	return []translate.Out{t.setPermissionMode(m.Ref, m.Method, p.ModeID)}
 }
@@ -555,7 +577,7 @@ func (t *translator) setConfigOption(m translate.Msg) []translate.Out {
 	switch p.ConfigID {
 	case "mode":
 		if !isMode(value) {
-			return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown mode %q: Claude Code's modes are default, acceptEdits, plan and bypassPermissions", value)}
+			return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown mode %q: Claude Code's modes are %s", value, modeList())}
 		}
 		return []translate.Out{t.setPermissionMode(m.Ref, m.Method, value)}
 	case "model":
@@ -660,6 +682,7 @@ func (t *translator) configUpdate() translate.Out {
 
 type stopReason struct {
 	StopReason string          `json:"stopReason"`
+	Usage      *usage          `json:"usage,omitempty"`
 	Meta       json.RawMessage `json:"_meta,omitempty"`
 }
 
