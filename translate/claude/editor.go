@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -281,22 +282,39 @@ type commandInput struct {
 	Hint string `json:"hint"`
 }
 
+// unsupportedCommands are the CLI's slash commands that do nothing useful
+// without its terminal UI; claude-agent-acp does not offer them either.
+var unsupportedCommands = []string{"cost", "keybindings-help", "login", "logout", "output-style:new", "release-notes", "todos"}
+
 // availableCommands converts the CLI's slash commands ({name, description,
-// argumentHint}) to ACP's (acp-spec.md §10.4).
+// argumentHint}, the hint a string or, from Claude Code 2.1, a list of
+// words) to ACP's (acp-spec.md §10.4), as claude-agent-acp does: MCP
+// prompts, "server:prompt (MCP)" to the CLI, are offered as
+// "mcp:server:prompt", and the unsupported commands are left out.
 func availableCommands(raw []json.RawMessage) []availableCommand {
 	var out []availableCommand
 	for _, c := range raw {
 		var cmd struct {
-			Name         string `json:"name"`
-			Description  string `json:"description"`
-			ArgumentHint string `json:"argumentHint"`
+			Name         string          `json:"name"`
+			Description  string          `json:"description"`
+			ArgumentHint json.RawMessage `json:"argumentHint"`
 		}
-		if json.Unmarshal(c, &cmd) != nil || cmd.Name == "" {
+		if json.Unmarshal(c, &cmd) != nil || cmd.Name == "" || slices.Contains(unsupportedCommands, cmd.Name) {
 			continue
 		}
+		if name, ok := strings.CutSuffix(cmd.Name, " (MCP)"); ok {
+			cmd.Name = "mcp:" + name
+		}
 		ac := availableCommand{Name: cmd.Name, Description: cmd.Description}
-		if cmd.ArgumentHint != "" {
-			ac.Input = &commandInput{cmd.ArgumentHint}
+		var hint string
+		var words []string
+		switch {
+		case json.Unmarshal(cmd.ArgumentHint, &hint) == nil:
+		case json.Unmarshal(cmd.ArgumentHint, &words) == nil:
+			hint = strings.Join(words, " ")
+		}
+		if hint != "" {
+			ac.Input = &commandInput{hint}
 		}
 		out = append(out, ac)
 	}

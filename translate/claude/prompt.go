@@ -28,7 +28,9 @@ type imageSource struct {
 // promptBlocks converts ACP prompt blocks (acp-spec.md §10.1) to the
 // content of a CLI user message (legacy-formats.md §3.4):
 //
-//   - text → text;
+//   - text → text; "/mcp:server:command args", the name an MCP prompt is
+//     offered under (see availableCommands), becomes the CLI's
+//     "/server:command (MCP) args";
 //   - image → an image block, base64 from data or by URL from uri;
 //   - resource_link → "@path" for a local file (the CLI reads the file
 //     itself), the URI as text otherwise;
@@ -62,7 +64,7 @@ func promptBlocks(blocks []json.RawMessage) ([]anthropicBlock, *translate.Error)
 			if b.Text == nil {
 				return nil, translate.Errorf(translate.CodeInvalidParams, "prompt block %d: text block without text", i)
 			}
-			out = append(out, textBlock(*b.Text))
+			out = append(out, textBlock(mcpCommand(*b.Text)))
 		case "image":
 			switch {
 			case b.Data != "":
@@ -140,4 +142,23 @@ func fileURIPath(uri string) (string, bool) {
 		p = p[1:]
 	}
 	return filepath.FromSlash(p), true
+}
+
+// mcpCommand rewrites a slash command for an MCP prompt from the name the
+// editor was offered, "/mcp:server:command args", to the CLI's
+// "/server:command (MCP) args"; other text is returned as it is.
+func mcpCommand(text string) string {
+	rest, ok := strings.CutPrefix(text, "/mcp:")
+	if !ok {
+		return text
+	}
+	name, args, _ := strings.Cut(rest, " ")
+	server, command, ok := strings.Cut(name, ":")
+	if !ok || server == "" || command == "" || strings.ContainsAny(name, "\t\n") {
+		return text
+	}
+	if args != "" {
+		args = " " + args
+	}
+	return "/" + server + ":" + command + " (MCP)" + args
 }
