@@ -34,6 +34,10 @@ type acpSchema struct {
 
 	errorObj, requestID                *jsonschema.Schema
 	extRequest, extResponse, extNotify *jsonschema.Schema
+	// usageUpdate is session/update from schema.unstable.json, for the
+	// usage_update variant: stable in ACP v1 since, but not in the
+	// schema.json of the acp-go-sdk version this module requires.
+	usageUpdate *jsonschema.Schema
 }
 
 var (
@@ -126,6 +130,9 @@ func compileSchema() (*acpSchema, error) {
 			return nil, err
 		}
 	}
+	if err := s.addUnstable(filepath.Join(mod.Dir, "schema", "schema.unstable.json")); err != nil {
+		return nil, err
+	}
 	for _, must := range []string{"session/prompt", "initialize", "session/new"} {
 		if s.results[must] == nil {
 			return nil, fmt.Errorf("%s: no response type for %s", path, must)
@@ -135,6 +142,47 @@ func compileSchema() (*acpSchema, error) {
 		return nil, fmt.Errorf("%s: no session/update or session/request_permission type", path)
 	}
 	return s, nil
+}
+
+// addUnstable adds from the unstable schema at path what the agent side
+// may send of it: the results of unstable methods (session/set_model) and
+// session/update's usage_update.
+func (s *acpSchema) addUnstable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	const url = "https://acp.invalid/schema.unstable.json"
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(url, doc); err != nil {
+		return err
+	}
+	compile := func(def string) (*jsonschema.Schema, error) {
+		sch, err := c.Compile(url + "#/$defs/" + def)
+		if err != nil {
+			return nil, fmt.Errorf("%s: compiling %s: %w", path, def, err)
+		}
+		return sch, nil
+	}
+	defs, _ := doc.(map[string]any)["$defs"].(map[string]any)
+	for name, d := range defs {
+		def, _ := d.(map[string]any)
+		method, _ := def["x-method"].(string)
+		side, _ := def["x-side"].(string)
+		if method == "" || side != "agent" || !strings.HasSuffix(name, "Response") || s.results[method] != nil {
+			continue
+		}
+		if s.results[method], err = compile(name); err != nil {
+			return err
+		}
+	}
+	s.usageUpdate, err = compile("SessionNotification")
+	return err
 }
 
 // validator checks one bridge's stdout.
@@ -249,6 +297,9 @@ func (v *validator) check(raw []byte) []string {
 			return probs
 		}
 		sch := s.toEditorNotifications[method]
+		if method == "session/update" && gjson.GetBytes(line, "params.update.sessionUpdate").Str == "usage_update" {
+			sch = s.usageUpdate
+		}
 		if sch == nil && strings.HasPrefix(method, "_") {
 			sch = s.extNotify
 		}

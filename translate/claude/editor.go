@@ -661,6 +661,15 @@ func (t *translator) controlAnswered(c *ctlRequest, response json.RawMessage, er
 		} else {
 			t.model = c.value
 		}
+		// Keep the other view in sync, before the answer as
+		// claude-agent-acp does: modes and config options both show the
+		// mode (acp-spec.md §10.6).
+		if c.kind == ctlSetMode && c.method != "session/set_mode" {
+			outs = append(outs, t.modeUpdate())
+		}
+		if c.method != "session/set_config_option" {
+			outs = append(outs, t.configUpdate())
+		}
 		if c.ref != 0 {
 			switch c.method {
 			case "session/set_config_option":
@@ -670,14 +679,6 @@ func (t *translator) controlAnswered(c *ctlRequest, response json.RawMessage, er
 			default:
 				outs = append(outs, reply(c.ref, struct{}{}))
 			}
-		}
-		// Keep the other view in sync: modes and config options both
-		// show the mode (acp-spec.md §10.6).
-		if c.kind == ctlSetMode && c.method != "session/set_mode" {
-			outs = append(outs, t.modeUpdate())
-		}
-		if c.method != "session/set_config_option" {
-			outs = append(outs, t.configUpdate())
 		}
 		return outs
 	}

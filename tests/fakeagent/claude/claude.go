@@ -21,6 +21,19 @@
 //     user]" and an error_during_execution result; the process then takes
 //     the next user message.
 //
+// With EnvVersion naming a 2.1 version it speaks as Claude Code 2.1 does
+// (the shapes claude-agent-acp 0.23.1 is built for): the initialize answer
+// lists 2.1's models and slash commands (an argumentHint may be a list),
+// a rate_limit_event opens each turn, assistant messages carry usage, a
+// system message follows each tool result, the result names each model's
+// context window, session_state_changed frames each turn when
+// CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS is set, and with
+// --replay-user-messages each user message is echoed back with its uuid.
+// With EnvSeed set, messages that may come anywhere in a 2.1 turn
+// (system status and informational, rate_limit_event, tool_progress,
+// keep_alive) are put at random points between the script's frames, the
+// same points for the same seed.
+//
 // Everything the process receives and sends, its command line and cwd, and
 // the script's milestones ("allow", "deny", "interrupt", "eof"…) are
 // appended to a journal file in the directory EnvJournal names, which the
@@ -32,9 +45,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +61,21 @@ import (
 
 // EnvJournal names the directory journals are written to.
 const EnvJournal = "FAKE_CLAUDE_JOURNAL"
+
+// EnvVersion is the Claude Code version the fake speaks as: "2.0.77" (the
+// default) or a 2.1 version such as Version21.
+const EnvVersion = "FAKE_CLAUDE_VERSION"
+
+// EnvSeed, when set to a number, puts messages that may come anywhere in a
+// turn at random points chosen by it.
+const EnvSeed = "FAKE_CLAUDE_SEED"
+
+// Version21 is the 2.1 version the fake's 2.1 shapes are modelled on.
+const Version21 = "2.1.332"
+
+// ContextWindow is the context window the 2.1 results name for the main
+// model; the small model's window, 200000, is smaller.
+const ContextWindow = 1000000
 
 // Texts the scripts use, named so that tests can compare exactly.
 const (
@@ -91,6 +121,16 @@ type cli struct {
 	// initPending is true from the initialize control request until its
 	// answer goes out.
 	initPending bool
+
+	version string
+	v21     bool // version is a 2.1 one
+	// stateEvents: send session_state_changed (2.1, asked for by env).
+	stateEvents bool
+	replay      bool // --replay-user-messages
+	noise       *rand.Rand
+	// usage is what the assistant messages of the turn report, grown per
+	// message.
+	usage int
 }
 
 // turn is the running user message.
@@ -104,7 +144,15 @@ func (t *turn) interrupt() { t.once.Do(func() { close(t.interrupted) }) }
 // RunStdio runs the fake CLI on the process's stdin and stdout with the
 // process's arguments, and returns the exit status.
 func RunStdio() int {
-	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}}
+	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}, version: "2.0.77"}
+	if v := os.Getenv(EnvVersion); v != "" {
+		c.version = v
+	}
+	c.v21 = strings.HasPrefix(c.version, "2.1.")
+	c.stateEvents = c.v21 && os.Getenv("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS") != ""
+	if seed, err := strconv.ParseUint(os.Getenv(EnvSeed), 10, 64); err == nil {
+		c.noise = rand.New(rand.NewPCG(seed, seed))
+	}
 	cwd, _ := os.Getwd()
 	j, err := openJournal(os.Getenv(EnvJournal), c.argv, cwd)
 	if err != nil {
@@ -175,7 +223,8 @@ func (c *cli) parseFlags() error {
 		c.mode = m
 	}
 	c.model = value("--model")
-	c.bypassOK = has("--dangerously-skip-permissions")
+	c.bypassOK = has("--dangerously-skip-permissions") || has("--allow-dangerously-skip-permissions")
+	c.replay = has("--replay-user-messages")
 	return nil
 }
 
@@ -186,8 +235,38 @@ func (c *cli) send(v any) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.noise != nil && gjson.GetBytes(b, "type").Str != "control_response" {
+		for c.noise.IntN(3) == 0 {
+			c.write(c.noiseMessage())
+		}
+	}
+	c.write(b)
+}
+
+func (c *cli) write(b []byte) {
 	c.j.sent(b)
 	os.Stdout.Write(append(b, '\n'))
+}
+
+// noiseMessage is one message that may come at any point of a 2.1 turn.
+func (c *cli) noiseMessage() []byte {
+	var m obj
+	switch c.noise.IntN(5) {
+	case 0:
+		m = obj{"type": "system", "subtype": "status", "status": nil}
+	case 1:
+		m = obj{"type": "system", "subtype": "informational", "content": "noise", "level": "info"}
+	case 2:
+		m = obj{"type": "rate_limit_event", "rate_limit_info": obj{"status": "allowed"}}
+	case 3:
+		m = obj{"type": "tool_progress", "tool_use_id": "toolu_noise", "tool_name": "Bash", "elapsed_time_seconds": 1}
+	default:
+		m = obj{"type": "keep_alive"}
+	}
+	m["session_id"] = c.session
+	m["uuid"] = "noise"
+	b, _ := json.Marshal(m)
+	return b
 }
 
 type obj = map[string]any
@@ -260,6 +339,15 @@ func (c *cli) receive(line []byte) {
 		}
 		ch <- m.Get("response")
 	case "user":
+		if c.replay {
+			// What --replay-user-messages echoes: the message with its
+			// uuid, which the SDK hosts match to their prompt.
+			var echo obj
+			_ = json.Unmarshal(line, &echo)
+			echo["session_id"] = c.session
+			echo["isReplay"] = true
+			c.send(echo)
+		}
 		c.mu.Lock()
 		if c.turn != nil {
 			c.mu.Unlock()
@@ -288,6 +376,21 @@ func (c *cli) answerInitialize(id string) {
 	c.mu.Lock()
 	c.initPending = false
 	c.mu.Unlock()
+	if c.v21 {
+		c.controlSuccess(id, obj{
+			"commands": []obj{
+				{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
+				{"name": "cost", "description": "Show the total cost and duration of the current session", "argumentHint": ""},
+				{"name": "review", "description": "Review a pull request", "argumentHint": []string{"<pr>", "[focus]"}},
+			},
+			"agents":                  []obj{{"name": "general-purpose", "description": "General-purpose agent"}},
+			"output_style":            "default",
+			"available_output_styles": []string{"default"},
+			"models":                  Models21,
+			"account":                 obj{"apiKeySource": "ANTHROPIC_API_KEY", "apiProvider": "firstParty"},
+		})
+		return
+	}
 	c.controlSuccess(id, obj{
 		"commands": []obj{
 			{"name": "compact", "description": "Clear conversation history but keep a summary in context", "argumentHint": "<optional custom summarization instructions>"},
@@ -299,6 +402,13 @@ func (c *cli) answerInitialize(id string) {
 			{"value": "opus", "displayName": "Opus", "description": "Opus 4.1"},
 		},
 	})
+}
+
+// Models21 are the models the 2.1 fake's initialize answer lists.
+var Models21 = []obj{
+	{"value": "default", "displayName": "Default (recommended)", "description": "Opus 4.6 · Most capable for complex work"},
+	{"value": "sonnet", "displayName": "Sonnet", "description": "Sonnet 4.6 · Best for everyday tasks"},
+	{"value": "haiku", "displayName": "Haiku", "description": "Haiku 4.5 · Fastest for quick answers"},
 }
 
 func (c *cli) streamEvent(ev obj) {
@@ -314,13 +424,30 @@ func (c *cli) streamText(index int, parts ...string) {
 }
 
 func (c *cli) assistant(id string, content ...obj) {
-	c.send(obj{"type": "assistant", "message": obj{"id": id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content},
-		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+	message := obj{"id": id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content}
+	if c.v21 {
+		// The context grows with each message: input, cache and output.
+		c.mu.Lock()
+		c.usage += 100
+		u := c.usage
+		c.mu.Unlock()
+		message["usage"] = obj{"input_tokens": 10, "cache_read_input_tokens": u, "cache_creation_input_tokens": 5, "output_tokens": 7}
+	}
+	c.send(obj{"type": "assistant", "message": message, "parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
 }
+
+// ContextUsed is what the 2.1 fake's usage_update should report after n
+// assistant messages in a session: the last one's input, cache and
+// output tokens.
+func ContextUsed(n int) int { return 10 + 100*n + 5 + 7 }
 
 func (c *cli) toolResult(id string, content string, isError bool) {
 	c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
 		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+	if c.v21 {
+		// 2.1 reports on the tool before the model goes on.
+		c.send(obj{"type": "system", "subtype": "informational", "content": "Tool " + id + " finished", "level": "info", "session_id": c.session, "uuid": "u"})
+	}
 }
 
 // result ends the turn. The turn is over before the result is written:
@@ -329,8 +456,25 @@ func (c *cli) result(subtype string, isError bool, text string) {
 	c.mu.Lock()
 	c.turn = nil
 	c.mu.Unlock()
-	c.send(obj{"type": "result", "subtype": subtype, "is_error": isError, "duration_ms": 5, "num_turns": 1, "result": text,
-		"session_id": c.session, "total_cost_usd": 0.00063, "usage": obj{"input_tokens": 3, "output_tokens": 5}, "permission_denials": []any{}, "uuid": "u"})
+	r := obj{"type": "result", "subtype": subtype, "is_error": isError, "duration_ms": 5, "num_turns": 1, "result": text,
+		"session_id": c.session, "total_cost_usd": 0.00063, "usage": obj{"input_tokens": 3, "output_tokens": 5}, "permission_denials": []any{}, "uuid": "u"}
+	if c.v21 {
+		r["stop_reason"] = "end_turn"
+		r["usage"] = obj{"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}
+		r["modelUsage"] = obj{
+			"claude-sonnet-4-5": obj{"inputTokens": 3, "outputTokens": 5, "cacheReadInputTokens": 100, "cacheCreationInputTokens": 5, "costUSD": 0.0006, "contextWindow": ContextWindow, "maxOutputTokens": 64000},
+			"claude-haiku-4-5":  obj{"inputTokens": 1, "outputTokens": 1, "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0, "costUSD": 0.00003, "contextWindow": 200000, "maxOutputTokens": 32000},
+		}
+	}
+	c.send(r)
+	c.sessionState("idle")
+}
+
+// sessionState sends session_state_changed when asked for.
+func (c *cli) sessionState(state string) {
+	if c.stateEvents {
+		c.send(obj{"type": "system", "subtype": "session_state_changed", "state": state, "session_id": c.session, "uuid": "u"})
+	}
 }
 
 // say sends one whole text message, streamed.
@@ -368,8 +512,12 @@ func (c *cli) run(t *turn, text string) {
 	c.mu.Lock()
 	mode := c.mode
 	c.mu.Unlock()
+	c.sessionState("running")
 	c.send(obj{"type": "system", "subtype": "init", "cwd": mustCwd(), "session_id": c.session, "tools": []string{"Task", "Bash", "Read", "Edit", "Write", "TodoWrite"},
-		"mcp_servers": []any{}, "model": "claude-sonnet-4-5", "permissionMode": mode, "apiKeySource": "ANTHROPIC_API_KEY", "claude_code_version": "2.0.77", "uuid": "u"})
+		"mcp_servers": []any{}, "model": "claude-sonnet-4-5", "permissionMode": mode, "apiKeySource": "ANTHROPIC_API_KEY", "claude_code_version": c.version, "uuid": "u"})
+	if c.v21 {
+		c.send(obj{"type": "rate_limit_event", "rate_limit_info": obj{"status": "allowed", "resetsAt": 1790000000}, "session_id": c.session, "uuid": "u"})
+	}
 	interrupted := func() {
 		c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"type": "text", "text": "[Request interrupted by user]"}}},
 			"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
