@@ -216,8 +216,8 @@ func TestClaude_StreamingAndFlags(t *testing.T) {
 		t.Errorf("prompt answer %s: want the cost under _meta.claudeCode", resp)
 	}
 	if u, ok := e.Out.Find(time.Second, func(l Line) bool { return l.Get("params.update.status").Str == "completed" }); !ok ||
-		u.Get("params.update.content.0.content.text").Str != fakeclaude.ToolOutput || u.Get("params.update.rawOutput").Str != fakeclaude.ToolOutput {
-		t.Errorf("completed update = %s, want the output %q as content and rawOutput", u, fakeclaude.ToolOutput)
+		u.Get("params.update.content.0.content.text").Str != "```console\n"+fakeclaude.ToolOutput+"\n```" || u.Get("params.update.rawOutput").Str != fakeclaude.ToolOutput {
+		t.Errorf("completed update = %s, want the output %q in a console block as content, and as rawOutput", u, fakeclaude.ToolOutput)
 	}
 	j = e.journalIn(t, cwd, "the prompt", func(j fakeclaude.Journal) bool { return len(j.UserMessages()) == 1 })
 	if got, want := j.UserMessages()[0], `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"list files"}]},"parent_tool_use_id":null,"session_id":"default"}`; got != want {
@@ -326,7 +326,8 @@ func TestClaude_Permission(t *testing.T) {
 			if want := []string{"allow_always/allow_always", "allow/allow_once", "reject/reject_once"}; !slices.Equal(opts, want) {
 				t.Errorf("options = %q, want %q", opts, want)
 			}
-			if p := perms[0]; p.ToolCall.ToolCallId != "toolu_touch" || p.ToolCall.Title == nil || *p.ToolCall.Title != "`touch made-by-tool.txt`" {
+			if p := perms[0]; p.ToolCall.ToolCallId != "toolu_touch" || p.ToolCall.Title == nil || *p.ToolCall.Title != "touch made-by-tool.txt" ||
+				p.ToolCall.Kind == nil || *p.ToolCall.Kind != acp.ToolKindExecute {
 				t.Errorf("permission tool call = %+v", p.ToolCall)
 			}
 			e.journalIn(t, cwd, "the answer", func(j fakeclaude.Journal) bool { return j.HasEvent(tc.event) })

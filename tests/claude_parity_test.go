@@ -163,7 +163,7 @@ func viewParity(lines []string) parityView {
 				}
 				step = append(step, kind+" "+text)
 			case "tool_call", "tool_call_update":
-				step = append(step, strings.TrimSpace(kind+" "+u.Get("toolCallId").Str+" "+u.Get("status").Str))
+				step = append(step, strings.TrimSpace(kind+" "+u.Get("toolCallId").Str+" "+u.Get("status").Str)+toolShown(u))
 			case "usage_update":
 				step = append(step, fmt.Sprintf("usage_update used=%d size=%d cost=%v %s", u.Get("used").Int(), u.Get("size").Int(), u.Get("cost.amount").Float(), u.Get("cost.currency").Str))
 			case "current_mode_update":
@@ -181,7 +181,7 @@ func viewParity(lines []string) parityView {
 			for _, o := range r.Get("params.options").Array() {
 				opts = append(opts, o.Get("kind").Str+"="+o.Get("optionId").Str)
 			}
-			v.Permissions = append(v.Permissions, fmt.Sprintf("step %d: %s %s", len(v.Steps)+1, r.Get("params.toolCall.toolCallId").Str, strings.Join(opts, " ")))
+			v.Permissions = append(v.Permissions, fmt.Sprintf("step %d: %s%s %s", len(v.Steps)+1, r.Get("params.toolCall.toolCallId").Str, toolShown(r.Get("params.toolCall")), strings.Join(opts, " ")))
 		case r.Get("result.sessionId").Exists():
 			res := r.Get("result")
 			var modes, models []string
@@ -209,6 +209,18 @@ func viewParity(lines []string) parityView {
 		v.Steps = append(v.Steps, step)
 	}
 	return v
+}
+
+// toolShown is what an editor shows of a tool call or update: its title,
+// kind, content and locations, where present.
+func toolShown(u gjson.Result) string {
+	var b strings.Builder
+	for _, k := range []string{"title", "kind", "content", "locations"} {
+		if v := u.Get(k); v.Exists() {
+			fmt.Fprintf(&b, " %s=%s", k, v.Raw)
+		}
+	}
+	return b.String()
 }
 
 // configValues sums up config options: "mode=default[default acceptEdits …]

@@ -147,7 +147,7 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 		// The editor must see the tool call it is asked about.
 		outs = append(outs, t.announce(toolID, name, input))
 	}
-	title := t.viewTool(name, input).title
+	v := t.viewTool(name, input)
 	t.nextCall++
 	ref := t.nextCall
 	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input, exitPlan: name == "ExitPlanMode"}
@@ -163,7 +163,7 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 		Options   []permissionOption `json:"options"`
 		SessionID string             `json:"sessionId"`
 		ToolCall  toolCall           `json:"toolCall"`
-	}{options, t.session, toolCall{ToolCallID: toolID, RawInput: input, Title: &title}})})
+	}{options, t.session, toolCall{ToolCallID: toolID, Title: &v.title, Kind: v.kind, Content: v.content, Locations: v.locations, RawInput: input}})})
 }
 
 // controlCancel handles the CLI withdrawing one of its control requests: a
@@ -443,10 +443,10 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 			Status:        status,
 			RawOutput:     raw,
 		}
-		// An edit's diff stays what the editor shows; its "file updated"
-		// text is only rawOutput. Failures show their reason.
-		if failed || t.viewTool(tl.name, tl.input).kind != "edit" {
-			u.Content = resultContent(content)
+		var title string
+		u.Content, title = resultView(tl.name, content, failed)
+		if title != "" {
+			u.Title = &title
 		}
 		outs = append(outs, t.update(u))
 	}

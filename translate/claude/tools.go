@@ -100,24 +100,18 @@ type toolView struct {
 }
 
 // viewTool describes a tool use from its name and input (an empty object
-// while the input is still streaming). Kinds follow legacy-formats.md §3.4.
+// while the input is still streaming) as claude-agent-acp 0.23.1 does:
+// titles name paths relative to the session cwd, locations and diffs take
+// them absolute (acp-spec.md §10.2).
 func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 	in := gjson.ParseBytes(input)
 	str := func(key string) string { return in.Get(key).Str }
-	path := func(key string) string {
-		p := str(key)
-		if p == "" {
-			return ""
-		}
-		return t.absPath(p)
-	}
 	var v toolView
 	switch name {
 	case "Bash":
-		v.kind = "execute"
-		v.title = "Terminal"
+		v.kind, v.title = "execute", "Terminal"
 		if c := str("command"); c != "" {
-			v.title = "`" + strings.ReplaceAll(c, "`", `\`+"`") + "`"
+			v.title = c
 		}
 		if d := str("description"); d != "" {
 			v.content = []toolContent{textItem(d)}
@@ -128,73 +122,74 @@ func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 		v.kind, v.title = "execute", "Stop shell"
 	case "Read":
 		v.kind, v.title = "read", "Read File"
-		if p := path("file_path"); p != "" {
-			v.title = "Read " + p
-			loc := location{Path: p}
-			if off := in.Get("offset"); off.Type == gjson.Number && off.Int() > 0 {
-				n := off.Int()
-				loc.Line = &n
-				v.title = fmt.Sprintf("Read %s (from line %d)", p, n)
-			}
-			v.locations = []location{loc}
+		offset, limit := in.Get("offset").Int(), in.Get("limit").Int()
+		first := max(offset, 1)
+		var lines string
+		switch {
+		case limit > 0:
+			lines = fmt.Sprintf(" (%d - %d)", first, first+limit-1)
+		case offset > 0:
+			lines = fmt.Sprintf(" (from line %d)", offset)
 		}
-	case "Edit":
-		v.kind, v.title = "edit", "Edit"
-		if p := path("file_path"); p != "" {
-			v.title = "Edit `" + p + "`"
-			v.locations = []location{{Path: p}}
-			if o, n := in.Get("old_string"), in.Get("new_string"); o.Type == gjson.String && n.Type == gjson.String {
-				old := o.Str
-				v.content = []toolContent{diffItem(p, &old, n.Str)}
-			}
+		if p := str("file_path"); p != "" {
+			v.title = "Read " + t.displayPath(p) + lines
+			v.locations = []location{{Path: t.absPath(p), Line: &first}}
+		} else {
+			v.title += lines
 		}
-	case "MultiEdit":
+	case "Edit", "MultiEdit":
 		v.kind, v.title = "edit", "Edit"
-		if p := path("file_path"); p != "" {
-			v.title = "Edit `" + p + "`"
-			v.locations = []location{{Path: p}}
-			for _, e := range in.Get("edits").Array() {
-				if o, n := e.Get("old_string"), e.Get("new_string"); o.Type == gjson.String && n.Type == gjson.String {
-					old := o.Str
-					v.content = append(v.content, diffItem(p, &old, n.Str))
+		if p := str("file_path"); p != "" {
+			v.title = "Edit " + t.displayPath(p)
+			abs := t.absPath(p)
+			v.locations = []location{{Path: abs}}
+			edits := []gjson.Result{in}
+			if name == "MultiEdit" {
+				edits = in.Get("edits").Array()
+			}
+			for _, e := range edits {
+				o, n := e.Get("old_string").Str, e.Get("new_string").Str
+				if o == "" && n == "" {
+					continue
 				}
+				var old *string
+				if o != "" {
+					old = &o
+				}
+				v.content = append(v.content, diffItem(abs, old, n))
 			}
 		}
 	case "Write":
 		v.kind, v.title = "edit", "Write"
-		if p := path("file_path"); p != "" {
-			v.title = "Write " + p
-			v.locations = []location{{Path: p}}
-			if c := in.Get("content"); c.Type == gjson.String {
-				v.content = []toolContent{diffItem(p, nil, c.Str)}
-			}
+		if p := str("file_path"); p != "" {
+			v.title = "Write " + t.displayPath(p)
+			abs := t.absPath(p)
+			v.locations = []location{{Path: abs}}
+			v.content = []toolContent{diffItem(abs, nil, str("content"))}
+		} else if c := str("content"); c != "" {
+			v.content = []toolContent{textItem(c)}
 		}
 	case "NotebookEdit":
 		v.kind, v.title = "edit", "Edit Notebook"
-		if p := path("notebook_path"); p != "" {
-			v.title = "Edit Notebook " + p
-			v.locations = []location{{Path: p}}
+		if p := str("notebook_path"); p != "" {
+			v.title = "Edit Notebook " + t.displayPath(p)
+			v.locations = []location{{Path: t.absPath(p)}}
 		}
 	case "Grep":
-		v.kind, v.title = "search", "grep"
-		if pat := str("pattern"); pat != "" {
-			v.title = fmt.Sprintf("grep %q", pat)
-			if p := str("path"); p != "" {
-				v.title += " " + p
-			}
-		}
+		v.kind, v.title = "search", grepLabel(in)
 	case "Glob":
 		v.kind, v.title = "search", "Find"
+		if p := str("path"); p != "" {
+			v.title += " `" + p + "`"
+			v.locations = []location{{Path: t.absPath(p)}}
+		}
 		if pat := str("pattern"); pat != "" {
-			v.title = "Find `" + pat + "`"
-			if p := str("path"); p != "" {
-				v.title += " in " + p
-			}
+			v.title += " `" + pat + "`"
 		}
 	case "LS":
 		v.kind, v.title = "search", "List the current directory"
-		if p := path("path"); p != "" {
-			v.title = "List " + p
+		if p := str("path"); p != "" {
+			v.title = "List " + t.displayPath(p)
 		}
 	case "WebFetch":
 		v.kind, v.title = "fetch", "Fetch"
@@ -205,11 +200,14 @@ func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 			v.content = []toolContent{textItem(p)}
 		}
 	case "WebSearch":
-		v.kind, v.title = "fetch", "Web search"
-		if q := str("query"); q != "" {
-			v.title = fmt.Sprintf("Search the web for %q", q)
+		v.kind, v.title = "fetch", `"`+str("query")+`"`
+		if d := in.Get("allowed_domains").Array(); len(d) > 0 {
+			v.title += " (allowed: " + joinStrings(d) + ")"
 		}
-	case "Task":
+		if d := in.Get("blocked_domains").Array(); len(d) > 0 {
+			v.title += " (blocked: " + joinStrings(d) + ")"
+		}
+	case "Task", "Agent":
 		v.kind, v.title = "think", "Task"
 		if d := str("description"); d != "" {
 			v.title = d
@@ -218,7 +216,7 @@ func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 			v.content = []toolContent{textItem(p)}
 		}
 	case "TodoWrite":
-		v.kind, v.title = "think", "Update the plan"
+		v.kind, v.title = "think", "Update TODOs"
 	case "ExitPlanMode":
 		v.kind, v.title = "switch_mode", "Ready to code?"
 		if p := str("plan"); p != "" {
@@ -227,10 +225,74 @@ func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 	default:
 		v.kind, v.title = "other", name
 		if name == "" {
-			v.title = "Tool"
+			v.title = "Unknown Tool"
 		}
 	}
 	return v
+}
+
+// grepLabel is a Grep tool use's title: the grep command line it amounts
+// to, as claude-agent-acp writes it.
+func grepLabel(in gjson.Result) string {
+	var b strings.Builder
+	b.WriteString("grep")
+	if in.Get("-i").Bool() {
+		b.WriteString(" -i")
+	}
+	if in.Get("-n").Bool() {
+		b.WriteString(" -n")
+	}
+	for _, f := range []string{"-A", "-B", "-C"} {
+		if n := in.Get(f); n.Exists() {
+			fmt.Fprintf(&b, " %s %s", f, n.String())
+		}
+	}
+	switch in.Get("output_mode").Str {
+	case "files_with_matches":
+		b.WriteString(" -l")
+	case "count":
+		b.WriteString(" -c")
+	}
+	if n := in.Get("head_limit"); n.Exists() {
+		fmt.Fprintf(&b, " | head -%s", n.String())
+	}
+	if g := in.Get("glob").Str; g != "" {
+		b.WriteString(` --include="` + g + `"`)
+	}
+	if ty := in.Get("type").Str; ty != "" {
+		b.WriteString(" --type=" + ty)
+	}
+	if in.Get("multiline").Bool() {
+		b.WriteString(" -P")
+	}
+	if p := in.Get("pattern").Str; p != "" {
+		b.WriteString(` "` + p + `"`)
+	}
+	if p := in.Get("path").Str; p != "" {
+		b.WriteString(" " + p)
+	}
+	return b.String()
+}
+
+func joinStrings(rs []gjson.Result) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// displayPath is a path as a title shows it: relative to the session cwd
+// when it lies inside it.
+func (t *translator) displayPath(p string) string {
+	if t.cwd == "" {
+		return p
+	}
+	abs := t.absPath(p)
+	if rel, err := filepath.Rel(t.cwd, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return rel
+	}
+	return p
 }
 
 // absPath makes a CLI path absolute against the session cwd: ACP wants
@@ -269,6 +331,70 @@ func planEntries(input json.RawMessage) (entries []planEntry, ok bool) {
 		entries = append(entries, planEntry{Content: td.Get("content").Str, Priority: "medium", Status: status})
 	}
 	return entries, true
+}
+
+// resultView is what a tool call shows of its result, as claude-agent-acp
+// 0.23.1 shows it: a failure's text in a code fence; Bash output as a
+// console block; what Read read in a code fence; nothing for edits, whose
+// diff stays what the editor shows; other tools' content as it is.
+// title, when not "", retitles the tool call.
+func resultView(name string, content gjson.Result, failed bool) (items []toolContent, title string) {
+	if failed {
+		if items = resultContent(content); len(items) > 0 {
+			for i := range items {
+				if tc, ok := items[i].Content.(textContent); ok {
+					items[i] = textItem("```\n" + tc.Text + "\n```")
+				}
+			}
+			return items, ""
+		}
+	}
+	switch name {
+	case "Read":
+		items = resultContent(content)
+		for i := range items {
+			if tc, ok := items[i].Content.(textContent); ok {
+				items[i] = textItem(markdownFence(tc.Text))
+			}
+		}
+		return items, ""
+	case "Bash":
+		var out []string
+		switch {
+		case content.Type == gjson.String:
+			out = []string{content.Str}
+		case content.IsArray():
+			for _, b := range content.Array() {
+				out = append(out, b.Get("text").Str)
+			}
+		}
+		text := strings.Join(out, "\n")
+		if strings.TrimSpace(text) == "" {
+			return nil, ""
+		}
+		return []toolContent{textItem("```console\n" + strings.TrimRight(text, " \t\r\n") + "\n```")}, ""
+	case "Edit", "MultiEdit", "Write", "NotebookEdit":
+		return nil, ""
+	case "ExitPlanMode":
+		return nil, "Exited Plan Mode"
+	}
+	return resultContent(content), ""
+}
+
+// markdownFence puts text in a code fence longer than any backtick run
+// that starts one of its lines.
+func markdownFence(text string) string {
+	fence := "```"
+	for _, line := range strings.Split(text, "\n") {
+		n := len(line) - len(strings.TrimLeft(line, "`"))
+		for n >= 3 && n >= len(fence) {
+			fence += "`"
+		}
+	}
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return fence + "\n" + text + fence
 }
 
 // resultContent converts a tool_result's content (a string, or a list of
