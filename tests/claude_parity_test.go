@@ -63,11 +63,11 @@ type parityLines struct {
 	next func() (string, bool) // the next stdout line; false at EOF or timeout
 }
 
-// playParity plays parityScript, answering permission requests with
-// "allow", and returns the transcript: "< " editor lines and "> " agent
+// playParity plays script, answering permission requests with "allow",
+// and returns the transcript: "< " editor lines and "> " agent
 // lines, normalised (session id SESSION, cwd CWD, the agent's request ids
 // P1, P2…).
-func playParity(t *testing.T, a parityLines, cwd string) []string {
+func playParity(t *testing.T, a parityLines, cwd string, script []parityStep) []string {
 	t.Helper()
 	var out []string
 	session := ""
@@ -78,7 +78,7 @@ func playParity(t *testing.T, a parityLines, cwd string) []string {
 		return strings.ReplaceAll(s, cwd, "CWD")
 	}
 	calls := 0
-	for i, st := range parityScript {
+	for i, st := range script {
 		id := i + 1
 		params := strings.ReplaceAll(strings.ReplaceAll(st.params, "SESSION", session), "CWD", cwd)
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, st.method, params)
@@ -257,7 +257,7 @@ func TestClaude_Parity(t *testing.T) {
 			want = append(want, l)
 		}
 	}
-	got := playParity(t, bridgeParityLines(t, newClaudeParityBridge(t, "")), parityCwd(t))
+	got := playParity(t, bridgeParityLines(newClaudeParityBridge(t, ""), WaitTimeout), parityCwd(t), parityScript)
 	compareParity(t, viewParity(want), viewParity(got))
 	if t.Failed() {
 		t.Logf("bridge transcript:\n%s", strings.Join(got, "\n"))
@@ -269,11 +269,11 @@ func TestClaude_Parity(t *testing.T) {
 // points (FAKE_CLAUDE_SEED), the editor sees what it sees without them.
 func TestClaude_Parity_RandomOrder(t *testing.T) {
 	t.Parallel()
-	quiet := viewParity(playParity(t, bridgeParityLines(t, newClaudeParityBridge(t, "")), parityCwd(t)))
+	quiet := viewParity(playParity(t, bridgeParityLines(newClaudeParityBridge(t, ""), WaitTimeout), parityCwd(t), parityScript))
 	for range 3 {
 		seed := rand.Uint64()
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			got := playParity(t, bridgeParityLines(t, newClaudeParityBridge(t, strconv.FormatUint(seed, 10))), parityCwd(t))
+			got := playParity(t, bridgeParityLines(newClaudeParityBridge(t, strconv.FormatUint(seed, 10)), WaitTimeout), parityCwd(t), parityScript)
 			compareParity(t, quiet, viewParity(got))
 			if t.Failed() {
 				t.Logf("transcript with seed %d:\n%s", seed, strings.Join(got, "\n"))
@@ -334,11 +334,12 @@ func newClaudeParityBridge(t *testing.T, seed string) *Bridge {
 	return StartBridge(t, []string{"--dialect", "claude-stream-json", "--", exe}, env, nil)
 }
 
-func bridgeParityLines(t *testing.T, b *Bridge) parityLines {
+// bridgeParityLines speaks to b, waiting up to timeout for each line.
+func bridgeParityLines(b *Bridge, timeout time.Duration) parityLines {
 	return parityLines{
 		send: b.WriteLine,
 		next: func() (string, bool) {
-			l, ok := b.Out.at(b.cursor, WaitTimeout)
+			l, ok := b.Out.at(b.cursor, timeout)
 			if ok {
 				b.cursor++
 			}
@@ -431,7 +432,7 @@ func recordClaudeAgentACP(t *testing.T, index string) {
 				return "", false
 			}
 		},
-	}, parityCwd(t))
+	}, parityCwd(t), parityScript)
 	header := "# claude-agent-acp 0.23.1 (Claude Agent SDK 0.2.83) in front of tests/fakeagent/claude\n" +
 		"# speaking as Claude Code " + fakeclaude.Version21 + ", playing parityScript (claude_parity_test.go).\n" +
 		"# Recorded by tests/testdata/record-claude-agent-acp.sh; session id, cwd and\n" +
