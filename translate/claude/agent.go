@@ -279,6 +279,27 @@ func (t *translator) chunk(kind, text string) translate.Out {
 	}{kind, textContent{"text", text}})
 }
 
+// imageChunk shows an image of the agent's message: base64 data with its
+// MIME type, or a URL (with empty data, as claude-agent-acp sends it).
+func (t *translator) imageChunk(source gjson.Result) translate.Out {
+	type image struct {
+		Type     string `json:"type"`
+		Data     string `json:"data"`
+		MimeType string `json:"mimeType"`
+		URI      string `json:"uri,omitempty"`
+	}
+	img := image{Type: "image"}
+	if source.Get("type").Str == "base64" {
+		img.Data, img.MimeType = source.Get("data").Str, source.Get("media_type").Str
+	} else {
+		img.URI = source.Get("url").Str
+	}
+	return t.update(struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Content       image  `json:"content"`
+	}{"agent_message_chunk", img})
+}
+
 // assistant handles an aggregate assistant message: blocks whose deltas
 // were streamed are dropped, the rest are shown (legacy-formats.md §11.6).
 func (t *translator) assistant(msg gjson.Result) []translate.Out {
@@ -318,6 +339,11 @@ func (t *translator) assistant(msg gjson.Result) []translate.Out {
 				t.stream.usedThinking++
 			case text != "":
 				outs = append(outs, t.chunk("agent_thought_chunk", text))
+			}
+		case "image":
+			// Shown as claude-agent-acp shows it: inline data, or the URL.
+			if !sub {
+				outs = append(outs, t.imageChunk(block.Get("source")))
 			}
 		case "tool_use":
 			if id := block.Get("id").Str; id != "" {

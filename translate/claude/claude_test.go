@@ -224,6 +224,19 @@ func FuzzFromAgent(f *testing.F) {
 		`{"type":"result","subtype":"error_during_execution","is_error":false}`))
 	f.Add([]byte("event> abandon 3\n" + `{"type":"result","subtype":"success","is_error":true,"result":"API Error"}`))
 	f.Add([]byte(`{"type":"stream_event","event":{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"\u0000\n"}}}`))
+	// Claude Code 2.1 shapes: usage on assistant messages (odd numbers
+	// too), context windows in the result, compaction, messages between a
+	// tool result and the next assistant message.
+	f.Add([]byte(`{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"../x","offset":-3,"limit":1e30}}],"usage":{"input_tokens":-5,"cache_read_input_tokens":9223372036854775807,"output_tokens":"x"}},"parent_tool_use_id":null}` + "\n" +
+		`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"` + "```" + `x"}],"is_error":true}]}}` + "\n" +
+		`{"type":"system","subtype":"informational","content":"done","level":"info"}` + "\n" +
+		`{"type":"result","subtype":"success","is_error":false,"total_cost_usd":"free","modelUsage":{"a":{"contextWindow":0},"b":{"contextWindow":-1},"c":null},"usage":{"input_tokens":1e400}}`))
+	f.Add([]byte(`{"type":"system","subtype":"status","status":"compacting"}` + "\n" +
+		`{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":1}}` + "\n" +
+		`{"type":"system","subtype":"session_state_changed","state":"idle"}` + "\n" +
+		`{"type":"rate_limit_event","rate_limit_info":{"status":"allowed"}}` + "\n" +
+		`{"type":"result","subtype":"success","is_error":false,"stop_reason":"max_tokens","modelUsage":[],"usage":[]}`))
+	f.Add([]byte(`{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Grep","input":{"pattern":"\"","-A":{},"head_limit":[1],"glob":"*"}},{"type":"tool_use","id":"t2","name":"WebSearch","input":{"allowed_domains":[1,null]}}]}}`))
 	translatetest.FuzzAgent(f, Dialect, "", fuzzSetup)
 }
 
