@@ -1,10 +1,43 @@
 // Package claude translates ACP v1 (the editor side) to Claude Code's
 // stream-json input/output and its control protocol (the agent side): the
 // protocol the Claude Agent SDKs speak to the `claude` CLI
-// (legacy-formats.md §3). The reference for the ACP it produces is what the
-// official Node adapter, claude-code-acp 0.16.2, emitted for the same CLI
-// run (legacy-formats.md §3.4); the golden transcripts in testdata replay
-// the captured CLI frames of §3.3 and pin that output.
+// (legacy-formats.md §3). The reference for the ACP it produces is what
+// the adapter editors ship, claude-agent-acp 0.23.1 (on the Claude Agent
+// SDK), shows the editor for the same CLI session; before it, claude-code-acp
+// 0.16.2 (legacy-formats.md §3.4). The golden transcripts in testdata replay
+// the captured CLI frames of §3.3 and Claude Code 2.1 shapes and pin that
+// output; tests/claude_parity_test.go holds the bridge to the adapter's
+// recorded output. Tested with Claude Code 2.0.77 and 2.1.332.
+//
+// What maps, side by side with claude-agent-acp 0.23.1:
+//
+//	editor sees                     bridge                     claude-agent-acp
+//	tool call lifecycle             tool_call, then updates    same
+//	tool titles, kinds, content     same rules                 tools.ts
+//	usage_update (used/size/cost)   at each turn's result      same
+//	prompt answer usage             from the result            summed over results
+//	models, set_model, option       from the CLI's list        same; current = first
+//	modes                           5, always                  5; bypass hidden as root
+//	available commands              filtered, mcp: names       same
+//	plan (TodoWrite)                plan updates               same
+//	thoughts, images                chunks                     same
+//	permission options, outcomes    same ids and answers       same
+//	ExitPlanMode options            3 (no bypass option)       4 when not root
+//	compaction, local commands      message chunks             same
+//	session/load history            the bridge's store         read from CLI files
+//	resume, close                   yes                        yes (also fork, list)
+//	PostToolUse hook updates        no (no hooks registered)   toolResponse in _meta
+//	terminal_output _meta (Bash)    no                         when the editor asks
+//	prompt queueing                 refused (-32600)           queued
+//
+// Not mapped, and why: history replay needs the CLI's session files, which
+// a pure translator cannot read (the bridge's session store replays
+// instead); hook-based updates need hook callbacks the dialect does not
+// register; a second prompt while one runs is refused because the CLI's
+// results could not be told apart; the bypass option of ExitPlanMode and
+// the bypassPermissions mode need the CLI started with
+// --allow-dangerously-skip-permissions, which the dialect does not add
+// (extra_args can), so the CLI refuses the switch with its own reason.
 //
 // One CLI process holds one conversation, so the engine starts one process
 // per ACP session (Dialect.PerSession) and answers initialize and
@@ -34,9 +67,19 @@
 //     result carries what the subagent found. Their tool calls are shown,
 //     since they may ask for permission.
 //   - Tool calls are announced as the reference does: a pending tool_call
-//     with empty rawInput when the block starts streaming, the same
-//     tool_call again with the full input once the CLI has it. TodoWrite
-//     is shown as a plan, never as a tool call.
+//     with empty rawInput when the block starts streaming, then a
+//     tool_call_update with the full input once the CLI has it (never a
+//     second tool_call with the same id). TodoWrite is shown as a plan,
+//     never as a tool call.
+//   - A turn whose main agent reported usage ends with a usage_update:
+//     the last assistant message's input, output and cache tokens, the
+//     smallest context window among the result's models (200000 when it
+//     names none) and the CLI's total_cost_usd in USD. The prompt answer
+//     carries the result's token usage (unstable usage) and, under
+//     _meta.claudeCode, the CLI's usage, cost and timings.
+//   - Nothing depends on the order of system, rate-limit, progress or
+//     keep-alive messages within a turn: Claude Code 2.1 sends a system
+//     message after a tool result, where 2.0 went on to the assistant.
 //     Tool calls still without a result when the turn ends are closed as
 //     failed, so that no editor shows them running.
 //   - Permissions: every can_use_tool becomes its own
@@ -94,7 +137,7 @@ const DefaultExecutable = "claude"
 //	extra_args      = ["--max-turns", "20"]   # appended to every CLI command line
 var Dialect = translate.Dialect{
 	Name:          "claude-stream-json",
-	Summary:       "Claude Code CLI through stream-json and its control protocol (claude-code-acp parity), one CLI process per session",
+	Summary:       "Claude Code CLI through stream-json and its control protocol (claude-agent-acp parity), one CLI process per session",
 	PerSession:    true,
 	NoControlLink: true,
 	Configure:     configure,
