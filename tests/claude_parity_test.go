@@ -44,7 +44,8 @@ type parityStep struct {
 
 // parityScript is the session both agents play: a prompt with a tool, the
 // model switched through session/set_model and the config option, the mode
-// switched to dontAsk and back, and a tool that asks for permission.
+// switched to dontAsk and back, a tool that asks for permission, and a turn
+// with thinking, a plan, a Read, an image and text.
 var parityScript = []parityStep{
 	{"initialize", `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`},
 	{"session/new", `{"cwd":"CWD","mcpServers":[]}`},
@@ -55,6 +56,7 @@ var parityScript = []parityStep{
 	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"mode"}]}`},
 	{"session/set_mode", `{"sessionId":"SESSION","modeId":"default"}`},
 	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`},
+	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"plan"}]}`},
 }
 
 // parityLines is an ACP agent spoken to one line at a time.
@@ -156,6 +158,10 @@ func viewParity(lines []string) parityView {
 				v.Commands = strings.Join(names, ", ")
 				continue
 			case "agent_message_chunk", "agent_thought_chunk":
+				if typ := u.Get("content.type").Str; typ != "text" {
+					step = append(step, kind+"["+typ+"] "+u.Get("content.mimeType").Str+u.Get("content.uri").Str)
+					continue
+				}
 				text := u.Get("content.text").Str
 				if n := len(step); n > 0 && strings.HasPrefix(step[n-1], kind+" ") {
 					step[n-1] += text
@@ -216,7 +222,8 @@ func viewParity(lines []string) parityView {
 func toolShown(u gjson.Result) string {
 	var b strings.Builder
 	for _, k := range []string{"title", "kind", "content", "locations"} {
-		if v := u.Get(k); v.Exists() {
+		// An empty list shows what no list shows.
+		if v := u.Get(k); v.Exists() && v.Raw != "[]" {
 			fmt.Fprintf(&b, " %s=%s", k, v.Raw)
 		}
 	}

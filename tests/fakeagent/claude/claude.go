@@ -91,7 +91,7 @@ const (
 
 // Scripts are the prompt texts the fake CLI knows; any other text is
 // answered with "echo: <text>".
-var Scripts = []string{"list files", "touch", "two tools", "slow", "crash", "mode", "whoami", "api error", "login"}
+var Scripts = []string{"list files", "touch", "plan", "two tools", "slow", "crash", "mode", "whoami", "api error", "login"}
 
 // requiredFlags must all be on the command line, each with its value.
 var requiredFlags = [][]string{
@@ -612,6 +612,32 @@ func (c *cli) run(t *turn, text string) {
 		c.say("msg_c", "About to crash.")
 		c.j.event("crash")
 		os.Exit(3)
+	case "plan":
+		// Thinking, a plan (TodoWrite), a Read that needs no permission,
+		// an image and a closing text, as a 2.1 turn streams them.
+		todos := obj{"todos": []obj{
+			{"content": "Read a.txt", "status": "in_progress", "activeForm": "Reading a.txt"},
+			{"content": "Report", "status": "pending", "activeForm": "Reporting"},
+		}}
+		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_p", "type": "message", "role": "assistant", "content": []any{}}})
+		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "thinking", "thinking": "", "signature": ""}})
+		c.streamEvent(obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "thinking_delta", "thinking": "Plan first, "}})
+		c.streamEvent(obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "thinking_delta", "thinking": "then read."}})
+		c.streamEvent(obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "signature_delta", "signature": "c2ln"}})
+		c.streamEvent(obj{"type": "content_block_stop", "index": 0})
+		c.assistant("msg_p", obj{"type": "thinking", "thinking": "Plan first, then read.", "signature": "c2ln"})
+		c.streamEvent(obj{"type": "content_block_start", "index": 1, "content_block": obj{"type": "tool_use", "id": "toolu_todo", "name": "TodoWrite", "input": obj{}}})
+		c.streamEvent(obj{"type": "content_block_stop", "index": 1})
+		c.assistant("msg_p", obj{"type": "tool_use", "id": "toolu_todo", "name": "TodoWrite", "input": todos})
+		c.streamEvent(obj{"type": "content_block_start", "index": 2, "content_block": obj{"type": "tool_use", "id": "toolu_read", "name": "Read", "input": obj{}}})
+		c.streamEvent(obj{"type": "content_block_stop", "index": 2})
+		c.assistant("msg_p", obj{"type": "tool_use", "id": "toolu_read", "name": "Read", "input": obj{"file_path": filepath.Join(mustCwd(), "a.txt")}})
+		c.streamEvent(obj{"type": "message_stop"})
+		c.toolResult("toolu_todo", "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress.", false)
+		c.toolResult("toolu_read", "     1\thello", false)
+		c.assistant("msg_p2", obj{"type": "image", "source": obj{"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
+		c.say("msg_p3", "Planned.")
+		c.result("success", false, "Planned.")
 	case "mode":
 		c.say("msg_m", "mode is "+mode)
 		c.result("success", false, "")
