@@ -351,6 +351,11 @@ func (t *translator) assistant(msg gjson.Result) []translate.Out {
 				if input == nil {
 					input = json.RawMessage("{}")
 				}
+				if sub {
+					if tl := t.tools[id]; tl == nil {
+						t.tools[id] = &tool{parent: msg.Get("parent_tool_use_id").Str}
+					}
+				}
 				outs = append(outs, t.toolUse(id, block.Get("name").Str, input, true)...)
 			}
 		}
@@ -394,7 +399,7 @@ func (t *translator) toolUse(id, name string, input json.RawMessage, final bool)
 func (t *translator) refine(id, name string, input json.RawMessage) translate.Out {
 	v := t.viewTool(name, input)
 	return t.update(toolCall{
-		Meta:          toolMeta(name),
+		Meta:          toolMeta(name, t.tools[id].parent),
 		SessionUpdate: "tool_call_update",
 		ToolCallID:    id,
 		Title:         &v.title,
@@ -420,7 +425,7 @@ func (t *translator) announce(id, name string, input json.RawMessage) translate.
 	tl.announced = true
 	v := t.viewTool(name, input)
 	return t.update(toolCall{
-		Meta:          toolMeta(name),
+		Meta:          toolMeta(name, tl.parent),
 		SessionUpdate: "tool_call",
 		ToolCallID:    id,
 		Title:         &v.title,
@@ -463,7 +468,7 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 			raw = json.RawMessage(`""`)
 		}
 		u := toolCall{
-			Meta:          toolMeta(tl.name),
+			Meta:          toolMeta(tl.name, tl.parent),
 			SessionUpdate: "tool_call_update",
 			ToolCallID:    id,
 			Status:        status,
@@ -618,7 +623,7 @@ func (t *translator) closeTools() []translate.Out {
 	var outs []translate.Out
 	for _, id := range open {
 		outs = append(outs, t.update(toolCall{
-			Meta:          toolMeta(t.tools[id].name),
+			Meta:          toolMeta(t.tools[id].name, t.tools[id].parent),
 			SessionUpdate: "tool_call_update",
 			ToolCallID:    id,
 			Status:        "failed",

@@ -29,6 +29,8 @@
 //	PostToolUse hook updates        no (no hooks registered)   toolResponse in _meta
 //	terminal_output _meta (Bash)    no                         when the editor asks
 //	prompt queueing                 refused (-32600)           queued
+//	subagent text and thoughts      hidden                     streamed ones shown
+//	subagent tool calls             parentToolUseId in _meta   same
 //
 // Not mapped, and why: history replay needs the CLI's session files, which
 // a pure translator cannot read (the bridge's session store replays
@@ -65,7 +67,8 @@
 //     streamed is dropped, one that was not is sent whole. Text and thinking
 //     of subagents (parent_tool_use_id set) are not shown: the Task tool's
 //     result carries what the subagent found. Their tool calls are shown,
-//     since they may ask for permission.
+//     since they may ask for permission, marked with the Task's tool use
+//     in _meta.claudeCode.parentToolUseId as claude-agent-acp marks them.
 //   - Tool calls are announced as the reference does: a pending tool_call
 //     with empty rawInput when the block starts streaming, then a
 //     tool_call_update with the full input once the CLI has it (never a
@@ -259,6 +262,7 @@ type tool struct {
 	announced bool   // a tool_call reached the editor
 	seq       uint64 // announcement order
 	plan      bool   // TodoWrite: shown as a plan, results dropped
+	parent    string // the Task's tool use, for a subagent's tool
 }
 
 // turn is the running prompt.

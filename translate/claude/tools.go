@@ -86,9 +86,14 @@ func (c toolCall) MarshalJSON() ([]byte, error) {
 }
 
 // toolMeta is the _meta the reference adapter puts on tool calls, naming
-// the CLI's tool (legacy-formats.md §3.4).
-func toolMeta(name string) json.RawMessage {
-	return marshal(map[string]any{"claudeCode": map[string]string{"toolName": name}})
+// the CLI's tool (legacy-formats.md §3.4) and, for a subagent's, the tool
+// use of the Task that runs it.
+func toolMeta(name, parent string) json.RawMessage {
+	m := map[string]string{"toolName": name}
+	if parent != "" {
+		m["parentToolUseId"] = parent
+	}
+	return marshal(map[string]any{"claudeCode": m})
 }
 
 // toolView is how a tool use is shown: title, kind, content, locations.
