@@ -40,23 +40,27 @@ const parityRecording = "testdata/claude-agent-acp-0.23.1.txt"
 // parityStep is one editor request of the scripted session.
 type parityStep struct {
 	method, params string // params with SESSION and CWD for the session id and cwd
+	// cancel sends session/cancel once the first update of the step came.
+	cancel bool
 }
 
 // parityScript is the session both agents play: a prompt with a tool, the
 // model switched through session/set_model and the config option, the mode
-// switched to dontAsk and back, a tool that asks for permission, and a turn
-// with thinking, a plan, a Read, an image and text.
+// switched to dontAsk and back, a tool that asks for permission, a turn
+// with thinking, a plan, a Read, an image and text, and a turn cancelled
+// once it streams.
 var parityScript = []parityStep{
-	{"initialize", `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`},
-	{"session/new", `{"cwd":"CWD","mcpServers":[]}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"list files"}]}`},
-	{"session/set_model", `{"sessionId":"SESSION","modelId":"sonnet"}`},
-	{"session/set_config_option", `{"sessionId":"SESSION","configId":"model","value":"haiku"}`},
-	{"session/set_mode", `{"sessionId":"SESSION","modeId":"dontAsk"}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"mode"}]}`},
-	{"session/set_mode", `{"sessionId":"SESSION","modeId":"default"}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"plan"}]}`},
+	{method: "initialize", params: `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`},
+	{method: "session/new", params: `{"cwd":"CWD","mcpServers":[]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"list files"}]}`},
+	{method: "session/set_model", params: `{"sessionId":"SESSION","modelId":"sonnet"}`},
+	{method: "session/set_config_option", params: `{"sessionId":"SESSION","configId":"model","value":"haiku"}`},
+	{method: "session/set_mode", params: `{"sessionId":"SESSION","modeId":"dontAsk"}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"mode"}]}`},
+	{method: "session/set_mode", params: `{"sessionId":"SESSION","modeId":"default"}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"plan"}]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"slow"}]}`, cancel: true},
 }
 
 // parityLines is an ACP agent spoken to one line at a time.
@@ -86,12 +90,21 @@ func playParity(t *testing.T, a parityLines, cwd string, script []parityStep) []
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, st.method, params)
 		a.send(line)
 		out = append(out, "< "+norm(line))
+		cancel := st.cancel
 		for {
 			l, ok := a.next()
 			if !ok {
 				t.Fatalf("step %d (%s): no answer; transcript so far:\n%s", id, st.method, strings.Join(out, "\n"))
 			}
 			r := gjson.Parse(l)
+			if cancel && r.Get("method").Str == "session/update" {
+				cancel = false
+				out = append(out, "> "+norm(l))
+				c := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, session)
+				a.send(c)
+				out = append(out, "< "+norm(c))
+				continue
+			}
 			if r.Get("method").Str == "session/request_permission" && r.Get("id").Exists() {
 				calls++
 				pid := fmt.Sprintf(`"P%d"`, calls)
@@ -134,7 +147,7 @@ func viewParity(lines []string) parityView {
 	for _, l := range lines {
 		if strings.HasPrefix(l, "< ") {
 			r := gjson.Parse(l[2:])
-			if r.Get("method").Exists() {
+			if r.Get("method").Exists() && r.Get("id").Exists() {
 				if step != nil {
 					v.Steps = append(v.Steps, step)
 				}
@@ -202,9 +215,12 @@ func viewParity(lines []string) parityView {
 			v.Options = configValues(res.Get("configOptions"))
 			step = append(step, "answer")
 		case r.Get("result.stopReason").Exists():
-			u := r.Get("result.usage")
-			step = append(step, fmt.Sprintf("answer %s usage in=%d out=%d cacheRead=%d cacheWrite=%d total=%d", r.Get("result.stopReason").Str,
-				u.Get("inputTokens").Int(), u.Get("outputTokens").Int(), u.Get("cachedReadTokens").Int(), u.Get("cachedWriteTokens").Int(), u.Get("totalTokens").Int()))
+			answer := "answer " + r.Get("result.stopReason").Str
+			if u := r.Get("result.usage"); u.Exists() {
+				answer += fmt.Sprintf(" usage in=%d out=%d cacheRead=%d cacheWrite=%d total=%d",
+					u.Get("inputTokens").Int(), u.Get("outputTokens").Int(), u.Get("cachedReadTokens").Int(), u.Get("cachedWriteTokens").Int(), u.Get("totalTokens").Int())
+			}
+			step = append(step, answer)
 		case r.Get("result.configOptions").Exists():
 			step = append(step, "answer "+configValues(r.Get("result.configOptions")))
 		case r.Get("result").Exists():

@@ -39,10 +39,10 @@ const (
 
 // realCLIScript is the session played with a real CLI.
 var realCLIScript = []parityStep{
-	{"initialize", `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`},
-	{"session/new", `{"cwd":"CWD","mcpServers":[]}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"say hello"}]}`},
-	{"session/prompt", `{"sessionId":"SESSION","prompt":[{"type":"text","text":"run the tool"}]}`},
+	{method: "initialize", params: `{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}`},
+	{method: "session/new", params: `{"cwd":"CWD","mcpServers":[]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"say hello"}]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"run the tool"}]}`},
 }
 
 // With the real Claude Code (2.0 and 2.1), the editor sees what

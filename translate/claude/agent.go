@@ -516,7 +516,8 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 	answer := stopReason{Usage: promptUsage(msg), Meta: resultMeta(msg)}
 	switch {
 	case tr.cancelled:
-		answer.StopReason = "cancelled"
+		// Without usage, as claude-agent-acp answers a cancelled turn.
+		answer.StopReason, answer.Usage = "cancelled", nil
 		return append(outs, reply(tr.ref, answer))
 	case subtype == "error_max_turns" || subtype == "error_max_budget_usd" || subtype == "error_max_structured_output_retries":
 		answer.StopReason = "max_turn_requests"
