@@ -535,6 +535,10 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 	for _, text := range tr.withheld {
 		outs = append(outs, t.chunk("agent_message_chunk", text))
 	}
+	if text := msg.Get("result").Str; tr.local && text != "" {
+		// A local command's output is only in the result.
+		outs = append(outs, t.chunk("agent_message_chunk", text))
+	}
 	answer.StopReason = "end_turn"
 	return append(outs, reply(tr.ref, answer))
 }

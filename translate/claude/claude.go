@@ -23,7 +23,8 @@
 //	thoughts, images                chunks                     same
 //	permission options, outcomes    same ids and answers       same
 //	ExitPlanMode options            3 (no bypass option)       4 when not root
-//	compaction, local commands      message chunks             same
+//	compaction, local command out   message chunks             same
+//	/context… (output in result)    message chunk              same
 //	session/load history            the bridge's store         read from CLI files
 //	resume, close                   yes                        yes (also fork, list)
 //	PostToolUse hook updates        no (no hooks registered)   toolResponse in _meta
@@ -278,6 +279,9 @@ type turn struct {
 	// usage_update when the turn ends; haveContext says one was seen.
 	contextUsed int64
 	haveContext bool
+	// local marks a prompt that is a command the CLI answers itself,
+	// without the model (/context): its result's text is the output.
+	local bool
 }
 
 // stream is the streaming state of the assistant message being received

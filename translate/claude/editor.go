@@ -440,7 +440,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		// CLI ends it, interrupted, before it takes this message.
 		t.staleTurns++
 	}
-	t.turn = &turn{ref: m.Ref}
+	t.turn = &turn{ref: m.Ref, local: localCommand(blocks)}
 	type message struct {
 		Role    string           `json:"role"`
 		Content []anthropicBlock `json:"content"`

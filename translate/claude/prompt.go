@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/translate"
@@ -161,4 +162,17 @@ func mcpCommand(text string) string {
 		args = " " + args
 	}
 	return "/" + server + ":" + command + " (MCP)" + args
+}
+
+// localCommands are the slash commands the CLI answers itself, whose
+// output comes only as the result's text (as claude-agent-acp knows them).
+var localCommands = []string{"/context", "/heapdump", "/extra-usage"}
+
+// localCommand reports whether a prompt starts with one of localCommands.
+func localCommand(blocks []anthropicBlock) bool {
+	if len(blocks) == 0 || blocks[0].Type != "text" || blocks[0].Text == nil {
+		return false
+	}
+	name, _, _ := strings.Cut(*blocks[0].Text, " ")
+	return slices.Contains(localCommands, name)
 }
