@@ -14,6 +14,7 @@ package tests
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -42,11 +43,14 @@ type parityStep struct {
 	method, params string // params with SESSION and CWD for the session id and cwd
 	// cancel sends session/cancel once the first update of the step came.
 	cancel bool
+	// option answers the step's permission requests ("allow" when "").
+	option string
 }
 
 // parityScript is the session both agents play: a prompt with a tool, the
 // model switched through session/set_model and the config option, the mode
-// switched to dontAsk and back, a tool that asks for permission, a turn
+// switched to dontAsk and back, a tool that asks for permission (allowed,
+// rejected, always allowed), a turn
 // with thinking, a plan, a Read, an image and text, and a turn cancelled
 // once it streams.
 var parityScript = []parityStep{
@@ -59,6 +63,8 @@ var parityScript = []parityStep{
 	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"mode"}]}`},
 	{method: "session/set_mode", params: `{"sessionId":"SESSION","modeId":"default"}`},
 	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`, option: "reject"},
+	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"touch"}]}`, option: "allow_always"},
 	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"plan"}]}`},
 	{method: "session/prompt", params: `{"sessionId":"SESSION","prompt":[{"type":"text","text":"slow"}]}`, cancel: true},
 }
@@ -69,8 +75,8 @@ type parityLines struct {
 	next func() (string, bool) // the next stdout line; false at EOF or timeout
 }
 
-// playParity plays script, answering permission requests with "allow",
-// and returns the transcript: "< " editor lines and "> " agent
+// playParity plays script, answering permission requests with the step's
+// option, and returns the transcript: "< " editor lines and "> " agent
 // lines, normalised (session id SESSION, cwd CWD, the agent's request ids
 // P1, P2…).
 func playParity(t *testing.T, a parityLines, cwd string, script []parityStep) []string {
@@ -109,7 +115,8 @@ func playParity(t *testing.T, a parityLines, cwd string, script []parityStep) []
 				calls++
 				pid := fmt.Sprintf(`"P%d"`, calls)
 				out = append(out, "> "+norm(strings.Replace(l, `"id":`+r.Get("id").Raw, `"id":`+pid, 1)))
-				answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, r.Get("id").Raw)
+				option := cmp.Or(st.option, "allow")
+				answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, r.Get("id").Raw, option)
 				a.send(answer)
 				out = append(out, "< "+norm(strings.Replace(answer, `"id":`+r.Get("id").Raw, `"id":`+pid, 1)))
 				continue

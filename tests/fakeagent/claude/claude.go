@@ -130,7 +130,8 @@ type cli struct {
 	noise       *rand.Rand
 	// usage is what the assistant messages of the turn report, grown per
 	// message.
-	usage int
+	usage   int
+	touches int // "touch" turns run
 }
 
 // turn is the running user message.
@@ -538,12 +539,20 @@ func (c *cli) run(t *turn, text string) {
 		c.say("msg_fake2", "All done.")
 		c.result("success", false, "All done.")
 	case "touch":
+		// Tool use ids are unique in a session, as the API makes them.
+		c.mu.Lock()
+		c.touches++
+		id := "toolu_touch"
+		if c.touches > 1 {
+			id += strconv.Itoa(c.touches)
+		}
+		c.mu.Unlock()
 		input := obj{"command": "touch made-by-tool.txt", "description": "Create file"}
 		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_t", "type": "message", "role": "assistant", "content": []any{}}})
-		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "tool_use", "id": "toolu_touch", "name": "Bash", "input": obj{}}})
-		c.assistant("msg_t", obj{"type": "tool_use", "id": "toolu_touch", "name": "Bash", "input": input})
+		c.streamEvent(obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "tool_use", "id": id, "name": "Bash", "input": obj{}}})
+		c.assistant("msg_t", obj{"type": "tool_use", "id": id, "name": "Bash", "input": input})
 		c.streamEvent(obj{"type": "message_stop"})
-		a, ok := c.askPermission(t, "toolu_touch", input)
+		a, ok := c.askPermission(t, id, input)
 		if !ok {
 			interrupted()
 			return
@@ -557,14 +566,14 @@ func (c *cli) run(t *turn, text string) {
 			}
 			c.j.event(ev)
 			if err := os.WriteFile("made-by-tool.txt", nil, 0o644); err != nil {
-				c.toolResult("toolu_touch", err.Error(), true)
+				c.toolResult(id, err.Error(), true)
 			} else {
-				c.toolResult("toolu_touch", "", false)
+				c.toolResult(id, "", false)
 			}
 			c.say("msg_t2", "Created.")
 		case behavior == "deny":
 			c.j.event("deny")
-			c.toolResult("toolu_touch", Rejected, true)
+			c.toolResult(id, Rejected, true)
 			if a.Get("response.interrupt").Bool() {
 				interrupted()
 				return
