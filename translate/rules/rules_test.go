@@ -143,3 +143,59 @@ func TestGoldenQuiet(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/quiet/*.txtar")
 }
+
+// turnScope is a profile for a protocol whose client picks a chat id per
+// prompt: the frames name their turn (turn { key }), the stop and the
+// final frame refer to the turn's id (turn.sent), and the agent
+// acknowledges a stop (cancel { ack }).
+const turnScope = `
+turn {
+  key = "chat_id"
+}
+request "session/prompt" {
+  send = { type = "chat", chat_id = "${session.id}-${id}", message = prompt.text }
+}
+cancel {
+  send  = { cmd = "stop", chat_id = turn.sent.chat_id }
+  ack   = { type = "stopped", chat_id = turn.sent.chat_id }
+  grace = "3s"
+}
+error {
+  match   = { type = "error" }
+  message = "chatwire: ${frame.message}"
+}
+event "delta" {
+  match   = { type = "delta" }
+  message = frame.text
+}
+event "tool-use" {
+  match = { type = "tool_use" }
+  tool {
+    open      = true
+    key       = frame.use_id
+    name      = frame.tool
+    raw_input = frame.input
+    status    = "in_progress"
+  }
+}
+event "tool-result" {
+  match = { type = "tool_result" }
+  tool {
+    key    = frame.use_id
+    output = frame.output
+    close  = true
+  }
+}
+event "final" {
+  match    = { type = "final", chat_id = turn.sent.chat_id }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnScope(t *testing.T) {
+	p, diags := Parse("chatwire.hcl", []byte(turnScope))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-scope/*.txtar")
+}
