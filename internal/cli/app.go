@@ -156,7 +156,7 @@ func newApp() *cli.App {
 			},
 			{
 				Name:   "dialects",
-				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language",
+				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language, 'dialects new NAME' starts a profile",
 				Action: dialectsAction,
 				Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
 					Name:  "json",
@@ -168,7 +168,7 @@ func newApp() *cli.App {
 					ArgsUsage: "NAME",
 					Flags:     commonFlagsUsing(launch.FlagConfig),
 					Action:    dialectsShowAction,
-				}, dialectsDocCommand()},
+				}, dialectsDocCommand(), dialectsNewCommand()},
 			},
 			{
 				Name:  "demo",
