@@ -69,14 +69,23 @@ editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":
 		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
 event> tick 1h`,
 	},
+	// Not shipped: turnKeep (rules_test.go), for keep in events and turn.NAME.
+	"turn-keep": {
+		setup: `editor> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}
+editor> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"session-1","prompt":[{"type":"text","text":"hi"}]}}`,
+		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
+event> tick 1h`,
+	},
 }
 
 // fuzzProfile is the profile of fuzz case name.
 func fuzzProfile(t testing.TB, name string) *Profile {
-	if name != "turn-scope" {
+	src := map[string]string{"turn-scope": turnScope, "turn-keep": turnKeep}[name]
+	if src == "" {
 		return shipped(t, name)
 	}
-	p, diags := Parse("turn-scope.hcl", []byte(turnScope))
+	p, diags := Parse(name+".hcl", []byte(src))
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -287,7 +287,7 @@ func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	c := &compiler{kept: map[string]hcl.Range{}}
+	c := &compiler{kept: map[string]hcl.Range{}, turnKept: map[string]hcl.Range{}}
 	p := &Profile{Name: name, requests: map[string]*requestRule{}, declared: body.MissingItemRange()}
 	d := c.profile(p, &raw)
 	diags = append(diags, d...)
@@ -295,6 +295,12 @@ func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 		if _, ok := c.kept[u.name]; !ok {
 			diags = append(diags, diag(u.rng, "Unknown session value",
 				"session.%s is not kept by any reply; a reply keeps values with keep = { %s = \"path\" }.", u.name, u.name))
+		}
+	}
+	for _, u := range c.turnKeptUses {
+		if _, ok := c.turnKept[u.name]; !ok {
+			diags = append(diags, diag(u.rng, "Unknown turn value",
+				"turn.%s is not kept by any event; an event keeps a value of its turn with keep = { %s = \"path\" }, and turn.sent.PATH reads the prompt's frame.", u.name, u.name))
 		}
 	}
 	if p.route != nil {
@@ -563,7 +569,6 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	}
 	if !reply {
 		notHere(raw.Correlate, "correlate belongs in a request's reply block.")
-		notHere(raw.Keep, "keep belongs in a request's reply block.")
 		notHere(raw.Result, "result belongs in a request's reply block.")
 	}
 	if reply && !prompt {
@@ -581,7 +586,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	if raw.Keep != nil {
 		obj, ok := raw.Keep.Expr.(*hclsyntax.ObjectConsExpr)
 		if !ok {
-			diags = append(diags, diag(raw.Keep.Expr.Range(), "Invalid keep", "keep is an object of names and the gjson paths of the reply they are read from: { agent_session = \"data.sessionId\" }."))
+			diags = append(diags, diag(raw.Keep.Expr.Range(), "Invalid keep", "keep is an object of names and the gjson paths of the frame they are read from: { agent_session = \"data.sessionId\" }."))
 		} else {
 			for _, item := range obj.Items {
 				k, dk := constKey(item.KeyExpr)
@@ -591,13 +596,22 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 					diags = append(diags, diag(item.ValueExpr.Range(), "Invalid keep", "keep's values are gjson paths (strings)."))
 					continue
 				}
-				if k == "id" || k == "cwd" {
+				switch {
+				case reply && (k == "id" || k == "cwd"):
 					diags = append(diags, diag(item.KeyExpr.Range(), "Reserved name", "session.%s is the bridge's own; keep the value under another name.", k))
+				case !reply && k == "sent":
+					diags = append(diags, diag(item.KeyExpr.Range(), "Reserved name", "turn.sent is the frame the prompt was sent as; keep the value under another name."))
+				case strings.Contains(k, "."):
+					diags = append(diags, diag(item.KeyExpr.Range(), "Invalid keep", "kept values have flat names, such as run_id; not %q.", k))
 				}
 				if err := checkPath(v.AsString()); err != nil {
 					diags = append(diags, diag(item.ValueExpr.Range(), "Invalid gjson path", "%q: %v.", v.AsString(), err))
 				}
-				c.kept[k] = item.KeyExpr.Range()
+				if reply {
+					c.kept[k] = item.KeyExpr.Range()
+				} else {
+					c.turnKept[k] = item.KeyExpr.Range()
+				}
 				r.keep = append(r.keep, keepItem{name: k, path: v.AsString()})
 			}
 		}

@@ -199,3 +199,35 @@ func TestGoldenTurnScope(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/turn-scope/*.txtar")
 }
+
+// turnKeep is a profile for an agent that assigns the turn's id itself, in
+// its first event: the event keeps it in turn scope (turn.run).
+const turnKeep = `
+request "session/prompt" {
+  send = { op = "ask", text = prompt.text }
+}
+cancel {
+  send = { op = "stop", run = turn.run }
+  ack  = { event = "stopped", run = turn.run }
+}
+event "started" {
+  match = { event = "started" }
+  keep  = { run = "run" }
+}
+event "token" {
+  match   = { event = "token", run = turn.run }
+  message = frame.text
+}
+event "done" {
+  match    = { event = "done", run = turn.run }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnKeep(t *testing.T) {
+	p, diags := Parse("run-id.hcl", []byte(turnKeep))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
+}

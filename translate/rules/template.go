@@ -167,6 +167,9 @@ const (
 	rID
 	rNow
 	rTurn
+	// rTurnKept is turn.NAME, a value an event kept (not a root name of
+	// its own: it is written turn.NAME).
+	rTurnKept
 )
 
 var rootNames = map[string]root{
@@ -190,6 +193,10 @@ type compiler struct {
 	kept map[string]hcl.Range
 	// keptUses are session.NAME references, checked once all keeps are known.
 	keptUses []keptUse
+	// turnKept and turnKeptUses are the same for turn values, which
+	// events keep (turn.NAME).
+	turnKept     map[string]hcl.Range
+	turnKeptUses []keptUse
 	// envNames are the env() variables the profile reads.
 	envNames map[string]bool
 	// locals are the variables of the enclosing for expressions.
@@ -408,9 +415,17 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 	case rTurn:
 		allowed = sc.turn
 		sent, ok := strings.CutPrefix(path, "sent.")
+		if !ok && path != "" && path != "sent" && !strings.Contains(path, ".") {
+			if !sc.turn {
+				return nil, hcl.Diagnostics{diag(rng, "Variable not available here",
+					"turn cannot be read in %s: turn values are read by the rules, matches and cancel of a turn.", sc.where)}
+			}
+			c.turnKeptUses = append(c.turnKeptUses, keptUse{name: path, rng: rng})
+			return &refNode{root: rTurnKept, path: path}, nil
+		}
 		if !ok || sent == "" {
 			return nil, hcl.Diagnostics{diag(rng, "Unknown variable",
-				"turn has turn.sent.PATH: the value at a gjson path of the frame the turn's prompt was sent as, such as turn.sent.chat_id.")}
+				"turn has turn.sent.PATH (the value at a gjson path of the frame the turn's prompt was sent as, such as turn.sent.chat_id) and turn.NAME (a value an event kept).")}
 		}
 		if err := checkPath(sent); err != nil {
 			return nil, hcl.Diagnostics{diag(rng, "Invalid gjson path", "turn.sent.%s: %v.", sent, err)}
@@ -580,6 +595,9 @@ type refNode struct {
 
 // String writes n as a profile writes it.
 func (n *refNode) String() string {
+	if n.root == rTurnKept {
+		return "turn." + n.path
+	}
 	for name, r := range rootNames {
 		if r != n.root {
 			continue
@@ -609,6 +627,14 @@ func (n *refNode) eval(e *evalEnv) value {
 			return value{}
 		}
 		return gjsonValue(e.turn.ex.sent, n.path)
+	case rTurnKept:
+		if e.turn == nil {
+			return value{}
+		}
+		if v, ok := e.turn.kept[n.path]; ok {
+			return rawValue(v)
+		}
+		return value{}
 	case rPrompt:
 		if n.path == "blocks" {
 			return gjsonValue(e.params, "prompt")
@@ -1020,7 +1046,7 @@ func matchEnv(st matchState) *evalEnv {
 // matchVars names the variables a match can compare against in sc.
 func (sc scope) matchVars() string {
 	if sc.turn {
-		return "a variable: session.NAME or turn.sent.PATH"
+		return "a variable: session.NAME, turn.sent.PATH or turn.NAME"
 	}
 	return "session.NAME"
 }

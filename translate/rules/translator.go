@@ -135,6 +135,8 @@ type turn struct {
 	// ackBy is when a forwarded stop must have been acknowledged (the
 	// cancel block's ack and grace); zero when none is awaited.
 	ackBy time.Time
+	// kept are the values events kept for the turn (turn.NAME).
+	kept map[string][]byte
 }
 
 type tool struct {
@@ -1061,6 +1063,7 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		}
 		return outs
 	}
+	t.keep(r, frame, sess, tr, promptReply)
 	var outs []translate.Out
 	e := t.evalEnv(frame, nil, sess, nil)
 	e.turn = tr
@@ -1118,6 +1121,31 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		outs = append(outs, t.endTurn(tr, "end_turn")...)
 	}
 	return outs
+}
+
+// keep stores the values r keeps from frame: the session's for the reply
+// of a prompt, the turn's for an event. They are stored before the rule's
+// templates run, which may read them.
+func (t *translator) keep(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) {
+	for _, k := range r.keep {
+		v := get(frame, k.path)
+		if !v.Exists() {
+			continue
+		}
+		raw := []byte(v.Raw)
+		switch {
+		case promptReply && sess != nil:
+			sess.kept[k.name] = raw
+			if k.name == "agent_session" {
+				sess.agentSession = v.String()
+			}
+		case !promptReply && tr != nil:
+			if tr.kept == nil {
+				tr.kept = map[string][]byte{}
+			}
+			tr.kept[k.name] = raw
+		}
+	}
 }
 
 func (t *translator) updateOut(u update, e *evalEnv, sess *session, tr *turn) (translate.Out, bool) {
