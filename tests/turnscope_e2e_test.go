@@ -11,6 +11,7 @@ package tests
 
 import (
 	"context"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
 )
 
@@ -128,6 +130,15 @@ func TestTurnScope_Chatwire(t *testing.T) {
 		}
 	}
 
+	// A stop the agent takes without a word: after the cancel block's grace
+	// (2 s) the prompt is answered cancelled and the log says so at WARN;
+	// what the agent sends later is dropped.
+	resp = cancelTurn(t, e, sid, "deaf")
+	if r := resp.Get("result.stopReason").Str; r != "cancelled" {
+		t.Fatalf("unacknowledged cancel: answered %s, want stopReason cancelled", resp)
+	}
+	stderrLine(t, e, "the WARN line for the unacknowledged stop", "[WARN]", "did not acknowledge the stop", "session="+string(sid), "within 2s")
+
 	// A late frame of an earlier turn, sent at the start of the next one,
 	// is dropped rather than shown in it.
 	resp, got = turn(t, e, sid, "linger")
@@ -135,6 +146,11 @@ func TestTurnScope_Chatwire(t *testing.T) {
 	resp, got = turn(t, e, sid, "hello again")
 	wantTurn(t, "the turn after linger", resp, got, []string{"message You said: ", "message hello again"})
 	stderrLine(t, e, "the dropped late frame", "drained-turn-updates", "late from an earlier chat")
+	// The deaf agent's late frame (3 s after the stop) has come and gone.
+	stderrLine(t, e, "the deaf turn's late frame dropped", "drained-turn-updates", `\"text\":\"late\"}`)
+	if all, _ := updates(e, sid, -1); slices.Contains(all, "message late") {
+		t.Errorf("a frame the deaf agent sent after the cancelled answer reached the editor: %q", all)
+	}
 
 	// And the agent's error frame fails the prompt in its words.
 	resp, _ = turn(t, e, sid, "fail")
@@ -176,5 +192,18 @@ func TestTurnScope_SharedConnection(t *testing.T) {
 	}
 	if got, _ := updates(e, a, -1); !slices.Equal(got, []string{"message working"}) {
 		t.Errorf("session a's updates %q, want only its own", got)
+	}
+}
+
+// doctor --profile FILE --prompt TEXT runs one turn through the profile
+// file against the agent and reports its end.
+func TestTurnScope_Doctor(t *testing.T) {
+	t.Parallel()
+	s := StartWSAgent(t, fakeagent.WSOptions{Serve: fakerules.Chatwire})
+	cmd := exec.Command(BridgeBin, "doctor", "--profile", "testdata/chatwire.hcl", "--url", s.URL, "--prompt", "hello doctor")
+	cmd.Env = hermeticEnv(t, nil)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "end of turn (end_turn)") {
+		t.Errorf("doctor: %v\n%s", err, out)
 	}
 }

@@ -13,8 +13,9 @@ request "session/prompt" {
 }
 
 cancel {
-  send = { cmd = "stop", chat_id = turn.sent.chat_id }
-  ack  = { type = "stopped", chat_id = turn.sent.chat_id }
+  send  = { cmd = "stop", chat_id = turn.sent.chat_id }
+  ack   = { type = "stopped", chat_id = turn.sent.chat_id }
+  grace = "2s"
 }
 
 error {

@@ -1059,7 +1059,8 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
 		}
 		if len(r.updates) > 0 || r.tool != nil {
-			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Body: []byte("frame of a turn the bridge already ended")})
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "frame of a turn the bridge already ended: %.120s", frame)})
 		}
 		return outs
 	}

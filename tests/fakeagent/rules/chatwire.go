@@ -32,6 +32,7 @@ import (
 //	stubborn  a delta, then refuses the stop with an error, and goes on:
 //	          20 deltas, a tool use, final
 //	linger    a delta, final; at the next chat, first a late delta of this one
+//	deaf      a delta; takes a stop without a word, then 3 s later a delta, final
 //	fail      an error frame
 //	echo      a delta holding the exact chat frame received
 //	die       a delta, then the connection drops
@@ -141,6 +142,13 @@ func chatwireTurn(c *conn, id, message string, line []byte, stop chan struct{}, 
 		send("tool_use", `"use_id":"u9","tool":"grep","input":{}`)
 	case "linger":
 		send("delta", `"text":"first"`)
+	case "deaf":
+		// Takes the stop and says nothing about it, then finishes late.
+		send("delta", `"text":"working"`)
+		if stopped() {
+			time.Sleep(3 * time.Second)
+		}
+		send("delta", `"text":"late"`)
 	case "fail":
 		end()
 		send("error", `"message":"out of credits"`)
