@@ -231,3 +231,26 @@ func TestGoldenTurnKeep(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
 }
+
+// turnNumber sends a number id and matches the agent's echo of it.
+const turnNumber = `
+request "session/prompt" {
+  send = { ask = prompt.text, id = id }
+}
+event "text" {
+  match   = { to = turn.sent.id, text = present }
+  message = frame.text
+}
+event "done" {
+  match    = { to = turn.sent.id, done = true }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnNumber(t *testing.T) {
+	p, diags := Parse("turn-number.hcl", []byte(turnNumber))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-number/*.txtar")
+}

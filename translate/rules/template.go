@@ -1110,7 +1110,7 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		}
 		if c.ref != nil {
 			want := c.ref.eval(matchEnv(st))
-			if want.missing() || !sameJSON(got, gjson.ParseBytes(want.appendJSON(nil))) {
+			if want.missing() || !sameValue(got, gjson.ParseBytes(want.appendJSON(nil))) {
 				return false
 			}
 			continue
@@ -1127,6 +1127,16 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		}
 	}
 	return true
+}
+
+// sameValue is sameJSON, except that a number and a string with the same
+// text are the same: an id sent as 3 and echoed as "3" (or the other way
+// round) names the same turn, as turn { key } compares it.
+func sameValue(a, b gjson.Result) bool {
+	if (a.Type == gjson.String && b.Type == gjson.Number) || (a.Type == gjson.Number && b.Type == gjson.String) {
+		return a.String() == b.String()
+	}
+	return sameJSON(a, b)
 }
 
 func sameJSON(a, b gjson.Result) bool {
