@@ -41,9 +41,12 @@ func TestProfileFiles(t *testing.T) {
 	if _, errOut, ok := runIn(t, dir, "dialects", "new", "acp"); ok || !strings.Contains(errOut, "built into acp-bridge") {
 		t.Errorf("dialects new acp: ok=%v %s", ok, errOut)
 	}
-	out, errOut, ok = runIn(t, dir, "--profile", "mychat.hcl", "dialects")
+	out, errOut, ok = runIn(t, dir, "dialects", "--profile", "mychat.hcl")
 	if !ok || !strings.Contains(out, "mychat") || !strings.Contains(out, "user") {
 		t.Errorf("dialects with --profile does not list mychat as a user dialect: ok=%v\n%s%s", ok, out, errOut)
+	}
+	if out, errOut, ok := runIn(t, dir, "dialects", "show", "--profile", "mychat.hcl", "mychat"); !ok || !strings.Contains(out, `turn.sent.chat_id`) {
+		t.Errorf("dialects show of a profile file: ok=%v\n%s%s", ok, out, errOut)
 	}
 	cfg := filepath.Join(dir, "config.hcl")
 	if err := os.WriteFile(cfg, []byte("dialect \"mychat\" {\n  include = \"mychat.hcl\"\n}\n\nagent \"mine\" {\n  dialect = \"mychat\"\n  websocket {\n    url = \"ws://127.0.0.1:9/\"\n  }\n}\n"), 0o600); err != nil {

@@ -93,7 +93,7 @@ func TestManAndCompletion(t *testing.T) {
 		"doctor --prom":    "--prompt",
 		"completion --he":  "--help",
 		"--url x dia":      "dialects",
-		"dialects show --": "--config --help",
+		"dialects show --": "--config --profile --help",
 	} {
 		words := append([]string{"acp-bridge"}, strings.Fields(line)...)
 		if strings.HasSuffix(line, " ") {
