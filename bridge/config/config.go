@@ -344,6 +344,26 @@ func includedProfile(p *hclparse.Parser, rd *rawDialect, dir string) (*UserDiale
 	return ud, diags
 }
 
+// readProfile reads a profile file: a regular file of at most
+// maxProfileSize bytes.
+func readProfile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case fi.Size() > maxProfileSize:
+		return nil, fmt.Errorf("%s is %d bytes, more than a profile's %d", path, fi.Size(), maxProfileSize)
+	}
+	return io.ReadAll(io.LimitReader(f, maxProfileSize+1))
+}
+
 // LoadProfile reads a rule profile file (--profile FILE) as a dialect
 // block: its name is the file's base name without its extension, as for
 // the profiles shipped in the binary. Files holds the parsed file, for
@@ -355,8 +375,12 @@ func LoadProfile(path string) (ud *UserDialect, files map[string]*hcl.File, diag
 	return ud, p.Files(), diags
 }
 
+// maxProfileSize bounds a profile file: the largest shipped one is a few
+// KiB, and a device or a runaway file must not be read whole.
+const maxProfileSize = 1 << 20
+
 func loadProfile(p *hclparse.Parser, path, name string) (*UserDialect, hcl.Diagnostics) {
-	src, err := os.ReadFile(path)
+	src, err := readProfile(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Failed to read profile",
 			Detail: fmt.Sprintf("Could not read the profile file: %v. `acp-bridge dialects new NAME` writes a starting point.", err)}}

@@ -48,6 +48,7 @@ func TestInclude_bad(t *testing.T) {
 		{"missing file", "dialect \"x\" {\n  include = \"nope.hcl\"\n}\n", "Failed to read profile", "config.hcl:2:13", "nope.hcl"},
 		{"not a string", "dialect \"x\" {\n  include = 3\n}\n", "Invalid include", "config.hcl:2:13", "constant string"},
 		{"with other lines", "dialect \"x\" {\n  include = \"x.hcl\"\n  summary = \"y\"\n}\n", "include stands alone", "config.hcl:2:3", "that file"},
+		{"a directory", "dialect \"x\" {\n  include = \".\"\n}\n", "Failed to read profile", "config.hcl:2:13", "not a regular file"},
 		{"syntax error in the file", "dialect \"x\" {\n  include = \"broken.hcl\"\n}\n", "Missing newline after argument", "broken.hcl:1:15", ""},
 	}
 	for _, tt := range tests {
