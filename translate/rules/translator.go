@@ -839,7 +839,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	}
 	for _, er := range t.p.errors {
 		if er.match.matches(frame, st) {
-			return t.agentError(er, frame, sess, tr), nil
+			return t.agentError(er, frame, sess, tr, keyed), nil
 		}
 	}
 	for _, ex := range t.waiting {
@@ -1016,9 +1016,10 @@ func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
 	return []translate.Out{fail(ex.ref, errObj)}
 }
 
-// agentError applies an error rule: it fails the oldest request waiting for
-// the agent, else the running turn of the frame's session.
-func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *turn) []translate.Out {
+// agentError applies an error rule: it fails the turn the frame names by
+// the profile's turn key (keyed), else the oldest request waiting for the
+// agent, else the running turn of the frame's session.
+func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *turn, keyed bool) []translate.Out {
 	e := t.evalEnv(frame, nil, sess, nil)
 	e.turn = tr
 	msg := er.message.eval(e).text()
@@ -1032,7 +1033,7 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *
 		}
 	}
 	errObj := translate.Errorf(code, "%s", msg).JSON()
-	if len(t.waiting) > 0 {
+	if len(t.waiting) > 0 && !keyed {
 		if tr := t.waiting[0].turn; refusesCancel(tr) {
 			return t.cancelRefused(tr, errObj)
 		}
