@@ -55,6 +55,9 @@ func TestProfileFiles(t *testing.T) {
 	if out, errOut, ok := runIn(t, dir, "config", "validate", "--config", cfg); !ok {
 		t.Errorf("config validate of a config including the scaffold: %s%s", out, errOut)
 	}
+	if _, errOut, ok := runIn(t, dir, "dialects", "--config", cfg, "--profile", "mychat.hcl"); ok || !strings.Contains(errOut, "Dialect declared twice") {
+		t.Errorf("--profile naming a dialect the configuration declares: ok=%v %s", ok, errOut)
+	}
 
 	// The same typo, loaded both ways, is reported in the profile file.
 	src, err := os.ReadFile(filepath.Join(dir, "mychat.hcl"))

@@ -124,6 +124,14 @@ func loadConfig(path string, explicit bool, profile string) (*config.Config, err
 		ud, files, more := config.LoadProfile(profile)
 		diags = append(diags, more...)
 		maps.Copy(cfg.Files, files)
+		for _, other := range cfg.Dialects {
+			if ud != nil && other.Name == ud.Name {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dialect declared twice",
+					Detail:  fmt.Sprintf("--profile %s is dialect %q, which the configuration declares too (%s); rename the file or drop one.", profile, ud.Name, other.DeclRange),
+					Subject: ud.DeclRange.Ptr()})
+				ud = nil
+			}
+		}
 		if ud != nil {
 			cfg.Dialects = append(cfg.Dialects, ud)
 		}
