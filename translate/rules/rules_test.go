@@ -254,3 +254,23 @@ func TestGoldenTurnNumber(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/turn-number/*.txtar")
 }
+
+// promptKeep keeps a session value from the reply of session/prompt.
+const promptKeep = `
+request "session/prompt" {
+  send = { ask = prompt.text, conv = session.conv }
+  reply {
+    match         = { answer = present }
+    keep          = { conv = "conv" }
+    final_message = frame.answer
+  }
+}
+`
+
+func TestGoldenPromptKeep(t *testing.T) {
+	p, diags := Parse("prompt-keep.hcl", []byte(promptKeep))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/prompt-keep/*.txtar")
+}
