@@ -72,6 +72,12 @@ event "delta" {
 			!strings.Contains(log.String(), `\"text\":\" there\"`) || time.Since(start) != 30*time.Second {
 			t.Fatalf("no quiet warning naming the last unmatched frame after %v:\n%s", time.Since(start), log.String())
 		}
+		// The profile, not the stream, is at fault: the frames are not
+		// repairs, and the summary at exit does not list them as such.
 		agent.die(nil)
+		h.close()
+		if strings.Contains(log.String(), "unmatched-frames=") {
+			t.Errorf("unmatched frames summarised as repairs:\n%s", log.String())
+		}
 	})
 }

@@ -71,6 +71,15 @@ func (e *engine) note(l *link, o translate.Out) {
 	case noteCancelRefused:
 		e.log.Warn("agent refused the cancel; the turn was answered cancelled and its later frames are dropped",
 			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+	case noteCancelUnacked:
+		e.log.Warn("agent did not acknowledge the stop; the turn was answered cancelled and its later frames are dropped",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
+	case noteCancelAcked:
+		e.log.Debug("agent acknowledged the stop", "session", o.Session, "link", l.String())
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteTurnQuiet:
 		e.log.Warn("turn without a frame the profile matched", "session", o.Session, "link", l.String(), "detail", string(o.Body))
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
@@ -99,6 +108,14 @@ const noteCancelRefused = "cancel-refused"
 // noteTurnQuiet is the Note a translator sends when no frame of a turn
 // matched a rule for a while; it is not a repair either.
 const noteTurnQuiet = "turn-quiet"
+
+// noteCancelUnacked is the Note a translator sends when a forwarded stop
+// was not acknowledged in time; noteCancelAcked when it was. Neither is a
+// repair.
+const (
+	noteCancelUnacked = "cancel-unacknowledged"
+	noteCancelAcked   = "cancel-acknowledged"
+)
 
 // noteUnmatched is the Note a translator sends for an agent frame it has no
 // rule for.

@@ -6,8 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
 )
 
 // repoRoot is the module root, the directory above tests/.
@@ -157,5 +161,54 @@ func TestREADME_TroubleshootingMessagesExist(t *testing.T) {
 	}
 	if rows < 10 {
 		t.Errorf("only %d message rows in the troubleshooting table", rows)
+	}
+}
+
+// The README's "Bridge your own agent" walk-through ends with a check of
+// the bridged agent. Run as written (the configuration in its default
+// place, the agent a fake Tinychat that refuses the stop and goes on, as
+// in the walk-through's leaking cancel), every mandatory scenario passes:
+// among them cancel, which fails on an update after the cancelled answer.
+func TestREADME_CheckTinychat(t *testing.T) {
+	t.Parallel()
+	const command = "acp-bridge check -- acp-bridge --agent tinychat"
+	text := readme(t)
+	start := strings.Index(text, "## Bridge your own agent")
+	end := strings.Index(text[start+3:], "\n## ")
+	if start < 0 || end < 0 || !strings.Contains(text[start:start+3+end], command) {
+		t.Fatalf("README's Bridge your own agent section lacks %q", command)
+	}
+	src, err := os.ReadFile("testdata/tinychat.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := StartWSAgent(t, fakeagent.WSOptions{Serve: fakerules.Tinychat})
+	cfg := strings.Replace(string(src), "ws://127.0.0.1:9000/", s.URL, 1)
+	if cfg == string(src) {
+		t.Fatal("testdata/tinychat.hcl does not serve ws://127.0.0.1:9000/ as README says")
+	}
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "acp-bridge"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "acp-bridge", "config.hcl"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Fields(command)[2:] // runCheck adds "check --json"
+	args[slices.Index(args, "acp-bridge")] = BridgeBin
+	rep, code, out := runCheck(t, []string{"XDG_CONFIG_HOME=" + home}, args...)
+	if code != 0 || rep.Failed {
+		t.Errorf("%s: exit %d", command, code)
+	}
+	for _, r := range rep.Results {
+		if r.Tier == "mandatory" && r.Status != "PASS" {
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	if rep.status("cancel") != "PASS" {
+		t.Errorf("cancel: %s, want PASS", rep.status("cancel"))
+	}
+	if t.Failed() {
+		t.Logf("check output:\n%s", out)
 	}
 }

@@ -30,6 +30,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // DefaultDialect is the dialect of an agent block without a dialect
@@ -109,8 +111,12 @@ type UserDialect struct {
 	Name      string
 	Body      hcl.Body
 	DeclRange hcl.Range
-	// Source is the block's text, for `acp-bridge dialects show`.
+	// Source is the block's text, for `acp-bridge dialects show`; the
+	// whole file's for a profile file.
 	Source string
+	// File is the profile file the dialect was read from (--profile FILE,
+	// include); "" for a block that holds the profile itself.
+	File string
 }
 
 // WebSocket says how to reach an agent over a WebSocket.
@@ -284,9 +290,110 @@ func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagno
 		if r := blockRange(rd.Body, rd.DefRange); r.Start.Byte < r.End.Byte && r.End.Byte <= len(file.Bytes) {
 			ud.Source = string(file.Bytes[r.Start.Byte:r.End.Byte])
 		}
+		if inc, d := includedProfile(p, rd, dir); inc != nil || d.HasErrors() {
+			diags = append(diags, d...)
+			if inc == nil {
+				continue
+			}
+			ud = inc
+		}
 		cfg.Dialects = append(cfg.Dialects, ud)
 	}
+	cfg.Files = p.Files()
+	if diags.HasErrors() {
+		return &Config{Files: cfg.Files}, diags
+	}
 	return cfg, diags
+}
+
+// includedProfile reads the profile file that dialect "NAME" { include =
+// "FILE" } names (relative to the configuration's directory), or returns
+// nil when the block holds the profile itself. The file holds what the
+// block would; diagnostics point into it.
+func includedProfile(p *hclparse.Parser, rd *rawDialect, dir string) (*UserDialect, hcl.Diagnostics) {
+	body, ok := rd.Body.(*hclsyntax.Body)
+	if !ok {
+		return nil, nil
+	}
+	a := body.Attributes["include"]
+	if a == nil {
+		return nil, nil
+	}
+	if len(body.Attributes) != 1 || len(body.Blocks) != 0 {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "include stands alone",
+			Detail:  fmt.Sprintf("dialect %q includes its profile from a file; put the profile's other lines in that file, or drop include and write them here.", rd.Name),
+			Subject: a.Range().Ptr()}}
+	}
+	v, d := a.Expr.Value(nil)
+	if d.HasErrors() || v.IsNull() || v.Type() != cty.String || v.AsString() == "" {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid include",
+			Detail: "include is the path of a profile file, a constant string such as \"tinychat.hcl\" (relative to this file's directory).", Subject: a.Expr.Range().Ptr()}}
+	}
+	path := v.AsString()
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	ud, diags := loadProfile(p, path, rd.Name)
+	if ud == nil {
+		for _, d := range diags {
+			if d.Subject == nil {
+				d.Subject = a.Expr.Range().Ptr()
+			}
+		}
+	}
+	return ud, diags
+}
+
+// readProfile reads a profile file: a regular file of at most
+// maxProfileSize bytes.
+func readProfile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case fi.Size() > maxProfileSize:
+		return nil, fmt.Errorf("%s is %d bytes, more than a profile's %d", path, fi.Size(), maxProfileSize)
+	}
+	return io.ReadAll(io.LimitReader(f, maxProfileSize+1))
+}
+
+// LoadProfile reads a rule profile file (--profile FILE) as a dialect
+// block: its name is the file's base name without its extension, as for
+// the profiles shipped in the binary. Files holds the parsed file, for
+// WriteDiagnostics.
+func LoadProfile(path string) (ud *UserDialect, files map[string]*hcl.File, diags hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	ud, diags = loadProfile(p, path, name)
+	return ud, p.Files(), diags
+}
+
+// maxProfileSize bounds a profile file: the largest shipped one is a few
+// KiB, and a device or a runaway file must not be read whole.
+const maxProfileSize = 1 << 20
+
+func loadProfile(p *hclparse.Parser, path, name string) (*UserDialect, hcl.Diagnostics) {
+	src, err := readProfile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Failed to read profile",
+			Detail: fmt.Sprintf("Could not read the profile file: %v. `acp-bridge dialects new NAME` writes a starting point.", err)}}
+	}
+	if diags := checkNesting(src, path); diags.HasErrors() {
+		return nil, diags
+	}
+	f, diags := p.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return &UserDialect{Name: name, Body: f.Body, DeclRange: hcl.Range{Filename: path, Start: hcl.InitialPos, End: hcl.InitialPos},
+		Source: string(src), File: path}, diags
 }
 
 // blockRange is the source range of a whole block, from its header to its

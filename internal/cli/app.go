@@ -156,9 +156,9 @@ func newApp() *cli.App {
 			},
 			{
 				Name:   "dialects",
-				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language",
+				Usage:  "list the agent dialects this binary speaks; 'dialects show NAME' prints a profile's HCL, 'dialects doc' the profile language, 'dialects new NAME' starts a profile",
 				Action: dialectsAction,
-				Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
+				Flags: append(commonFlagsUsing(launch.FlagConfig, flagProfile), &cli.BoolFlag{
 					Name:  "json",
 					Usage: "print the list as a JSON array, for scripts",
 				}),
@@ -166,9 +166,9 @@ func newApp() *cli.App {
 					Name:      "show",
 					Usage:     "print the HCL of a shipped or configured rule profile",
 					ArgsUsage: "NAME",
-					Flags:     commonFlagsUsing(launch.FlagConfig),
+					Flags:     commonFlagsUsing(launch.FlagConfig, flagProfile),
 					Action:    dialectsShowAction,
-				}, dialectsDocCommand()},
+				}, dialectsDocCommand(), dialectsNewCommand()},
 			},
 			{
 				Name:  "demo",

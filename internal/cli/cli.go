@@ -27,7 +27,7 @@ func init() {
 // logging flags, copied from serveFlags so that usage texts and environment
 // twins stay one.
 func commonFlags() []cli.Flag {
-	return pickFlags(launch.FlagConfig, launch.FlagLogLevel, launch.FlagLogFile, launch.FlagLogFormat)
+	return pickFlags(launch.FlagConfig, flagProfile, launch.FlagLogLevel, launch.FlagLogFile, launch.FlagLogFormat)
 }
 
 // commonFlagsUsing is commonFlags with only the named ones listed in the

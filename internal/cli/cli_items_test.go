@@ -90,10 +90,10 @@ func TestManAndCompletion(t *testing.T) {
 	for line, want := range map[string]string{
 		"config sh":        "show",
 		"trace view --ou":  "--output",
-		"doctor --pro":     "--prompt",
+		"doctor --prom":    "--prompt",
 		"completion --he":  "--help",
 		"--url x dia":      "dialects",
-		"dialects show --": "--config --help",
+		"dialects show --": "--config --profile --help",
 	} {
 		words := append([]string{"acp-bridge"}, strings.Fields(line)...)
 		if strings.HasSuffix(line, " ") {

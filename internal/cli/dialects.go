@@ -16,7 +16,7 @@ func dialectsAction(c *cli.Context) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	if path, explicit := configPath(c); path != "" {
 		// The configuration's own dialect blocks are listed too.
-		if _, err := loadConfig(path, explicit); err != nil {
+		if _, err := loadConfig(path, explicit, lineage{c}.String(flagProfile)); err != nil {
 			return err
 		}
 	}
@@ -46,7 +46,7 @@ func dialectsShowAction(c *cli.Context) error {
 		return err
 	}
 	if path, explicit := configPath(c); path != "" {
-		if _, err := loadConfig(path, explicit); err != nil {
+		if _, err := loadConfig(path, explicit, lineage{c}.String(flagProfile)); err != nil {
 			return err
 		}
 	}

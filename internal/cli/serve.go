@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,6 +30,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
 		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
 		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
+		str(flagProfile, "add the rule profile in this `FILE` as a dialect named by the file's base name, and select it unless --dialect or --agent is given ('acp-bridge dialects new NAME' writes one)", ""),
 		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
 		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
 		str(launch.FlagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// (websocket agents)", ""),
@@ -81,25 +85,57 @@ func flagsFrom(ctx *cli.Context) launch.Flags {
 			f.Set[name] = true
 		}
 	}
+	if path := c.String(flagProfile); path != "" && !f.Set[launch.FlagDialect] && f.Agent == "" {
+		f.Dialect, f.Set[launch.FlagDialect] = profileName(path), true
+	}
 	return f
+}
+
+// flagProfile is --profile FILE: a rule profile kept in a file of its own,
+// next to the agent it describes, rather than in the configuration.
+const flagProfile = "profile"
+
+// profileName is the dialect name of a profile file: its base name without
+// the extension, as for the profiles shipped in the binary.
+func profileName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 }
 
 // loadConfig loads the configuration named by --config. A missing file is
 // fine when it is the default one; otherwise problems are written to stderr
 // and returned as a diagError.
-func loadConfig(path string, explicit bool) (*config.Config, error) {
-	if path == "" {
-		return &config.Config{}, nil
-	}
-	if !explicit {
+// profile, when not "", is a --profile FILE added to the configuration's
+// dialects.
+func loadConfig(path string, explicit bool, profile string) (*config.Config, error) {
+	cfg := &config.Config{Files: map[string]*hcl.File{}}
+	var diags hcl.Diagnostics
+	if path != "" && !explicit {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return &config.Config{}, nil
+			path = ""
 		}
 	}
-	if err := unreadableConfig(path); err != nil {
-		return nil, err
+	if path != "" {
+		if err := unreadableConfig(path); err != nil {
+			return nil, err
+		}
+		cfg, diags = config.Load(path)
 	}
-	cfg, diags := config.Load(path)
+	if profile != "" && !diags.HasErrors() {
+		ud, files, more := config.LoadProfile(profile)
+		diags = append(diags, more...)
+		maps.Copy(cfg.Files, files)
+		for _, other := range cfg.Dialects {
+			if ud != nil && other.Name == ud.Name {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dialect declared twice",
+					Detail:  fmt.Sprintf("--profile %s is dialect %q, which the configuration declares too (%s); rename the file or drop one.", profile, ud.Name, other.DeclRange),
+					Subject: ud.DeclRange.Ptr()})
+				ud = nil
+			}
+		}
+		if ud != nil {
+			cfg.Dialects = append(cfg.Dialects, ud)
+		}
+	}
 	if !diags.HasErrors() {
 		diags = append(diags, launch.AddUserDialects(cfg)...)
 	}
@@ -133,7 +169,7 @@ func resolveAgent(c *cli.Context) (resolvedAgent, error) {
 		return r, err
 	}
 	var err error
-	if r.cfg, err = loadConfig(path, explicit); err != nil {
+	if r.cfg, err = loadConfig(path, explicit, lineage{c}.String(flagProfile)); err != nil {
 		return r, err
 	}
 	if r.settings, err = launch.ResolveSettings(r.cfg, r.flags); err != nil {

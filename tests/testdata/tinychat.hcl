@@ -1,7 +1,8 @@
 # The profile that README's "Bridge your own agent" ends with, for the
 # made-up Tinychat WebSocket format. tests/rules_e2e_test.go runs it
 # against tests/fakeagent/rules/tinychat.go and checks that README.md
-# quotes this block verbatim.
+# quotes this block and the agent block verbatim; tests/readme_test.go
+# points the agent block at a fake Tinychat and runs README's check.
 dialect "tinychat" {
   summary = "Tinychat: a made-up WebSocket chat format (README worked example)"
   route   = ["conv"]
@@ -61,5 +62,12 @@ dialect "tinychat" {
   event "done" {
     match    = { event = "done" }
     end_turn = "end_turn"
+  }
+}
+
+agent "tinychat" {
+  dialect = "tinychat"
+  websocket {
+    url = "ws://127.0.0.1:9000/"
   }
 }

@@ -60,6 +60,36 @@ editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":
 		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
 event> tick 1h`,
 	},
+	// Not shipped: turnScope (rules_test.go), for turn { key }, turn.sent
+	// in matches and the cancel block's ack and grace.
+	"turn-scope": {
+		setup: `editor> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}
+editor> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"session-1","prompt":[{"type":"text","text":"hi"}]}}`,
+		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
+event> tick 1h`,
+	},
+	// Not shipped: turnKeep (rules_test.go), for keep in events and turn.NAME.
+	"turn-keep": {
+		setup: `editor> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}
+editor> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"session-1","prompt":[{"type":"text","text":"hi"}]}}`,
+		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
+event> tick 1h`,
+	},
+}
+
+// fuzzProfile is the profile of fuzz case name.
+func fuzzProfile(t testing.TB, name string) *Profile {
+	src := map[string]string{"turn-scope": turnScope, "turn-keep": turnKeep}[name]
+	if src == "" {
+		return shipped(t, name)
+	}
+	p, diags := Parse(name+".hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return p
 }
 
 // FuzzProfiles feeds arbitrary agent frames (one per line) to every
@@ -85,7 +115,7 @@ func FuzzProfiles(f *testing.F) {
 	f.Add([]byte("not json\n{}\n[]\n\"x\"\n{\"id\":2}"))
 	profiles := map[string]*Profile{}
 	for name := range fuzzCases {
-		profiles[name] = shipped(f, name)
+		profiles[name] = fuzzProfile(f, name)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzProfiles(t, profiles, data) })
 }
@@ -93,7 +123,7 @@ func FuzzProfiles(f *testing.F) {
 func fuzzOneForTest(t *testing.T, data []byte) bool {
 	profiles := map[string]*Profile{}
 	for name := range fuzzCases {
-		profiles[name] = shipped(t, name)
+		profiles[name] = fuzzProfile(t, name)
 	}
 	fuzzProfiles(t, profiles, data)
 	return true

@@ -47,10 +47,14 @@ type Profile struct {
 	// before the engine is told (a typo in a match hangs a turn); giveUp,
 	// when set, is how long before the turn is failed.
 	quiet, giveUp time.Duration
-	cancel        *cancelRule
-	errors        []*errorRule
-	requests      map[string]*requestRule
-	events        []*rule
+	// turnKey, when set, names the turn a frame belongs to: the value at
+	// its frame path equals the value at its sent path of the frame the
+	// turn's prompt was sent as.
+	turnKey  *turnKey
+	cancel   *cancelRule
+	errors   []*errorRule
+	requests map[string]*requestRule
+	events   []*rule
 	// envNames maps each env() variable to whether it is required.
 	envNames map[string]bool
 	declared hcl.Range
@@ -71,6 +75,14 @@ type heartbeatRule struct {
 
 type cancelRule struct {
 	send []node
+	// ack, when set, is how the agent acknowledges a stop; grace is how
+	// long it has to before the bridge reports the stop unacknowledged.
+	ack   *match
+	grace time.Duration
+}
+
+type turnKey struct {
+	frame, sent string
 }
 
 type errorRule struct {
@@ -160,6 +172,7 @@ type rawHeartbeat struct {
 }
 
 type rawTurn struct {
+	Key     *hcl.Attribute `hcl:"key,optional"`
 	Silence *hcl.Attribute `hcl:"silence,optional"`
 	Stop    *hcl.Attribute `hcl:"stop,optional"`
 	Quiet   *hcl.Attribute `hcl:"quiet,optional"`
@@ -167,7 +180,9 @@ type rawTurn struct {
 }
 
 type rawCancel struct {
-	Send *hcl.Attribute `hcl:"send,optional"`
+	Send  *hcl.Attribute `hcl:"send,optional"`
+	Ack   *hcl.Attribute `hcl:"ack,optional"`
+	Grace *hcl.Attribute `hcl:"grace,optional"`
 }
 
 type rawError struct {
@@ -272,7 +287,7 @@ func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	c := &compiler{kept: map[string]hcl.Range{}}
+	c := &compiler{kept: map[string]hcl.Range{}, turnKept: map[string]hcl.Range{}}
 	p := &Profile{Name: name, requests: map[string]*requestRule{}, declared: body.MissingItemRange()}
 	d := c.profile(p, &raw)
 	diags = append(diags, d...)
@@ -280,6 +295,12 @@ func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 		if _, ok := c.kept[u.name]; !ok {
 			diags = append(diags, diag(u.rng, "Unknown session value",
 				"session.%s is not kept by any reply; a reply keeps values with keep = { %s = \"path\" }.", u.name, u.name))
+		}
+	}
+	for _, u := range c.turnKeptUses {
+		if _, ok := c.turnKept[u.name]; !ok {
+			diags = append(diags, diag(u.rng, "Unknown turn value",
+				"turn.%s is not kept by any event; an event keeps a value of its turn with keep = { %s = \"path\" }, and turn.sent.PATH reads the prompt's frame.", u.name, u.name))
 		}
 	}
 	if p.route != nil {
@@ -299,8 +320,12 @@ func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 var (
 	scopeConnect = scope{where: "a connect or heartbeat block (no frame, params or prompt there)"}
 	scopeRequest = scope{params: true, prompt: true, where: "a request's frames"}
-	scopeRule    = scope{frame: true, params: true, tool: true, where: "a rule"}
-	scopeCancel  = scope{params: true, tool: true, where: "a cancel block"}
+	scopeRule    = scope{frame: true, params: true, tool: true, turn: true, where: "a rule"}
+	scopeCancel  = scope{params: true, tool: true, turn: true, where: "a cancel block"}
+	// scopeMatch is what a rule's match values can read; scopeConnectMatch
+	// a connect or heartbeat match's, which belong to no turn.
+	scopeMatch        = scope{turn: true, where: "a match"}
+	scopeConnectMatch = scope{where: "a connect or heartbeat match (no turn there)"}
 )
 
 func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
@@ -356,8 +381,8 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 			cr.send, d = c.frames(raw.Connect.Send, scopeConnect)
 			diags = append(diags, d...)
 		}
-		cr.expect, diags = optMatch(raw.Connect.Expect, diags)
-		cr.reject, diags = optMatch(raw.Connect.Reject, diags)
+		cr.expect, diags = c.optMatch(raw.Connect.Expect, scopeConnectMatch, diags)
+		cr.reject, diags = c.optMatch(raw.Connect.Reject, scopeConnectMatch, diags)
 		if raw.Connect.RejectMessage != nil {
 			cr.rejectMessage, d = c.template(raw.Connect.RejectMessage.Expr, scope{frame: true, where: "reject_message"})
 			diags = append(diags, d...)
@@ -373,7 +398,7 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 		hb.every, diags = duration(raw.Heartbeat.Every, diags)
 		hb.send, d = c.frames(raw.Heartbeat.Send, scopeConnect)
 		diags = append(diags, d...)
-		hb.reply, diags = optMatch(raw.Heartbeat.Reply, diags)
+		hb.reply, diags = c.optMatch(raw.Heartbeat.Reply, scopeConnectMatch, diags)
 		p.heartbeat = hb
 	}
 	p.quiet = defaultQuiet
@@ -395,19 +420,34 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 		if raw.Turn.GiveUp != nil {
 			p.giveUp, diags = duration(raw.Turn.GiveUp, diags)
 		}
+		if raw.Turn.Key != nil {
+			p.turnKey, diags = compileTurnKey(raw.Turn.Key, diags)
+		}
 	}
 	if raw.Cancel != nil {
-		p.cancel = &cancelRule{}
+		p.cancel = &cancelRule{grace: defaultCancelGrace}
 		if raw.Cancel.Send != nil {
 			var d hcl.Diagnostics
 			p.cancel.send, d = c.frames(raw.Cancel.Send, scopeCancel)
 			diags = append(diags, d...)
 		}
+		p.cancel.ack, diags = c.optMatch(raw.Cancel.Ack, scopeMatch, diags)
+		if raw.Cancel.Grace != nil {
+			p.cancel.grace, diags = duration(raw.Cancel.Grace, diags)
+		}
+		switch {
+		case raw.Cancel.Ack != nil && raw.Cancel.Send == nil:
+			diags = append(diags, diag(raw.Cancel.Ack.Range, "ack without send",
+				"ack is how the agent acknowledges the stop that send sends; without send nothing is sent to acknowledge."))
+		case raw.Cancel.Grace != nil && raw.Cancel.Ack == nil:
+			diags = append(diags, diag(raw.Cancel.Grace.Range, "grace without ack",
+				"grace is how long the agent has to acknowledge a stop; say how it does with ack = { … }."))
+		}
 	}
 	for _, re := range raw.Errors {
 		er := &errorRule{}
 		var d hcl.Diagnostics
-		er.match, d = compileMatch(re.Match.Expr)
+		er.match, d = c.compileMatch(re.Match.Expr, scopeMatch)
 		diags = append(diags, d...)
 		er.message, d = c.template(re.Message.Expr, scopeRule)
 		diags = append(diags, d...)
@@ -521,7 +561,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	}
 	r := &rule{name: name}
 	var d hcl.Diagnostics
-	r.match, diags = optMatch(raw.Match, diags)
+	r.match, diags = c.optMatch(raw.Match, scopeMatch, diags)
 	notHere := func(a *hcl.Attribute, what string) {
 		if a != nil {
 			diags = append(diags, diag(a.Range, "Not allowed here", "%s", what))
@@ -529,7 +569,6 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	}
 	if !reply {
 		notHere(raw.Correlate, "correlate belongs in a request's reply block.")
-		notHere(raw.Keep, "keep belongs in a request's reply block.")
 		notHere(raw.Result, "result belongs in a request's reply block.")
 	}
 	if reply && !prompt {
@@ -547,7 +586,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	if raw.Keep != nil {
 		obj, ok := raw.Keep.Expr.(*hclsyntax.ObjectConsExpr)
 		if !ok {
-			diags = append(diags, diag(raw.Keep.Expr.Range(), "Invalid keep", "keep is an object of names and the gjson paths of the reply they are read from: { agent_session = \"data.sessionId\" }."))
+			diags = append(diags, diag(raw.Keep.Expr.Range(), "Invalid keep", "keep is an object of names and the gjson paths of the frame they are read from: { agent_session = \"data.sessionId\" }."))
 		} else {
 			for _, item := range obj.Items {
 				k, dk := constKey(item.KeyExpr)
@@ -557,13 +596,22 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 					diags = append(diags, diag(item.ValueExpr.Range(), "Invalid keep", "keep's values are gjson paths (strings)."))
 					continue
 				}
-				if k == "id" || k == "cwd" {
+				switch {
+				case reply && (k == "id" || k == "cwd"):
 					diags = append(diags, diag(item.KeyExpr.Range(), "Reserved name", "session.%s is the bridge's own; keep the value under another name.", k))
+				case !reply && k == "sent":
+					diags = append(diags, diag(item.KeyExpr.Range(), "Reserved name", "turn.sent is the frame the prompt was sent as; keep the value under another name."))
+				case strings.Contains(k, "."):
+					diags = append(diags, diag(item.KeyExpr.Range(), "Invalid keep", "kept values have flat names, such as run_id; not %q.", k))
 				}
 				if err := checkPath(v.AsString()); err != nil {
 					diags = append(diags, diag(item.ValueExpr.Range(), "Invalid gjson path", "%q: %v.", v.AsString(), err))
 				}
-				c.kept[k] = item.KeyExpr.Range()
+				if reply {
+					c.kept[k] = item.KeyExpr.Range()
+				} else {
+					c.turnKept[k] = item.KeyExpr.Range()
+				}
 				r.keep = append(r.keep, keepItem{name: k, path: v.AsString()})
 			}
 		}
@@ -656,11 +704,11 @@ func (c *compiler) frames(a *hcl.Attribute, sc scope) ([]node, hcl.Diagnostics) 
 	return []node{n}, diags
 }
 
-func optMatch(a *hcl.Attribute, diags hcl.Diagnostics) (*match, hcl.Diagnostics) {
+func (c *compiler) optMatch(a *hcl.Attribute, sc scope, diags hcl.Diagnostics) (*match, hcl.Diagnostics) {
 	if a == nil {
 		return nil, diags
 	}
-	m, d := compileMatch(a.Expr)
+	m, d := c.compileMatch(a.Expr, sc)
 	return m, append(diags, d...)
 }
 
@@ -681,6 +729,46 @@ func constString(a *hcl.Attribute, diags hcl.Diagnostics) (string, hcl.Diagnosti
 		return "", append(diags, diag(a.Expr.Range(), "Invalid "+a.Name, "%s must be a constant string.", a.Name))
 	}
 	return v.AsString(), diags
+}
+
+// defaultCancelGrace is how long the agent has to acknowledge a stop: the
+// engine's own cancel grace (bridge.Bridge.CancelGrace) by default.
+const defaultCancelGrace = 5 * time.Second
+
+// compileTurnKey compiles turn { key = "path" } (the same path in the
+// agent's frames and in the prompt's frame) or key = { frame = "path",
+// sent = "path" }.
+func compileTurnKey(a *hcl.Attribute, diags hcl.Diagnostics) (*turnKey, hcl.Diagnostics) {
+	bad := func() (*turnKey, hcl.Diagnostics) {
+		return nil, append(diags, diag(a.Expr.Range(), "Invalid key",
+			"key is the gjson path where the agent's frames name their turn, compared with the same path of the frame the prompt was sent as: key = \"chat_id\"; or, when the two differ, key = { frame = \"data.chat\", sent = \"chat_id\" }."))
+	}
+	v, d := a.Expr.Value(nil)
+	if d.HasErrors() || v.IsNull() {
+		return bad()
+	}
+	k := &turnKey{}
+	switch {
+	case v.Type() == cty.String:
+		k.frame, k.sent = v.AsString(), v.AsString()
+	case v.Type().IsObjectType():
+		if len(v.Type().AttributeTypes()) != 2 || !v.Type().HasAttribute("frame") || !v.Type().HasAttribute("sent") {
+			return bad()
+		}
+		f, s := v.GetAttr("frame"), v.GetAttr("sent")
+		if f.IsNull() || s.IsNull() || f.Type() != cty.String || s.Type() != cty.String {
+			return bad()
+		}
+		k.frame, k.sent = f.AsString(), s.AsString()
+	default:
+		return bad()
+	}
+	for _, p := range []string{k.frame, k.sent} {
+		if err := checkPath(p); err != nil {
+			diags = append(diags, diag(a.Expr.Range(), "Invalid gjson path", "%q: %v.", p, err))
+		}
+	}
+	return k, diags
 }
 
 // defaultQuiet is how long a turn goes without a matched frame before the

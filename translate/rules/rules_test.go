@@ -143,3 +143,134 @@ func TestGoldenQuiet(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/quiet/*.txtar")
 }
+
+// turnScope is a profile for a protocol whose client picks a chat id per
+// prompt: the frames name their turn (turn { key }), the stop and the
+// final frame refer to the turn's id (turn.sent), and the agent
+// acknowledges a stop (cancel { ack }).
+const turnScope = `
+turn {
+  key = "chat_id"
+}
+request "session/prompt" {
+  send = { type = "chat", chat_id = "${session.id}-${id}", message = prompt.text }
+}
+cancel {
+  send  = { cmd = "stop", chat_id = turn.sent.chat_id }
+  ack   = { type = "stopped", chat_id = turn.sent.chat_id }
+  grace = "3s"
+}
+error {
+  match   = { type = "error" }
+  message = "chatwire: ${frame.message}"
+}
+event "delta" {
+  match   = { type = "delta" }
+  message = frame.text
+}
+event "tool-use" {
+  match = { type = "tool_use" }
+  tool {
+    open      = true
+    key       = frame.use_id
+    name      = frame.tool
+    raw_input = frame.input
+    status    = "in_progress"
+  }
+}
+event "tool-result" {
+  match = { type = "tool_result" }
+  tool {
+    key    = frame.use_id
+    output = frame.output
+    close  = true
+  }
+}
+event "final" {
+  match    = { type = "final", chat_id = turn.sent.chat_id }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnScope(t *testing.T) {
+	p, diags := Parse("chatwire.hcl", []byte(turnScope))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-scope/*.txtar")
+}
+
+// turnKeep is a profile for an agent that assigns the turn's id itself, in
+// its first event: the event keeps it in turn scope (turn.run).
+const turnKeep = `
+request "session/prompt" {
+  send = { op = "ask", text = prompt.text }
+}
+cancel {
+  send = { op = "stop", run = turn.run }
+  ack  = { event = "stopped", run = turn.run }
+}
+event "started" {
+  match = { event = "started" }
+  keep  = { run = "run" }
+}
+event "token" {
+  match   = { event = "token", run = turn.run }
+  message = frame.text
+}
+event "done" {
+  match    = { event = "done", run = turn.run }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnKeep(t *testing.T) {
+	p, diags := Parse("run-id.hcl", []byte(turnKeep))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
+}
+
+// turnNumber sends a number id and matches the agent's echo of it.
+const turnNumber = `
+request "session/prompt" {
+  send = { ask = prompt.text, id = id }
+}
+event "text" {
+  match   = { to = turn.sent.id, text = present }
+  message = frame.text
+}
+event "done" {
+  match    = { to = turn.sent.id, done = true }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenTurnNumber(t *testing.T) {
+	p, diags := Parse("turn-number.hcl", []byte(turnNumber))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-number/*.txtar")
+}
+
+// promptKeep keeps a session value from the reply of session/prompt.
+const promptKeep = `
+request "session/prompt" {
+  send = { ask = prompt.text, conv = session.conv }
+  reply {
+    match         = { answer = present }
+    keep          = { conv = "conv" }
+    final_message = frame.answer
+  }
+}
+`
+
+func TestGoldenPromptKeep(t *testing.T) {
+	p, diags := Parse("prompt-keep.hcl", []byte(promptKeep))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/prompt-keep/*.txtar")
+}

@@ -140,6 +140,7 @@ type evalEnv struct {
 	params  []byte // the editor request's params; nil otherwise
 	prompt  string // the prompt's text (session/prompt)
 	sess    *session
+	turn    *turn // the turn the input belongs to, if any
 	tool    *tool
 	id      uint64
 	now     time.Time
@@ -165,16 +166,23 @@ const (
 	rTool
 	rID
 	rNow
+	rTurn
+	// rTurnKept is turn.NAME, a value an event kept (not a root name of
+	// its own: it is written turn.NAME).
+	rTurnKept
 )
 
 var rootNames = map[string]root{
 	"frame": rFrame, "params": rParams, "prompt": rPrompt, "session": rSession,
-	"tool": rTool, "id": rID, "now": rNow,
+	"tool": rTool, "id": rID, "now": rNow, "turn": rTurn,
 }
 
 // scope says which roots a template may read where it stands.
 type scope struct {
 	frame, params, prompt, tool bool
+	// turn: turn.sent can be read (every place but a request's own frames
+	// and the connection's).
+	turn bool
 	// where names the place for error messages ("an event rule").
 	where string
 }
@@ -185,6 +193,10 @@ type compiler struct {
 	kept map[string]hcl.Range
 	// keptUses are session.NAME references, checked once all keeps are known.
 	keptUses []keptUse
+	// turnKept and turnKeptUses are the same for turn values, which
+	// events keep (turn.NAME).
+	turnKept     map[string]hcl.Range
+	turnKeptUses []keptUse
 	// envNames are the env() variables the profile reads.
 	envNames map[string]bool
 	// locals are the variables of the enclosing for expressions.
@@ -270,7 +282,7 @@ func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostic
 		return &eqNode{l: l, r: r, not: x.Op == hclsyntax.OpNotEqual}, append(diags, d...)
 	}
 	return nil, hcl.Diagnostics{diag(expr.Range(), "Unsupported expression",
-		"A template may hold literals, quoted strings with ${…}, objects, lists, [for v in list : … if a == b], variables (frame, params, prompt, session, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
+		"A template may hold literals, quoted strings with ${…}, objects, lists, [for v in list : … if a == b], variables (frame, params, prompt, session, turn, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
 }
 
 func constKey(expr hcl.Expression) (string, hcl.Diagnostics) {
@@ -349,7 +361,7 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 	r, ok := rootNames[name]
 	if !ok {
 		return nil, hcl.Diagnostics{diag(rng, "Unknown variable",
-			"There is no variable named %q; templates can read frame, params, prompt, session, tool, id and now.", name)}
+			"There is no variable named %q; templates can read frame, params, prompt, session, turn, tool, id and now.", name)}
 	}
 	path, d := traversalPath(tr, rng)
 	if d != nil {
@@ -400,6 +412,29 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 			}
 			c.keptUses = append(c.keptUses, keptUse{name: path, rng: rng})
 		}
+	case rTurn:
+		allowed = sc.turn
+		sent, ok := strings.CutPrefix(path, "sent.")
+		if !ok && path != "" && path != "sent" && !strings.Contains(path, ".") {
+			if !sc.turn {
+				return nil, hcl.Diagnostics{diag(rng, "Variable not available here",
+					"turn cannot be read in %s: turn values are read by the rules, matches and cancel of a turn.", sc.where)}
+			}
+			c.turnKeptUses = append(c.turnKeptUses, keptUse{name: path, rng: rng})
+			return &refNode{root: rTurnKept, path: path}, nil
+		}
+		if !ok || sent == "" {
+			return nil, hcl.Diagnostics{diag(rng, "Unknown variable",
+				"turn has turn.sent.PATH (the value at a gjson path of the frame the turn's prompt was sent as, such as turn.sent.chat_id) and turn.NAME (a value an event kept).")}
+		}
+		if err := checkPath(sent); err != nil {
+			return nil, hcl.Diagnostics{diag(rng, "Invalid gjson path", "turn.sent.%s: %v.", sent, err)}
+		}
+		if !sc.turn {
+			return nil, hcl.Diagnostics{diag(rng, "Variable not available here",
+				"turn cannot be read in %s: turn.sent is the frame a prompt was sent as, read by the rules, matches and cancel of that turn.", sc.where)}
+		}
+		return &refNode{root: r, path: sent}, nil
 	case rID, rNow:
 		allowed = true
 		if path != "" {
@@ -558,6 +593,26 @@ type refNode struct {
 	path string
 }
 
+// String writes n as a profile writes it.
+func (n *refNode) String() string {
+	if n.root == rTurnKept {
+		return "turn." + n.path
+	}
+	for name, r := range rootNames {
+		if r != n.root {
+			continue
+		}
+		switch {
+		case n.root == rTurn:
+			return "turn.sent." + n.path
+		case n.path != "":
+			return name + "." + n.path
+		}
+		return name
+	}
+	return "?"
+}
+
 func (n *refNode) eval(e *evalEnv) value {
 	switch n.root {
 	case rFrame:
@@ -567,6 +622,19 @@ func (n *refNode) eval(e *evalEnv) value {
 		return gjsonValue(e.frame, n.path)
 	case rParams:
 		return gjsonValue(e.params, n.path)
+	case rTurn:
+		if e.turn == nil || e.turn.ex == nil {
+			return value{}
+		}
+		return gjsonValue(e.turn.ex.sent, n.path)
+	case rTurnKept:
+		if e.turn == nil {
+			return value{}
+		}
+		if v, ok := e.turn.kept[n.path]; ok {
+			return rawValue(v)
+		}
+		return value{}
 	case rPrompt:
 		if n.path == "blocks" {
 			return gjsonValue(e.params, "prompt")
@@ -868,6 +936,9 @@ type cond struct {
 	absent  bool
 	present bool
 	want    []gjson.Result
+	// ref, when set, is a variable whose value the path must equal
+	// (session.NAME, turn.sent.PATH).
+	ref node
 }
 
 // match is a compiled match object; all conditions must hold.
@@ -878,8 +949,10 @@ type match struct {
 var statePaths = map[string]bool{"$tool.open": true, "$tool.output": true, "$turn.running": true}
 
 // compileMatch compiles { path = value, … }: value is a literal, a list of
-// literals (any of them), or null (the path must be absent).
-func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
+// literals (any of them), null (the path must be absent), or a variable
+// (session.NAME, turn.sent.PATH where sc allows it): equal to its value
+// when the frame arrives, and never equal while it has none.
+func (c *compiler) compileMatch(expr hcl.Expression, sc scope) (*match, hcl.Diagnostics) {
 	obj, ok := expr.(*hclsyntax.ObjectConsExpr)
 	if !ok {
 		return nil, hcl.Diagnostics{diag(expr.Range(), "Invalid match",
@@ -893,32 +966,41 @@ func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
 			diags = append(diags, d...)
 			continue
 		}
-		c := cond{path: k}
+		cd := cond{path: k}
 		if strings.HasPrefix(k, "$") {
 			if !statePaths[k] {
 				diags = append(diags, diag(item.KeyExpr.Range(), "Unknown state", "%s is not a state a match can test; there are $tool.open, $tool.output and $turn.running.", k))
 				continue
 			}
-			c.state, c.path = k, ""
+			cd.state, cd.path = k, ""
 		} else if err := checkPath(k); err != nil {
 			diags = append(diags, diag(item.KeyExpr.Range(), "Invalid gjson path", "%q: %v.", k, err))
 			continue
 		}
-		if tr, ok := item.ValueExpr.(*hclsyntax.ScopeTraversalExpr); ok && len(tr.Traversal) == 1 {
-			switch tr.Traversal.RootName() {
-			case "present":
-				c.present = true
-				m.conds = append(m.conds, c)
+		if tr, ok := item.ValueExpr.(*hclsyntax.ScopeTraversalExpr); ok {
+			switch name := tr.Traversal.RootName(); {
+			case name == "present" && len(tr.Traversal) == 1:
+				cd.present = true
+				m.conds = append(m.conds, cd)
 				continue
-			case "absent":
-				c.absent = true
-				m.conds = append(m.conds, c)
+			case name == "absent" && len(tr.Traversal) == 1:
+				cd.absent = true
+				m.conds = append(m.conds, cd)
+				continue
+			case name == "session" || name == "turn":
+				n, d := c.traversal(tr.Traversal, tr.Range(), sc)
+				if d.HasErrors() {
+					diags = append(diags, d...)
+					continue
+				}
+				cd.ref = n
+				m.conds = append(m.conds, cd)
 				continue
 			}
 		}
 		v, d := item.ValueExpr.Value(nil)
 		if d.HasErrors() {
-			diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "Match values are constants: a string, number, bool, a list of those (any of them), present or absent (null)."))
+			diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "Match values are constants (a string, number, bool, a list of those (any of them), present or absent (null)), or %s.", sc.matchVars()))
 			continue
 		}
 		add := func(v cty.Value) {
@@ -927,11 +1009,11 @@ func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
 				diags = append(diags, diag(item.ValueExpr.Range(), "Invalid match value", "%v", err))
 				return
 			}
-			c.want = append(c.want, gjson.ParseBytes(b))
+			cd.want = append(cd.want, gjson.ParseBytes(b))
 		}
 		switch {
 		case v.IsNull():
-			c.absent = true
+			cd.absent = true
 		case v.Type().IsTupleType() || v.Type().IsListType():
 			for it := v.ElementIterator(); it.Next(); {
 				_, ev := it.Element()
@@ -940,7 +1022,7 @@ func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
 		default:
 			add(v)
 		}
-		m.conds = append(m.conds, c)
+		m.conds = append(m.conds, cd)
 	}
 	sort.SliceStable(m.conds, func(i, j int) bool { return m.conds[i].state == "" && m.conds[j].state != "" })
 	return m, diags
@@ -949,6 +1031,24 @@ func compileMatch(expr hcl.Expression) (*match, hcl.Diagnostics) {
 // state is what the $ conditions of a match read.
 type matchState interface {
 	stateValue(name string) gjson.Result
+}
+
+// matchEnv is what a match's variables read: the session and turn of the
+// frame being matched.
+func matchEnv(st matchState) *evalEnv {
+	s, ok := st.(*state)
+	if !ok || s == nil {
+		return &evalEnv{}
+	}
+	return &evalEnv{sess: s.sess, turn: s.turn}
+}
+
+// matchVars names the variables a match can compare against in sc.
+func (sc scope) matchVars() string {
+	if sc.turn {
+		return "a variable: session.NAME, turn.sent.PATH or turn.NAME"
+	}
+	return "session.NAME"
 }
 
 // envOfState returns the envelope st carries, if any.
@@ -972,6 +1072,8 @@ func (m *match) String() string {
 			parts = append(parts, strconv.Quote(path)+" = null")
 		case c.present:
 			parts = append(parts, strconv.Quote(path)+" = (any value)")
+		case c.ref != nil:
+			parts = append(parts, strconv.Quote(path)+" = "+c.ref.(*refNode).String())
 		case len(c.want) == 1:
 			parts = append(parts, strconv.Quote(path)+" = "+c.want[0].Raw)
 		default:
@@ -1006,6 +1108,13 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		if c.present {
 			continue
 		}
+		if c.ref != nil {
+			want := c.ref.eval(matchEnv(st))
+			if want.missing() || !sameValue(got, gjson.ParseBytes(want.appendJSON(nil))) {
+				return false
+			}
+			continue
+		}
 		ok := false
 		for _, w := range c.want {
 			if sameJSON(got, w) {
@@ -1018,6 +1127,16 @@ func (m *match) matches(frame []byte, st matchState) bool {
 		}
 	}
 	return true
+}
+
+// sameValue is sameJSON, except that a number and a string with the same
+// text are the same: an id sent as 3 and echoed as "3" (or the other way
+// round) names the same turn, as turn { key } compares it.
+func sameValue(a, b gjson.Result) bool {
+	if (a.Type == gjson.String && b.Type == gjson.Number) || (a.Type == gjson.Number && b.Type == gjson.String) {
+		return a.String() == b.String()
+	}
+	return sameJSON(a, b)
 }
 
 func sameJSON(a, b gjson.Result) bool {

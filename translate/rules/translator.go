@@ -26,6 +26,11 @@ const (
 	// noteTurnQuiet: no frame of a turn matched a rule for Profile.quiet.
 	// The engine logs it at WARN: a typo in a match hangs a turn silently.
 	noteTurnQuiet = "turn-quiet"
+	// noteCancelUnacked: a forwarded stop was not acknowledged (the
+	// cancel block's ack) within its grace. The engine logs it at WARN.
+	noteCancelUnacked = "cancel-unacknowledged"
+	// noteCancelAcked: the agent acknowledged a forwarded stop.
+	noteCancelAcked = "cancel-acknowledged"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -94,6 +99,10 @@ type session struct {
 	turns        []*turn // oldest first; only the last can be live
 	tools        []*tool
 	seq          int
+	// toolIDs are the toolCallIds the session has used: an agent that
+	// numbers its tool calls per turn would otherwise give two turns the
+	// same ids, which editors merge.
+	toolIDs map[string]bool
 	// draining: the last turn ended cancelled (or was answered by the
 	// engine), and the agent may not have stopped with it: updates of no
 	// turn are dropped until the next prompt, as the engine does for the
@@ -119,6 +128,15 @@ type turn struct {
 	// warning.
 	quietAt, giveUpAt time.Time
 	unmatched         []byte
+	// key is the turn's value of the profile's turn key (turn { key }),
+	// read from the frame its prompt was sent as; keyed says it has one.
+	key   string
+	keyed bool
+	// ackBy is when a forwarded stop must have been acknowledged (the
+	// cancel block's ack and grace); zero when none is awaited.
+	ackBy time.Time
+	// kept are the values events kept for the turn (turn.NAME).
+	kept map[string][]byte
 }
 
 type tool struct {
@@ -415,10 +433,19 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	}
 	t.matched(tr)
 	sess.turns = append(sess.turns, tr)
-	return append(outs, t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
+	outs = append(outs, t.send(t.p.requests["session/prompt"], m, sess, func(ex *exchange) {
 		ex.turn = tr
 		tr.ex = ex
 	})...)
+	if k := t.p.turnKey; k != nil && tr.ex != nil {
+		if v := get(tr.ex.sent, k.sent); v.Exists() {
+			tr.key, tr.keyed = v.String(), true
+		} else {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteUnmatched, Session: sess.id,
+				Body: fmt.Appendf(nil, "profile %s: the prompt frame has no turn key at %s, so no frame of the agent can name this turn: %.200s", t.p.Name, k.sent, tr.ex.sent)})
+		}
+	}
+	return outs
 }
 
 func (t *translator) closeSession(m translate.Msg) []translate.Out {
@@ -457,8 +484,12 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 		}
 		tr.cancelled = true
 		e := t.evalEnv(nil, nil, tr.sess, tr.sess.lastTool())
+		e.turn = tr
 		t.nextID++
 		e.id = t.nextID
+		if t.p.cancel.ack != nil {
+			tr.ackBy = t.now.Add(t.p.cancel.grace)
+		}
 		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
 	}
 	// Nothing to tell the agent: the bridge ends the turn itself and drops
@@ -539,6 +570,10 @@ func (t *translator) tick() []translate.Out {
 	}
 	for _, s := range slices.Clone(t.sessions) {
 		for _, tr := range slices.Clone(s.turns) {
+			if !tr.ackBy.IsZero() && !t.now.Before(tr.ackBy) {
+				outs = append(outs, t.cancelUnacked(tr)...)
+				continue
+			}
 			switch {
 			case t.p.silence > 0 && !tr.deadline.IsZero() && !t.now.Before(tr.deadline):
 				outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
@@ -591,7 +626,7 @@ func (t *translator) wake(outs []translate.Out) []translate.Out {
 	}
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
-			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt} {
+			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt, tr.ackBy} {
 				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
 					next = d
 				}
@@ -619,8 +654,7 @@ func (t *translator) askPermission(pr *permissionRule, frame []byte, tr *turn) [
 	tl := sess.lastTool()
 	if tl == nil {
 		// Nothing announced yet: the request needs a tool call to name.
-		sess.seq++
-		tl = &tool{id: "tool-" + strconv.Itoa(sess.seq), title: "Permission"}
+		tl = &tool{id: sess.toolID(""), title: "Permission"}
 		sess.tools = append(sess.tools, tl)
 	}
 	if !tl.announced {
@@ -785,14 +819,33 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 		}
 	}
 	sess := t.route(frame, envOf(env, envErr))
+	tr := t.currentTurn(sess)
+	keyed := false
+	if k := t.p.turnKey; k != nil {
+		if v := envGet(envOf(env, envErr), frame, k.frame); v.Exists() {
+			s, ktr := t.turnByKey(v.String())
+			if ktr == nil {
+				// No session either: the turn that would say which is gone.
+				return []translate.Out{{Kind: translate.Note, Method: noteDropped,
+					Body: fmt.Appendf(nil, "frame of turn %s=%s, which is not running: %.120s", k.frame, v.String(), frame)}}, nil
+			}
+			sess, tr, keyed = s, ktr, true
+		}
+	}
 	st := &t.st
-	*st = state{sess: sess, env: envOf(env, envErr)}
+	*st = state{sess: sess, turn: tr, env: envOf(env, envErr)}
+	if tr != nil && !tr.ackBy.IsZero() && t.p.cancel.ack.matches(frame, st) {
+		return t.cancelAcked(tr), nil
+	}
 	for _, er := range t.p.errors {
 		if er.match.matches(frame, st) {
-			return t.agentError(er, frame, sess), nil
+			return t.agentError(er, frame, sess, tr, keyed), nil
 		}
 	}
 	for _, ex := range t.waiting {
+		if keyed && ex.turn != nil && ex.turn != tr {
+			continue
+		}
 		r := ex.req.reply
 		if r == nil || (r.match == nil && r.correlate == "") {
 			continue
@@ -807,7 +860,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	}
 	for _, r := range t.p.events {
 		if r.match.matches(frame, st) {
-			return t.event(r, frame, sess), nil
+			return t.apply(r, frame, sess, tr, false), nil
 		}
 	}
 	if t.conn == connWaitFrame {
@@ -846,9 +899,10 @@ func (t *translator) rpcFrameIn(frame []byte) ([]translate.Out, bool, error) {
 	case id.Exists() && method.Exists():
 		st := &t.st
 		*st = state{sess: t.route(frame, nil)}
+		st.turn = t.currentTurn(st.sess)
 		for _, ev := range t.p.events {
 			if ev.match.matches(frame, st) {
-				return t.event(ev, frame, st.sess), true, nil
+				return t.apply(ev, frame, st.sess, st.turn, false), true, nil
 			}
 		}
 		e := translate.Errorf(translate.CodeMethodNotFound, "%s is not handled by the bridge's profile %s", method.Str, t.p.Name)
@@ -962,10 +1016,12 @@ func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
 	return []translate.Out{fail(ex.ref, errObj)}
 }
 
-// agentError applies an error rule: it fails the oldest request waiting for
-// the agent, else the running turn of the frame's session.
-func (t *translator) agentError(er *errorRule, frame []byte, sess *session) []translate.Out {
+// agentError applies an error rule: it fails the turn the frame names by
+// the profile's turn key (keyed), else the oldest request waiting for the
+// agent, else the running turn of the frame's session.
+func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *turn, keyed bool) []translate.Out {
 	e := t.evalEnv(frame, nil, sess, nil)
+	e.turn = tr
 	msg := er.message.eval(e).text()
 	if msg == "" {
 		msg = "the agent reported an error"
@@ -977,24 +1033,19 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session) []tr
 		}
 	}
 	errObj := translate.Errorf(code, "%s", msg).JSON()
-	if len(t.waiting) > 0 {
+	if len(t.waiting) > 0 && !keyed {
 		if tr := t.waiting[0].turn; refusesCancel(tr) {
 			return t.cancelRefused(tr, errObj)
 		}
 		return t.failExchange(t.waiting[0], errObj)
 	}
-	if tr := t.currentTurn(sess); tr != nil {
+	if tr != nil {
 		if refusesCancel(tr) {
 			return t.cancelRefused(tr, errObj)
 		}
 		return t.failTurn(tr, errObj)
 	}
 	return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte("agent error outside any request: " + msg)}}
-}
-
-// event applies an event rule to the frame's session.
-func (t *translator) event(r *rule, frame []byte, sess *session) []translate.Out {
-	return t.apply(r, frame, sess, t.currentTurn(sess), false)
 }
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
@@ -1009,12 +1060,15 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
 		}
 		if len(r.updates) > 0 || r.tool != nil {
-			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Body: []byte("frame of a turn the bridge already ended")})
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "frame of a turn the bridge already ended: %.120s", frame)})
 		}
 		return outs
 	}
+	t.keep(r, frame, sess, tr, promptReply)
 	var outs []translate.Out
 	e := t.evalEnv(frame, nil, sess, nil)
+	e.turn = tr
 	if sess != nil {
 		e.tool = sess.lastTool()
 	}
@@ -1069,6 +1123,31 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 		outs = append(outs, t.endTurn(tr, "end_turn")...)
 	}
 	return outs
+}
+
+// keep stores the values r keeps from frame: the session's for the reply
+// of a prompt, the turn's for an event. They are stored before the rule's
+// templates run, which may read them.
+func (t *translator) keep(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) {
+	for _, k := range r.keep {
+		v := get(frame, k.path)
+		if !v.Exists() {
+			continue
+		}
+		raw := []byte(v.Raw)
+		switch {
+		case promptReply && sess != nil:
+			sess.kept[k.name] = raw
+			if k.name == "agent_session" {
+				sess.agentSession = v.String()
+			}
+		case !promptReply && tr != nil:
+			if tr.kept == nil {
+				tr.kept = map[string][]byte{}
+			}
+			tr.kept[k.name] = raw
+		}
+	}
 }
 
 func (t *translator) updateOut(u update, e *evalEnv, sess *session, tr *turn) (translate.Out, bool) {
@@ -1160,9 +1239,42 @@ func (t *translator) cancelRefused(tr *turn, errObj []byte) []translate.Out {
 	outs := t.withdrawPermission(tr)
 	outs = append(outs, t.closeTools(tr.sess, "failed")...)
 	tr.dropped, tr.refused = true, true
+	// A refusal is the agent's answer to the stop; and a dropped turn is
+	// watched for nothing but its end.
+	tr.ackBy, tr.quietAt, tr.giveUpAt = time.Time{}, time.Time{}, time.Time{}
 	msg := gjson.GetBytes(errObj, "message").Str
 	outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelRefused, Session: tr.sess.id,
 		Body: []byte("the agent answered the cancel with an error; the turn is answered cancelled and its later frames dropped: " + msg)})
+	return append(outs, reply(tr.ref, stopReasonBody("cancelled"), tr.sess.id))
+}
+
+// cancelAcked handles the agent's acknowledgement of a forwarded stop
+// (the cancel block's ack): the agent says the turn is over, so it ends
+// cancelled now, and what the agent still sends for it is dropped.
+func (t *translator) cancelAcked(tr *turn) []translate.Out {
+	tr.ackBy = time.Time{}
+	outs := []translate.Out{{Kind: translate.Note, Method: noteCancelAcked, Session: tr.sess.id,
+		Body: []byte("the agent acknowledged the stop")}}
+	return append(outs, t.endTurn(tr, "cancelled")...)
+}
+
+// cancelUnacked handles a stop the agent has not acknowledged within the
+// cancel block's grace: it is reported, and the prompt, if still open, is
+// answered cancelled as the cancel promises, with the turn kept, dropped,
+// as for a refused stop.
+func (t *translator) cancelUnacked(tr *turn) []translate.Out {
+	tr.ackBy = time.Time{}
+	body := fmt.Sprintf("profile %s: the agent did not acknowledge the stop within %s (no frame matched the cancel block's ack %s); it may still be running the turn, whose later frames are dropped",
+		t.p.Name, t.p.cancel.grace, t.p.cancel.ack)
+	outs := []translate.Out{{Kind: translate.Note, Method: noteCancelUnacked, Session: tr.sess.id, Body: []byte(body)}}
+	outs = append(outs, t.withdrawPermission(tr)...)
+	tr.refused = true
+	tr.quietAt, tr.giveUpAt = time.Time{}, time.Time{}
+	if tr.dropped {
+		return outs
+	}
+	outs = append(outs, t.closeTools(tr.sess, "failed")...)
+	tr.dropped = true
 	return append(outs, reply(tr.ref, stopReasonBody("cancelled"), tr.sess.id))
 }
 
@@ -1202,11 +1314,7 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 	name, _ := text(tr.name)
 	var tl *tool
 	if tr.open {
-		sess.seq++
-		tl = &tool{key: key, name: name, id: "tool-" + strconv.Itoa(sess.seq)}
-		if key != "" {
-			tl.id = key
-		}
+		tl = &tool{key: key, name: name, id: sess.toolID(key)}
 		sess.tools = append(sess.tools, tl)
 	} else {
 		tl = sess.findTool(key, name)
@@ -1361,6 +1469,26 @@ func (t *translator) closeToolsQuiet(sess *session) []translate.Out {
 	return nil
 }
 
+// toolID returns a toolCallId the session has not used: the agent's key
+// when it has one and it is new to the session, else the key (or "tool")
+// with a number.
+func (s *session) toolID(key string) string {
+	if s.toolIDs == nil {
+		s.toolIDs = map[string]bool{}
+	}
+	id := key
+	for id == "" || s.toolIDs[id] {
+		s.seq++
+		if key == "" {
+			id = "tool-" + strconv.Itoa(s.seq)
+		} else {
+			id = key + "~" + strconv.Itoa(s.seq)
+		}
+	}
+	s.toolIDs[id] = true
+	return id
+}
+
 func (s *session) lastTool() *tool {
 	if len(s.tools) == 0 {
 		return nil
@@ -1450,6 +1578,18 @@ func (t *translator) currentTurn(sess *session) *turn {
 	return sess.turns[0]
 }
 
+// turnByKey finds the turn whose key (turn { key }) is v, and its session.
+func (t *translator) turnByKey(v string) (*session, *turn) {
+	for _, s := range t.sessions {
+		for _, tr := range s.turns {
+			if tr.keyed && tr.key == v {
+				return s, tr
+			}
+		}
+	}
+	return nil, nil
+}
+
 func (t *translator) turnByRef(ref translate.Ref) *turn {
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
@@ -1463,6 +1603,7 @@ func (t *translator) turnByRef(ref translate.Ref) *turn {
 
 type state struct {
 	sess *session
+	turn *turn
 	// env is the frame's JSON-RPC envelope when one was read: the
 	// fields it holds answer the lookups the rules make most.
 	env *translate.Envelope

@@ -21,7 +21,7 @@ import (
 //	S→C {"event":"error","conv":"c-1","message":"…"}                 turn failed
 //	C→S {"op":"stop","conv":"c-1"}                                   cancel
 //
-// A "stubborn" prompt streams a token, answers the stop with an error (the
+// A "stubborn" prompt (and a "Write …" one) streams a token, answers the stop with an error (the
 // agent no longer knows the run it is told to stop) and then finishes the
 // run anyway: 40 tokens, a tool call, done.
 func Tinychat(r io.Reader, w io.Writer, opt fakeagent.Options) error {
@@ -67,7 +67,10 @@ func Tinychat(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 				send("token", `"text":"working"`)
 				opt.Die()
 				return nil
-			case "stubborn":
+			case "stubborn", "Write":
+				// "Write a long story", acp-bridge check's long prompt, too:
+				// the check of README's walk-through meets this agent's
+				// refused stop.
 				send("token", `"text":"working"`)
 				for l := range c.in {
 					var s struct{ Op string }
