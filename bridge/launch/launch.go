@@ -27,6 +27,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/acpv0"
+	"github.com/acp-bridge/acp-bridge/translate/acpv2"
 	"github.com/acp-bridge/acp-bridge/translate/claude"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -48,6 +49,7 @@ var dialects = sync.OnceValue(func() map[string]translate.Dialect {
 var goDialects = map[string]translate.Dialect{
 	acp.Dialect.Name:    acp.Dialect,
 	acpv0.Dialect.Name:  acpv0.Dialect,
+	acpv2.Dialect.Name:  acpv2.Dialect,
 	claude.Dialect.Name: claude.Dialect,
 }
 
