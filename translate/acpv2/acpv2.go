@@ -286,3 +286,6 @@ func clone(b []byte) json.RawMessage {
 	}
 	return append(json.RawMessage(nil), b...)
 }
+
+// AgentProtocol reports the ACP version the agent hop speaks: always 2.
+func (t *Translator) AgentProtocol() int { return ProtocolVersion }

@@ -3,6 +3,11 @@ package acpv2
 import (
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
 )
 
@@ -44,4 +49,28 @@ editor> {"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"cancelled"}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}
 {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"error"}}}`))
 	translatetest.FuzzAgent(f, Dialect, "", fuzzSetup)
+}
+
+// negotiating is the acp dialect as package launch composes it: the
+// Negotiator in front of the v1 relay. Its options block sets force.
+var negotiating = translate.Dialect{
+	Name:  "acp (negotiating)",
+	Relay: true,
+	Configure: func(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
+		var o struct {
+			Force int `hcl:"force,optional"`
+		}
+		if body != nil {
+			if diags := gohcl.DecodeBody(body, nil, &o); diags.HasErrors() {
+				return nil, diags
+			}
+		}
+		return func() translate.Translator {
+			return NewNegotiator(o.Force, func() translate.Translator { return acp.New() })
+		}, nil
+	},
+}
+
+func TestNegotiateTranscripts(t *testing.T) {
+	translatetest.Run(t, negotiating, "testdata/negotiate/*.txtar")
 }

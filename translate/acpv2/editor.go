@@ -83,7 +83,11 @@ func (t *Translator) request(m translate.Msg) ([]translate.Out, error) {
 			o["replayFrom"] = json.RawMessage(`{"type":"start"}`)
 			params = marshal(o)
 			p.session = o.str("sessionId")
-			t.session(p.session).replaying = true
+			// The editor shows the replay in a fresh view: what it was
+			// sent of the session before does not count.
+			s := t.session(p.session)
+			s.replaying = true
+			s.messages, s.tools = make(map[string]*message), make(map[string]*tool)
 		}
 	case "session/resume":
 		p.kind = reqResume
