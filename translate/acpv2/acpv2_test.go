@@ -52,13 +52,15 @@ editor> {"jsonrpc":"2.0","id":1,"result":{"outcome":{"outcome":"cancelled"}}}
 }
 
 // negotiating is the acp dialect as package launch composes it: the
-// Negotiator in front of the v1 relay. Its options block sets force.
+// Negotiator in front of the v1 relay. Its options block sets force, and
+// editor = 2 stands for a v2 front passing v2 frames through.
 var negotiating = translate.Dialect{
 	Name:  "acp (negotiating)",
 	Relay: true,
 	Configure: func(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		var o struct {
-			Force int `hcl:"force,optional"`
+			Force  int `hcl:"force,optional"`
+			Editor int `hcl:"editor,optional"`
 		}
 		if body != nil {
 			if diags := gohcl.DecodeBody(body, nil, &o); diags.HasErrors() {
@@ -66,7 +68,11 @@ var negotiating = translate.Dialect{
 			}
 		}
 		return func() translate.Translator {
-			return NewNegotiator(o.Force, func() translate.Translator { return acp.New() })
+			n := NewNegotiator(o.Force, func() translate.Translator { return acp.New() })
+			if o.Editor != 0 {
+				n.SetEditorProtocol(o.Editor)
+			}
+			return n
 		}, nil
 	},
 }

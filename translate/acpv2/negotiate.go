@@ -27,9 +27,19 @@ import (
 //
 // A link that goes down negotiates again on the next: the agent may have
 // been replaced by another release.
+//
+// The seam for a v2 editor: when the engine passes the editor's v2 frames
+// through instead of translating them to v1, it calls SetEditorProtocol(2)
+// before the link's initialize. The editor's initialize then goes to the
+// agent as the editor wrote it, and an agent that answers 2 is relayed as
+// faithfully as the v1 relay relays v1 (the relay never decodes params,
+// results or updates: only ids are renumbered per hop). An agent that
+// answers 1 to a v2 editor is relayed in v1, for the editor side to
+// translate.
 type Negotiator struct {
-	force int // 0: negotiate; 1 or 2: that version only
-	newV1 func() translate.Translator
+	force  int // 0: negotiate; 1 or 2: that version only
+	newV1  func() translate.Translator
+	editor int // the version the editor side speaks on this link: 1, or 2 (SetEditorProtocol)
 
 	v1 translate.Translator
 	v2 *Translator
@@ -53,15 +63,25 @@ func NewNegotiator(force int, v1 func() translate.Translator) *Negotiator {
 }
 
 func (n *Negotiator) reset() {
-	*n = Negotiator{force: n.force, newV1: n.newV1}
-	switch n.force {
-	case 1:
+	*n = Negotiator{force: n.force, newV1: n.newV1, editor: n.editor}
+	switch {
+	case n.force == 1:
 		n.v1, n.version = n.newV1(), 1
-	case 2:
+	case n.force == 2 && n.editor == 2:
+		n.v1, n.version = n.newV1(), 2 // v2 both ways: relayed
+	case n.force == 2:
 		n.v2, n.version = New(), 2
 	default:
 		n.v1 = n.newV1()
 	}
+}
+
+// SetEditorProtocol says which ACP version the editor side of the engine
+// speaks on this link: 2 when it passes a v2 editor's frames through. It is
+// called before the link's first initialize.
+func (n *Negotiator) SetEditorProtocol(v int) {
+	n.editor = v
+	n.reset()
 }
 
 // AgentProtocol reports the ACP version the agent hop speaks: 0 until the
@@ -82,14 +102,16 @@ func (n *Negotiator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		return outs, err
 	}
 	switch {
-	case n.version == 2:
+	case n.v2 != nil:
 		return n.v2.FromEditor(m)
-	case n.version == 1:
+	case n.version != 0:
 		return n.v1.FromEditor(m)
 	case m.Kind == translate.Request && m.Method == "initialize":
 		n.initRef, n.initParams, n.asked, n.firstErr = m.Ref, clone(m.Body), ProtocolVersion, nil
-		m.Body = offer(m.Body)
-		m.Frame = nil // rebuilt: the params changed
+		if n.editor != 2 {
+			m.Body = offer(m.Body)
+			m.Frame = nil // rebuilt: the params changed
+		}
 	}
 	return n.v1.FromEditor(m)
 }
@@ -109,10 +131,10 @@ func offer(params json.RawMessage) json.RawMessage {
 
 // FromAgent implements translate.Translator.
 func (n *Negotiator) FromAgent(frame []byte) ([]translate.Out, error) {
-	switch n.version {
-	case 2:
+	switch {
+	case n.v2 != nil:
 		return n.v2.FromAgent(frame)
-	case 1:
+	case n.version != 0:
 		return n.v1.FromAgent(frame)
 	}
 	outs, err := n.v1.FromAgent(frame)
@@ -122,7 +144,7 @@ func (n *Negotiator) FromAgent(frame []byte) ([]translate.Out, error) {
 // FromAgentEnvelope implements translate.EnvelopeTranslator, so that the
 // v1 relay keeps taking frames parsed off the engine's loop.
 func (n *Negotiator) FromAgentEnvelope(frame []byte, env *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
-	if n.version == 2 {
+	if n.v2 != nil {
 		return n.v2.FromAgent(frame)
 	}
 	et, ok := n.v1.(translate.EnvelopeTranslator)
@@ -130,7 +152,7 @@ func (n *Negotiator) FromAgentEnvelope(frame []byte, env *translate.Envelope, pe
 		return n.FromAgent(frame)
 	}
 	outs, err := et.FromAgentEnvelope(frame, env, perr)
-	if n.version == 1 {
+	if n.version != 0 {
 		return outs, err
 	}
 	return n.decide(outs, err, frame)
@@ -159,7 +181,7 @@ func (n *Negotiator) decide(outs []translate.Out, err error, frame []byte) ([]tr
 // returns what replaces it.
 func (n *Negotiator) answered(o translate.Out, frame []byte) ([]translate.Out, error) {
 	if o.Kind == translate.Fail {
-		if n.asked == ProtocolVersion {
+		if n.asked == ProtocolVersion && n.editor != 2 {
 			// Ask again for 1, exactly as the relay always has.
 			n.asked, n.firstErr = 1, clone(o.Body)
 			outs, err := n.v1.FromEditor(translate.Msg{Kind: translate.Request, Ref: n.initRef, Method: "initialize", Body: clone(n.initParams)})
@@ -184,6 +206,11 @@ func (n *Negotiator) answered(o translate.Out, frame []byte) ([]translate.Out, e
 			o.Body = withVersion1(o.Body)
 		}
 		return append(outs, o), nil
+	}
+	if n.editor == 2 {
+		// v2 both ways: the relay goes on, frames untouched.
+		n.version = 2
+		return []translate.Out{o}, nil
 	}
 	// The agent speaks v2: the v2 translator takes the link over, its ids
 	// after the one the relay gave initialize.
