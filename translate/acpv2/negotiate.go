@@ -214,9 +214,12 @@ func (n *Negotiator) answered(o translate.Out, frame []byte) ([]translate.Out, e
 	}
 	// The agent speaks v2: the v2 translator takes the link over, its ids
 	// after the one the relay gave initialize.
+	// It reads the agent's own answer: a v1 translator (the shim) may have
+	// repaired the one it returned by v1's rules.
 	lastID := gjson.GetBytes(frame, "id").Uint()
+	result := json.RawMessage(gjson.GetBytes(frame, "result").Raw)
 	n.version, n.v2, n.v1 = 2, New(), nil
-	return n.v2.Adopt(n.initRef, lastID, o.Body), nil
+	return n.v2.Adopt(n.initRef, lastID, clone(result)), nil
 }
 
 // withVersion1 returns an initialize result with protocolVersion 1.
