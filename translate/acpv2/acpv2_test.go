@@ -80,3 +80,25 @@ var negotiating = translate.Dialect{
 func TestNegotiateTranscripts(t *testing.T) {
 	translatetest.Run(t, negotiating, "testdata/negotiate/*.txtar")
 }
+
+// FuzzNegotiate feeds arbitrary agent frames to a link negotiating its
+// version, from the initialize on: any answer (or none, or a broken one)
+// must leave exactly one answer per editor request and valid output,
+// whichever version the link ends up speaking.
+func FuzzNegotiate(f *testing.F) {
+	seeds, err := translatetest.AgentLines("testdata/negotiate/*.txtar")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":2,"info":{"name":"a","version":"1"}}}
+editor> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s"}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}
+{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no","data":{"requested":2,"supported":[1]}}}
+{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":1}}`))
+	translatetest.FuzzAgent(f, negotiating, "", `editor> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"e","version":"1"}}}`)
+}
