@@ -135,6 +135,26 @@ type session struct {
 	replaying bool
 	messages  map[string]*message
 	tools     map[string]*tool
+	// msgOrder and toolOrder hold the ids in the order they were first
+	// seen, so that only the latest keep of each are remembered.
+	msgOrder, toolOrder []string
+}
+
+// keep bounds what a session remembers of its messages and tool calls: a
+// long session does not hold its whole transcript. An upsert for a message
+// older than that is taken for a new message, and a tool call's update for
+// a new tool call.
+const keep = 256
+
+// remember records id as seen and returns the id to forget, if any.
+func remember(order *[]string, id string) (forget string) {
+	*order = append(*order, id)
+	if len(*order) <= keep {
+		return ""
+	}
+	forget = (*order)[0]
+	*order = (*order)[1:]
+	return forget
 }
 
 // turn is the running prompt of a session.

@@ -94,7 +94,8 @@ func (t *Translator) response(env translate.Envelope) ([]translate.Out, error) {
 		}
 		return t.sessionResult(p.ref, p.session, o), nil
 	case reqList:
-		return []translate.Out{reply(p.ref, listResult(result))}, nil
+		// The same shape, but for SessionInfo's v2-only members, which v1
+		// keeps as unknown fields.
 	case reqConfig:
 		o := decode(result)
 		if o != nil {

@@ -88,6 +88,7 @@ func (t *Translator) request(m translate.Msg) ([]translate.Out, error) {
 			s := t.session(p.session)
 			s.replaying = true
 			s.messages, s.tools = make(map[string]*message), make(map[string]*tool)
+			s.msgOrder, s.toolOrder = nil, nil
 		}
 	case "session/resume":
 		p.kind = reqResume

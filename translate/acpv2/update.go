@@ -144,6 +144,7 @@ func (s *session) message(id, kind string) *message {
 		m = &message{kind: kind}
 		if id != "" {
 			s.messages[id] = m
+			delete(s.messages, remember(&s.msgOrder, id))
 		}
 	}
 	return m
@@ -246,6 +247,7 @@ func (t *Translator) toolUpdate(sid string, s *session, u object) []translate.Ou
 	if !seen {
 		tl = &tool{}
 		s.tools[id] = tl
+		delete(s.tools, remember(&s.toolOrder, id))
 	}
 	v1, notes := toolFields(u, seen)
 	if raw, ok := v1["content"]; ok {
@@ -271,6 +273,7 @@ func (t *Translator) toolChunk(sid string, s *session, u object) []translate.Out
 	if !seen {
 		tl = &tool{}
 		s.tools[id] = tl
+		delete(s.tools, remember(&s.toolOrder, id))
 	}
 	tl.content = append(tl.content, item)
 	v1 := object{"toolCallId": quoted(id), "content": marshal(tl.content)}
@@ -441,7 +444,3 @@ func renameConfigOptions(o object) {
 	}
 	o["configOptions"] = marshal(opts)
 }
-
-// listResult maps a session/list answer: the same shape but for
-// SessionInfo's v2-only members, which v1 tolerates as unknown fields.
-func listResult(raw json.RawMessage) json.RawMessage { return raw }

@@ -136,3 +136,30 @@ func render(m *message) string {
 	}
 	return b.String()
 }
+
+// A session remembers its latest keep messages and tool calls, not its
+// whole transcript: the oldest are forgotten as new ones come.
+func TestSessionMemoryBounded(t *testing.T) {
+	tr := New()
+	send := func(u string) []translate.Out {
+		outs, err := tr.FromAgent([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":` + u + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs
+	}
+	for i := range 3 * keep {
+		send(fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","messageId":"m-%d","content":{"type":"text","text":"x"}}`, i))
+		send(fmt.Sprintf(`{"sessionUpdate":"tool_call_update","toolCallId":"c-%d","status":"pending"}`, i))
+	}
+	s := tr.sessions["s"]
+	if len(s.messages) != keep || len(s.tools) != keep || len(s.msgOrder) != keep || len(s.toolOrder) != keep {
+		t.Fatalf("remembered %d messages, %d tools (orders %d, %d); want %d each", len(s.messages), len(s.tools), len(s.msgOrder), len(s.toolOrder), keep)
+	}
+	// The latest message is still known: an upsert sends only its suffix.
+	last := fmt.Sprintf("m-%d", 3*keep-1)
+	outs := send(`{"sessionUpdate":"agent_message","messageId":"` + last + `","content":[{"type":"text","text":"xy"}]}`)
+	if len(outs) != 1 || gjson.GetBytes(outs[0].Body, "update.content.text").Str != "y" {
+		t.Errorf("upsert of the latest message sent %v, want the suffix y", outs)
+	}
+}
