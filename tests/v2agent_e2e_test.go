@@ -314,3 +314,29 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// The v2 agent served by naming its dialect (--dialect acp-v2) or forcing
+// the version (--agent-protocol 2): no negotiation, the same translation.
+func TestV2Agent_Forced(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--dialect", "acp-v2"}, {"--agent-protocol", "2"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			e := NewEditor(t, v2AgentTransport(args...), EditorOptions{})
+			if _, err := e.Conn.Initialize(sdkCtx(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+				t.Fatalf("initialize: %v", err)
+			}
+			if l, _ := e.Out.Find(sdkWait, func(l Line) bool { return l.IsResponse() }); l.Get("result._meta.acp-bridge.agentProtocol").Int() != 2 {
+				t.Errorf("initialize answer %s: want agentProtocol 2", l)
+			}
+			res, err := e.Conn.NewSession(sdkCtx(t), acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+			if err != nil {
+				t.Fatalf("session/new: %v", err)
+			}
+			r, text, _, err := v2Turn(t, e, res.SessionId, "upsert")
+			if err != nil || r.StopReason != acp.StopReasonEndTurn || text != "Hello, world" {
+				t.Fatalf("prompt = %+v, %q, %v", r, text, err)
+			}
+		})
+	}
+}
