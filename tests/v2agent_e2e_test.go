@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -338,5 +339,19 @@ func TestV2Agent_Forced(t *testing.T) {
 				t.Fatalf("prompt = %+v, %q, %v", r, text, err)
 			}
 		})
+	}
+}
+
+// doctor reaches a v2 agent through the same negotiation and says which
+// version it speaks.
+func TestV2Agent_Doctor(t *testing.T) {
+	t.Parallel()
+	argv := NodeScript(t, sdkAgentV2Script)
+	cmd := exec.Command(BridgeBin, append([]string{"doctor", "--"}, argv...)...)
+	cmd.Env = hermeticEnv(t, nil)
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil || !strings.Contains(out, "initialize: sdk-agent-v2 2.4.0, protocol version 2 (editors are spoken to in 1)") {
+		t.Fatalf("doctor: %v\n%s", err, out)
 	}
 }
