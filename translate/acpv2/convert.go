@@ -117,6 +117,15 @@ func authMethods(raw json.RawMessage) json.RawMessage {
 				m["id"] = id
 				delete(m, "methodId")
 			}
+			// v2 lists the environment as [{name, value}], v1 as an object.
+			var env []struct{ Name, Value string }
+			if raw, ok := m["env"]; ok && json.Unmarshal(raw, &env) == nil {
+				vars := make(map[string]string, len(env))
+				for _, v := range env {
+					vars[v.Name] = v.Value
+				}
+				m["env"] = marshal(vars)
+			}
 			out = append(out, m)
 		}
 	}

@@ -100,6 +100,14 @@ func (t *Translator) request(m translate.Msg) ([]translate.Out, error) {
 		p.kind = reqList
 	case "session/set_config_option":
 		p.kind = reqConfig
+		// v1 tags a boolean value and leaves a value id untagged; v2
+		// tags both.
+		if o := decode(params); o != nil {
+			if _, tagged := o["type"]; !tagged {
+				o["type"] = quoted("id")
+				params = marshal(o)
+			}
+		}
 	case "session/set_mode", "session/set_model", "fs/read_text_file", "fs/write_text_file":
 		return []translate.Out{fail(m.Ref, translate.Errorf(translate.CodeMethodNotFound,
 			"%s is not available: the agent speaks ACP v2, which has no session modes (use its config options instead)", m.Method))}, nil

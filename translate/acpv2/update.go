@@ -420,6 +420,18 @@ func (t *Translator) availableCommands(sid string, u object) ([]translate.Out, b
 			continue
 		}
 		delete(c, "type")
+		// v2 tags the text input ({type:"text", hint}); v1's is untagged,
+		// and has no other kind.
+		if in := decode(c["input"]); in != nil {
+			switch in.str("type") {
+			case "text", "":
+				delete(in, "type")
+				c["input"] = marshal(in)
+			default:
+				outs = append(outs, note(NoteUnrepresentable, "command %q input of type %q has no v1 form; left out", c.str("name"), in.str("type")))
+				delete(c, "input")
+			}
+		}
 		if _, ok := c["description"]; !ok {
 			c["description"] = quoted("")
 		}
