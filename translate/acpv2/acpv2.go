@@ -29,8 +29,8 @@
 //     (cancelled) or in_progress (paused), an unknown kind other; unknown
 //     ones are left out, with a note.
 //   - Updates the v1 schema has no place for (terminal output, background
-//     work, unknown kinds) are dropped and counted (note
-//     "v2-unrepresentable"). The live echo of the user's own prompt is not
+//     work, unknown kinds, content blocks of a type v1 lacks) are dropped
+//     and counted (note "v2-unrepresentable"). The live echo of the user's own prompt is not
 //     sent: a v1 editor shows the prompt it sent.
 //   - Capabilities: the v1 initialize becomes v2's (info, capabilities;
 //     client fs and terminal have no v2 form), and the v2 answer is mapped

@@ -131,8 +131,15 @@ func (t *Translator) state(sid string, s *session, u object) []translate.Out {
 	return append(outs, reply(tr.ref, marshal(answer)))
 }
 
+// v1Blocks are the content block types of v1, whose list is closed; v2's
+// is open.
+var v1Blocks = map[string]bool{"text": true, "image": true, "audio": true, "resource_link": true, "resource": true}
+
 // chunk passes a message chunk on and records what the editor now has.
 func (t *Translator) chunk(sid string, s *session, kind string, u object) []translate.Out {
+	if typ := gjson.GetBytes(u["content"], "type").Str; !v1Blocks[typ] {
+		return []translate.Out{note(NoteUnrepresentable, "%s with a content block of type %q, which v1 lacks; dropped", kind, typ)}
+	}
 	m := s.message(u.str("messageId"), kind)
 	m.append(contentBlock(u["content"]))
 	return []translate.Out{update(sid, marshal(u))}
@@ -181,16 +188,20 @@ func (t *Translator) upsert(sid string, s *session, kind string, u object) []tra
 	var items []json.RawMessage
 	_ = json.Unmarshal(raw, &items) // null and [] clear: no blocks
 	nm := &message{}
+	var outs []translate.Out
 	for _, item := range items {
+		if typ := gjson.GetBytes(item, "type").Str; !v1Blocks[typ] {
+			outs = append(outs, note(NoteUnrepresentable, "%s with a content block of type %q, which v1 lacks; left out", strings.TrimSuffix(kind, "_chunk"), typ))
+			continue
+		}
 		nm.append(contentBlock(item))
 	}
 	next = nm.blocks
 	add, ok := extends(m.blocks, next)
 	if !ok {
-		return []translate.Out{note(NoteUnrepresentable, "%s %q rewrites content the editor already shows; v1 cannot take it back, so the rewrite was not sent", strings.TrimSuffix(kind, "_chunk"), id)}
+		return append(outs, note(NoteUnrepresentable, "%s %q rewrites content the editor already shows; v1 cannot take it back, so the rewrite was not sent", strings.TrimSuffix(kind, "_chunk"), id))
 	}
-	var outs []translate.Out
-	for _, b := range add {
+	for i, b := range add {
 		content := b.raw
 		if b.isText {
 			content = marshal(object{"type": quoted("text"), "text": quoted(b.text)})
@@ -199,7 +210,7 @@ func (t *Translator) upsert(sid string, s *session, kind string, u object) []tra
 		if id != "" {
 			chunk["messageId"] = quoted(id)
 		}
-		if meta, ok := u["_meta"]; ok && len(outs) == 0 && !isNull(meta, true) {
+		if meta, ok := u["_meta"]; ok && i == 0 && !isNull(meta, true) {
 			chunk["_meta"] = meta
 		}
 		outs = append(outs, update(sid, marshal(chunk)))
