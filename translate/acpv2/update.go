@@ -91,8 +91,8 @@ func (t *Translator) state(sid string, s *session, u object) []translate.Out {
 	tr := s.turn
 	s.turn = nil
 	if p := t.requests[tr.id]; p != nil {
-		// Ended before its acknowledgement: the late one is ignored.
-		delete(t.requests, tr.id)
+		// Ended before its acknowledgement: the late one is swallowed.
+		p.abandoned = true
 		delete(t.byRef, tr.ref)
 	}
 	meta := decode(tr.meta)
