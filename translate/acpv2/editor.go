@@ -158,6 +158,18 @@ func initializeParams(raw json.RawMessage) json.RawMessage {
 			switch k {
 			case "fs", "terminal":
 				// Gone from v2: the agent uses MCP servers instead.
+			case "auth":
+				// v1's boolean terminal is v2's object marker.
+				auth := decode(v)
+				if auth == nil {
+					break
+				}
+				if string(auth["terminal"]) == "true" {
+					auth["terminal"] = json.RawMessage("{}")
+				} else {
+					delete(auth, "terminal")
+				}
+				caps[k] = marshal(auth)
 			default:
 				caps[k] = v
 			}

@@ -20,8 +20,8 @@ import (
 // endpoints fail a v2 offer instead of answering 1).
 //
 // The request for 2 is the editor's v1 initialize with protocolVersion 2
-// and v2's required info beside clientInfo: a v1 agent reads the members it
-// knows, a v2 agent the ones it knows. A v1-shaped answer that claims
+// and v2's info and capabilities beside clientInfo and clientCapabilities:
+// a v1 agent reads the members it knows, a v2 agent the ones it knows. A v1-shaped answer that claims
 // version 2 (agentCapabilities, no info: an agent that echoes the version
 // asked) is taken as v1.
 //
@@ -123,8 +123,11 @@ func offer(params json.RawMessage) json.RawMessage {
 		o = object{}
 	}
 	o["protocolVersion"] = json.RawMessage("2")
-	if _, ok := o["info"]; !ok {
-		o["info"] = decode(initializeParams(params))["info"]
+	v2 := decode(initializeParams(params))
+	for _, k := range []string{"info", "capabilities"} {
+		if _, ok := o[k]; !ok {
+			o[k] = v2[k]
+		}
 	}
 	return marshal(o)
 }
