@@ -85,6 +85,7 @@ func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, 
 	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
 	if v := agentProtocol(l); v != 0 {
 		own["agentProtocol"] = v
+		e.log.Info("agent initialized", "agent_protocol", v)
 	}
 	if backend, ok := m["agentInfo"]; !ok || !e.b.Dialect.Relay {
 		title := "acp-bridge"

@@ -225,6 +225,9 @@ func TestV2Agent_Turns(t *testing.T) {
 			t.Errorf("session/load replayed %q, want the earlier turns", text.String())
 		}
 	})
+	if !strings.Contains(e.Stderr(), "agent initialized: agent_protocol=2") {
+		t.Errorf("the log does not say which version the agent speaks:\n%s", e.Stderr())
+	}
 	if n := strings.Count(e.Stderr(), "sdk-agent-v2: connection closed"); n != 0 {
 		t.Errorf("the v2 agent closed the connection (it does on a message its schema rejects):\n%s", e.Stderr())
 	}
