@@ -119,6 +119,10 @@ agent "gemini" {
 agent "remote" {
   dialect = "acp"
 
+  # The ACP version spoken to the agent: 1 or 2 (--agent-protocol). Left
+  # out, the bridge asks for 2 and takes the version the agent answers.
+  # agent_protocol = 2
+
   websocket {
     # ws:// or wss:// address of the agent. Required.
     url = "wss://agent.example/acp"

@@ -290,7 +290,7 @@ func (e *engine) claimNew(req *request, agentID string, result json.RawMessage) 
 // answer and, with durable sessions on, advertises the bridge's own.
 func (e *engine) durableInitialized(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	e.learnCaps(req.link, result)
-	out, err := e.initialized(result)
+	out, err := e.initialized(req.link, result)
 	if err != nil || !e.durable() {
 		return out, err
 	}

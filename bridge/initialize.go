@@ -20,8 +20,9 @@ const (
 // link (dialled now). A repeated one is answered, never refused (a proxy is
 // no stricter than what it fronts, and the official conformance harness
 // re-initializes): a relayed ACP agent answers it itself, other dialects get
-// the first answer again. Whatever version the editor asks for, the agent is
-// asked for 1: the bridge relays v1 (acp-spec.md §4.1, §18).
+// the first answer again. Whatever version the editor asks for, the
+// translator is handed version 1: the engine speaks v1 (acp-spec.md §4.1,
+// §18), and an ACP link's translator negotiates the agent's own version.
 func (e *engine) initialize(req *request, params json.RawMessage) {
 	asked := gjson.GetBytes(params, "protocolVersion")
 	if asked.Raw != "1" {
@@ -68,7 +69,7 @@ type clientCaps struct {
 // bridge's and the backend's moves to _meta["acp-bridge"].agentInfo.
 // Capabilities pass unchanged: a translator advertises only what its dialect
 // can deliver.
-func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translate.Error) {
+func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
 		return nil, e.versionError(v)
 	}
@@ -82,6 +83,10 @@ func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translat
 		version = "dev"
 	}
 	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
+	if v := agentProtocol(l); v != 0 {
+		own["agentProtocol"] = v
+		e.log.Info("agent initialized", "agent_protocol", v)
+	}
 	if backend, ok := m["agentInfo"]; !ok || !e.b.Dialect.Relay {
 		title := "acp-bridge"
 		name := gjson.GetBytes(backend, "title").Str
@@ -117,6 +122,18 @@ func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translat
 	e.initErr = ""
 	e.initResult = out
 	return out, nil
+}
+
+// agentProtocol is the ACP version the link's agent hop speaks, when its
+// translator negotiated one (an ACP agent); 0 otherwise.
+func agentProtocol(l *link) int {
+	if l == nil {
+		return 0
+	}
+	if n, ok := l.tr.(interface{ AgentProtocol() int }); ok {
+		return n.AgentProtocol()
+	}
+	return 0
 }
 
 // versionError explains an initialize answer with a version other than 1,

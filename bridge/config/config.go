@@ -96,6 +96,9 @@ type Agent struct {
 	// Options is the body of the dialect's options block, nil when absent.
 	// The dialect decodes it (translate.Dialect.Configure).
 	Options hcl.Body
+	// AgentProtocol is the ACP version an acp agent is spoken to in: 1 or
+	// 2; 0 (not set) negotiates it.
+	AgentProtocol int
 
 	// DeclRange is the range of the block header (agent "name"), and
 	// DialectRange that of the dialect argument (DeclRange when absent):
@@ -182,6 +185,7 @@ type rawAgent struct {
 	Env       *hcl.Attribute `hcl:"env,optional"`
 	Dir       *hcl.Attribute `hcl:"dir,optional"`
 	StopGrace *hcl.Attribute `hcl:"stop_grace,optional"`
+	Protocol  *hcl.Attribute `hcl:"agent_protocol,optional"`
 	WebSocket *rawWebSocket  `hcl:"websocket,block"`
 	Options   *rawOptions    `hcl:"options,block"`
 	Body      hcl.Body       `hcl:",body"`
@@ -491,6 +495,15 @@ func (e *evaluator) agent(ra *rawAgent, decl hcl.Range) *Agent {
 	}
 	a.Dir, _ = e.path(ra.Dir)
 	a.StopGrace, _ = e.duration(ra.StopGrace, Positive)
+	if v, _, ok := e.value(ra.Protocol, cty.String); ok {
+		switch v.AsString() {
+		case "1", "2":
+			a.AgentProtocol = int(v.AsString()[0] - '0')
+		default:
+			e.errorf(ra.Protocol.Expr.Range(), "Invalid agent_protocol",
+				"agent_protocol is the ACP version to speak to the agent: 1 or 2 (leave it out to take the version the agent answers); got %q.", v.AsString())
+		}
+	}
 	if ra.WebSocket != nil {
 		a.WebSocket = e.webSocket(ra.WebSocket)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/acpv0"
+	"github.com/acp-bridge/acp-bridge/translate/acpv2"
 	"github.com/acp-bridge/acp-bridge/translate/claude"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -48,6 +49,7 @@ var dialects = sync.OnceValue(func() map[string]translate.Dialect {
 var goDialects = map[string]translate.Dialect{
 	acp.Dialect.Name:    acp.Dialect,
 	acpv0.Dialect.Name:  acpv0.Dialect,
+	acpv2.Dialect.Name:  acpv2.Dialect,
 	claude.Dialect.Name: claude.Dialect,
 }
 
@@ -93,6 +95,7 @@ const (
 	FlagQueueBytes     = "queue-bytes"
 	FlagRequestTimeout = "request-timeout"
 	FlagCancelGrace    = "cancel-grace"
+	FlagAgentProtocol  = "agent-protocol"
 )
 
 // Flags are the serving flags in plain form, for the pure resolution
@@ -112,6 +115,8 @@ type Flags struct {
 	QueueBytes          string
 	RequestTimeout      string
 	CancelGrace         string
+	// AgentProtocol is --agent-protocol: "1", "2", or "" to negotiate.
+	AgentProtocol string
 	// Shim is --shim (on, off, report, report=FILE) and ShimDisable the
 	// --shim-disable lists of rule names.
 	Shim        string
@@ -230,6 +235,9 @@ type Agent struct {
 	Options   hcl.Body
 	Command   *legacy.Command
 	WebSocket *legacy.WebSocket
+	// AgentProtocol forces the ACP version of an acp agent: 1 or 2; 0
+	// negotiates (see acpv2.Negotiator).
+	AgentProtocol int
 	// Desc describes the agent for logs, without secrets.
 	Desc string
 	// Ignored lists WebSocket flags that were given for a command agent.
@@ -272,9 +280,25 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 		}
 		agent = a
 		spec.Name, spec.Dialect, spec.Options = a.Name, a.Dialect, a.Options
+		spec.AgentProtocol = a.AgentProtocol
 	}
 	if f.Set[FlagDialect] {
 		spec.Dialect = f.Dialect
+	}
+	if f.Set[FlagAgentProtocol] {
+		switch f.AgentProtocol {
+		case "1", "2":
+			spec.AgentProtocol = int(f.AgentProtocol[0] - '0')
+		default:
+			return spec, Usagef("--%s takes 1 or 2 (the ACP version to speak to the agent); got %q", FlagAgentProtocol, f.AgentProtocol)
+		}
+	}
+	switch {
+	case spec.AgentProtocol == 0:
+	case spec.Dialect == acpv2.Dialect.Name && spec.AgentProtocol != 2:
+		return spec, Usagef("dialect %s speaks ACP v2 to the agent; --%s %d contradicts it: use dialect %s", spec.Dialect, FlagAgentProtocol, spec.AgentProtocol, acp.Dialect.Name)
+	case spec.Dialect != acp.Dialect.Name && spec.Dialect != acpv2.Dialect.Name:
+		return spec, Usagef("--%s (agent_protocol) applies to ACP agents (dialect %s), not to dialect %s", FlagAgentProtocol, acp.Dialect.Name, spec.Dialect)
 	}
 
 	isWebSocket := f.URL != "" || agent != nil && agent.WebSocket != nil
@@ -495,6 +519,7 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 // NewBridge composes the engine for spec: its dialect, the dialer, and the
 // settings. Every caller that serves an editor builds its engine here.
 func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() translate.Translator, s Settings, logger hclog.Logger, version string) *bridge.Bridge {
+	newTranslator = Negotiate(spec, dialect, newTranslator)
 	var redact func([]byte) []byte
 	if sc := NewScrubber(spec.Secrets()...); len(sc.Values()) > 0 {
 		redact = sc.ScrubJSON // nil without secrets: no cost per message
@@ -512,6 +537,18 @@ func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() trans
 		RequestTimeout: s.RequestTimeout,
 		CancelGrace:    s.CancelGrace,
 	}
+}
+
+// Negotiate returns the translators of an acp agent's links: each asks the
+// agent for ACP v2 and takes the version it answers, v2 translated for the
+// engine and v1 through newTranslator (the relay, or the compliance shim),
+// unless spec forces a version. Other dialects' are returned as they are.
+func Negotiate(spec Agent, dialect translate.Dialect, newTranslator func() translate.Translator) func() translate.Translator {
+	if dialect.Name != acp.Dialect.Name {
+		return newTranslator
+	}
+	v1, force := newTranslator, spec.AgentProtocol
+	return func() translate.Translator { return acpv2.NewNegotiator(force, v1) }
 }
 
 // sessionCommand is the configured command adapted to one link: the

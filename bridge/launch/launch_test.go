@@ -366,3 +366,62 @@ func TestSessionCommand(t *testing.T) {
 		t.Errorf("links share argument storage: %q %q %q %q", a.Args, b.Args, a.Env, b.Env)
 	}
 }
+
+// agent_protocol and --agent-protocol force the ACP version of an acp
+// agent; the flag wins over the file, and a value or dialect it cannot
+// apply to is refused with what to do.
+func TestResolveAgentProtocol(t *testing.T) {
+	cfg, diags := config.Parse([]byte(`
+agent "v2" {
+  command        = ["agent"]
+  agent_protocol = 2
+}
+agent "auto" {
+  command = ["agent"]
+}
+agent "legacy" {
+  dialect = "acp-v0"
+  command = ["gemini"]
+}
+`), "/p.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	tests := []struct {
+		agent, flag, dialect string
+		want                 int
+		wantErr              string
+	}{
+		{agent: "auto", want: 0},
+		{agent: "v2", want: 2},
+		{agent: "v2", flag: "1", want: 1},
+		{agent: "auto", flag: "2", want: 2},
+		{agent: "auto", flag: "3", wantErr: `--agent-protocol takes 1 or 2`},
+		{agent: "legacy", flag: "2", wantErr: `applies to ACP agents (dialect acp), not to dialect acp-v0`},
+		{agent: "auto", flag: "1", dialect: "acp-v2", wantErr: `dialect acp-v2 speaks ACP v2 to the agent; --agent-protocol 1 contradicts it`},
+		{agent: "auto", flag: "2", dialect: "acp-v2", want: 2},
+	}
+	for _, tt := range tests {
+		f := Flags{Agent: tt.agent, AgentProtocol: tt.flag, Dialect: tt.dialect, Set: map[string]bool{}}
+		if tt.flag != "" {
+			f.Set[FlagAgentProtocol] = true
+		}
+		if tt.dialect != "" {
+			f.Set[FlagDialect] = true
+		}
+		spec, err := ResolveAgent(cfg, f, func(string) (string, bool) { return "", false })
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%+v: err = %v, want %q", tt, err, tt.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%+v: %v", tt, err)
+		case spec.AgentProtocol != tt.want:
+			t.Errorf("%+v: AgentProtocol = %d, want %d", tt, spec.AgentProtocol, tt.want)
+		}
+	}
+	if _, diags := config.Parse([]byte("agent \"a\" {\n  command = [\"a\"]\n  agent_protocol = 3\n}\n"), "/bad.hcl"); !strings.Contains(diags.Error(), "/bad.hcl:3,20-21: Invalid agent_protocol") {
+		t.Errorf("agent_protocol = 3: diagnostics %q, want Invalid agent_protocol at its value", diags.Error())
+	}
+}

@@ -19,7 +19,8 @@ import (
 // response; a legacy frame by its "type") with the same method and, for
 // JSON-RPC, the same params (or result or error), compared as JSON, except
 // for what differs between two runs of the same session on their own:
-// the working directory (params.cwd) and the editor's clientInfo. The
+// the working directory (params.cwd), the editor's clientInfo (or v2's
+// info) and the version an initialize asks for (protocolVersion). The
 // recorded answers carry the live request ids; ids of the agent's own
 // requests are kept, so the bridge answers them with the recorded ids.
 //
@@ -156,8 +157,12 @@ func matches(want, got Record) bool {
 	return true
 }
 
-// volatile are the params that differ between two runs of one session.
-var volatile = []string{"cwd", "clientInfo"}
+// volatile are the params that differ between two runs of one session: the
+// working directory, the editor's clientInfo (v2's info), and the ACP
+// version an initialize asks for (a bridge that negotiates asks for 2
+// where a trace recorded before asked for 1; the recorded answer then
+// says which version the agent spoke).
+var volatile = []string{"cwd", "clientInfo", "info", "protocolVersion"}
 
 func sameJSON(a, b gjson.Result) bool {
 	if a.Exists() != b.Exists() {

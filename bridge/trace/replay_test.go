@@ -90,3 +90,22 @@ func TestEditorReplayLearnsIDs(t *testing.T) {
 		t.Error("not done after the last record")
 	}
 }
+
+// A trace recorded when the bridge asked its agent for ACP 1 replays for a
+// bridge that asks for 2 with v2's info: the version asked for and the
+// editor's identity differ between runs on their own.
+func TestReplayInitializeAcrossVersions(t *testing.T) {
+	recs := []Record{
+		rec("out", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"zed","version":"1"},"clientCapabilities":{"fs":{"readTextFile":true}}}}`, 0),
+		rec("in", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`, 10),
+	}
+	rp := NewReplay(recs, 1)
+	out, err := rp.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"zed","version":"2"},"clientInfo":{"name":"zed","version":"2"},"clientCapabilities":{"fs":{"readTextFile":true}}}}`))
+	if err != nil || len(out) != 1 || !strings.Contains(string(out[0].Frame), `"protocolVersion":1`) {
+		t.Fatalf("initialize asking for 2: %q, %v; want the recorded answer", out, err)
+	}
+	rp = NewReplay(recs, 1)
+	if _, err := rp.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"clientCapabilities":{}}}`)); err == nil {
+		t.Error("an initialize with other capabilities matched")
+	}
+}

@@ -349,7 +349,11 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 	if bridgeAnswered {
 		how = " (answered by acp-bridge: dialect " + spec.Dialect + " has no initialize of its own)"
 	}
-	d.pass("initialize: %s %s, protocol version %s%s", name, info.Get("version").Str, gjson.GetBytes(res, "protocolVersion").Raw, how)
+	version := gjson.GetBytes(res, "protocolVersion").Raw
+	if p := gjson.GetBytes(res, "_meta.acp-bridge.agentProtocol"); p.Exists() && p.Raw != version {
+		version = p.Raw + " (editors are spoken to in " + version + ")"
+	}
+	d.pass("initialize: %s %s, protocol version %s%s", name, info.Get("version").Str, version, how)
 	if auth := gjson.GetBytes(res, "authMethods"); len(auth.Array()) > 0 {
 		var ids []string
 		for _, m := range auth.Array() {

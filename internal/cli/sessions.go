@@ -73,7 +73,7 @@ func setupSessions(c *cli.Context, cfg *config.Config, spec launch.Agent, b *bri
 			if err == nil {
 				dialect, newTranslator, cerr := launch.Configure(other, cfg.Files, os.Stderr)
 				if err = cerr; err == nil {
-					d.Agents = append(d.Agents, bridge.Binding{Dialect: dialect, NewTranslator: newTranslator,
+					d.Agents = append(d.Agents, bridge.Binding{Dialect: dialect, NewTranslator: launch.Negotiate(other, dialect, newTranslator),
 						Dial: other.Dialer(logger, maxMessage), Name: a.Name})
 				}
 			}

@@ -1,0 +1,192 @@
+// agent.mjs is a small ACP v2 agent built on the official TypeScript SDK's
+// v2 API (@agentclientprotocol/sdk 2.4.0, experimental/v2), for
+// acp-bridge's end-to-end tests of v2 agents. It speaks v2 only: the SDK
+// answers an initialize for any other version with an error, and validates
+// every message it receives against the v2 schema, so a bridge that sends a
+// v1 shape to it fails here.
+//
+//   node agent.mjs
+//
+// session/prompt is acknowledged at once ({messageId}); the turn runs after
+// the acknowledgement and ends with an idle state_update. What it does
+// depends on the prompt's last text block:
+//
+//   upsert    chunks "Hel", "lo" of message m, then the whole message
+//             "Hello, world" as an agent_message upsert
+//   tool      a tool call (upserts and a content chunk), a permission
+//             request about it, then completed or failed by the answer
+//   command   a permission request about a command (no tool call)
+//   slow      a chunk "tick-N" every 20 ms until session/cancel, then idle
+//             with stopReason cancelled
+//   fail      idle with stopReason error and the error "model overloaded"
+//   refuse    the prompt itself refused: session not found
+//   extras    a plan, a terminal output chunk and background work (which
+//             v1 cannot show), a stop reason "_handoff"
+//   other     "heard: " and the words, one chunk each, then the whole
+//             message again as an upsert
+//
+// Every message the agent receives is logged on stderr as one line starting
+// "sdk-agent-v2: recv", for tests that check what reached it.
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk/experimental/v2";
+
+const sessions = new Map(); // id → { turn: AbortController | null, history: update[] }
+let created = 0;
+let messages = 0;
+
+function known(sessionId) {
+  const s = sessions.get(sessionId);
+  if (!s) throw acp.RequestError.sessionNotFound(sessionId);
+  return s;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const words = (text) => text.split(/\s+/).filter(Boolean);
+
+async function send(client, sessionId, update) {
+  const s = sessions.get(sessionId);
+  if (s && update.sessionUpdate !== "state_update") s.history.push(update);
+  await client.notify(acp.methods.client.session.update, { sessionId, update });
+}
+
+const idle = (stopReason, extra = {}) => ({ sessionUpdate: "state_update", state: "idle", stopReason, ...extra });
+
+async function runTurn(client, sessionId, s, text, userMessageId, turn) {
+  const say = (update) => send(client, sessionId, update);
+  await say({ sessionUpdate: "state_update", state: "running" });
+  await say({ sessionUpdate: "user_message", messageId: userMessageId, content: [{ type: "text", text }] });
+  const m = `m-${++messages}`;
+  const chunk = (t) => say({ sessionUpdate: "agent_message_chunk", messageId: m, content: { type: "text", text: t } });
+  switch (text.trim()) {
+    case "upsert":
+      await chunk("Hel");
+      await chunk("lo");
+      await say({ sessionUpdate: "agent_message", messageId: m, content: [{ type: "text", text: "Hello, world" }] });
+      return say(idle("end_turn"));
+    case "tool": {
+      const id = `call-${messages}`;
+      await say({ sessionUpdate: "tool_call_update", toolCallId: id, name: "write_file", kind: "edit", status: "pending", rawInput: { path: "/tmp/a" } });
+      await say({ sessionUpdate: "tool_call_update", toolCallId: id, title: "Write /tmp/a" });
+      await say({ sessionUpdate: "tool_call_content_chunk", toolCallId: id, content: { type: "content", content: { type: "text", text: "new contents" } } });
+      await say({ sessionUpdate: "state_update", state: "requires_action" });
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        title: "Write /tmp/a?",
+        subject: { type: "tool_call", toolCall: { toolCallId: id } },
+        options: [
+          { optionId: "yes", name: "Allow", kind: "allow_once" },
+          { optionId: "no", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
+      await say({ sessionUpdate: "state_update", state: "running" });
+      await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: allowed ? "completed" : "failed", rawOutput: { allowed } });
+      await chunk(allowed ? "wrote it" : "did not write it");
+      return say(idle("end_turn"));
+    }
+    case "command": {
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        title: "Run a command",
+        subject: { type: "command", command: "make test", cwd: "/tmp" },
+        options: [{ optionId: "ok", name: "Run", kind: "allow_once" }],
+      });
+      await chunk(`command: ${answer.outcome.outcome}`);
+      return say(idle("end_turn"));
+    }
+    case "slow":
+      for (let i = 0; !turn.signal.aborted; i++) {
+        await chunk(`tick-${i}`);
+        await sleep(20);
+      }
+      return say(idle("cancelled"));
+    case "fail":
+      await chunk("trying");
+      return say(idle("error", { error: { code: -32603, message: "model overloaded", data: { retryAfter: 5 } } }));
+    case "extras":
+      await say({ sessionUpdate: "plan_update", plan: { type: "items", planId: "p-1", entries: [{ content: "look", priority: "high", status: "completed" }] } });
+      await say({ sessionUpdate: "terminal_output_chunk", terminalId: "t-1", data: "x" });
+      await chunk("extras");
+      return say(idle("_handoff", { background: [{ type: "tool_call", toolCallId: "bg-1" }] }));
+    default: {
+      const answer = ["heard:", ...words(text)];
+      let whole = "";
+      for (const [i, w] of answer.entries()) {
+        const t = i === 0 ? w : ` ${w}`;
+        whole += t;
+        await chunk(t);
+      }
+      await say({ sessionUpdate: "agent_message", messageId: m, content: [{ type: "text", text: whole }] });
+      return say(idle(turn.signal.aborted ? "cancelled" : "end_turn"));
+    }
+  }
+}
+
+const app = acp
+  .agent({ name: "sdk-agent-v2" })
+  .onRequest(acp.methods.agent.initialize, () => ({
+    protocolVersion: acp.PROTOCOL_VERSION,
+    info: { name: "sdk-agent-v2", version: "2.4.0" },
+    capabilities: { session: { prompt: { embeddedContext: {} } } },
+    authMethods: [],
+  }))
+  .onRequest(acp.methods.agent.session.new, () => {
+    const sessionId = `v2-${++created}`;
+    sessions.set(sessionId, { turn: null, history: [] });
+    return { sessionId, availableCommands: [{ type: "command", name: "explain", description: "Explain the code" }] };
+  })
+  .onRequest(acp.methods.agent.session.resume, async ({ params, client }) => {
+    const s = known(params.sessionId);
+    if (params.replayFrom) {
+      for (const update of s.history) {
+        await client.notify(acp.methods.client.session.update, { sessionId: params.sessionId, update });
+      }
+    }
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.list, () => ({
+    sessions: [...sessions.keys()].map((sessionId) => ({ sessionId, cwd: "/tmp" })),
+  }))
+  .onRequest(acp.methods.agent.session.close, ({ params }) => {
+    known(params.sessionId);
+    sessions.delete(params.sessionId);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.prompt, ({ params, client }) => {
+    const { sessionId } = params;
+    if (!sessions.has(sessionId) || params.prompt.some((b) => b.type === "text" && b.text.trim() === "refuse")) {
+      throw acp.RequestError.sessionNotFound(sessionId);
+    }
+    const s = known(sessionId);
+    const texts = params.prompt.filter((b) => b.type === "text").map((b) => b.text);
+    const text = texts.at(-1) ?? "";
+    const messageId = `u-${++messages}`;
+    const turn = new AbortController();
+    s.turn = turn;
+    // The acknowledgement goes first; the turn runs after it.
+    setTimeout(() => {
+      runTurn(client, sessionId, s, text, messageId, turn)
+        .catch((err) => process.stderr.write(`sdk-agent-v2: turn failed: ${err?.stack ?? err}\n`))
+        .finally(() => {
+          if (s.turn === turn) s.turn = null;
+        });
+    }, 5);
+    return { messageId };
+  })
+  .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
+    sessions.get(params.sessionId)?.turn?.abort();
+  });
+
+const decoder = new TextDecoder();
+const logged = new TransformStream({
+  transform(bytes, out) {
+    for (const line of decoder.decode(bytes, { stream: true }).split("\n")) {
+      if (line.trim()) process.stderr.write(`sdk-agent-v2: recv ${line.trim()}\n`);
+    }
+    out.enqueue(bytes);
+  },
+});
+void Readable.toWeb(process.stdin).pipeTo(logged.writable);
+const connection = app.connect(acp.ndJsonStream(Writable.toWeb(process.stdout), logged.readable));
+connection.closed.then(() => process.stderr.write("sdk-agent-v2: connection closed\n"));
+process.stdin.on("end", () => process.exit(0));
