@@ -87,8 +87,8 @@ func runSequence(t *testing.T, choices []byte) {
 	v := newChecker(t)
 	fr := New()
 	var pending []pend // engine-hop requests the engine has not answered
-	var calls []string   // engine calls to the editor, by raw id
-	wellFormed := true   // every input so far was well-formed
+	var calls []string // engine calls to the editor, by raw id
+	wellFormed := true // every input so far was well-formed
 	answered := map[string]int{}
 	sent := map[string]int{}
 	nextCall := 100
