@@ -17,6 +17,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 )
@@ -120,6 +121,12 @@ type engine struct {
 	// on one line (see isAgentLine).
 	agentLine []byte
 	dur       durableState
+	// front translates for an editor that speaks ACP v2 (v2front.go);
+	// frontChosen says the editor's version is known, frontReplies are
+	// the front's answers to the engine's calls, for the next turn.
+	front        *v2front.Front
+	frontChosen  bool
+	frontReplies [][]byte
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -328,7 +335,7 @@ func (e *engine) loop(ctx context.Context) error {
 				}
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
-			e.fromEditor(l.frame)
+			e.editorLine(l.frame)
 		case <-e.inbox.wake:
 			batch := e.inbox.take()
 			e.batching = true
@@ -923,6 +930,10 @@ func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
 func (e *engine) writeEditorSession(m editorMsg, session string) {
 	if len(e.dur.answers) > 0 && e.queueBehindAnswer(m, session) {
 		return // scrubbed when it is released, through here again
+	}
+	if e.front != nil && !m.translated {
+		e.toFront(m, session) // back through here, translated
+		return
 	}
 	if e.b.Redact != nil {
 		// The one place every message for the editor passes: secrets an

@@ -81,7 +81,14 @@ func (e *engine) initialized(result json.RawMessage) (json.RawMessage, *translat
 	if version == "" {
 		version = "dev"
 	}
-	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
+	// editorProtocol is the ACP version of the editor hop (a v2 editor's
+	// front rewrites it to 2), agentProtocol that of the agent hop when
+	// the agent speaks ACP itself (other dialects name their protocol).
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name,
+		"editorProtocol": protocolVersion}
+	if e.b.Dialect.Relay {
+		own["agentProtocol"] = protocolVersion
+	}
 	if backend, ok := m["agentInfo"]; !ok || !e.b.Dialect.Relay {
 		title := "acp-bridge"
 		name := gjson.GetBytes(backend, "title").Str
@@ -161,6 +168,7 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // failure requests are answered at once with its cause (and a held
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
+	e.releaseFrontReplies()
 	for len(e.held) > 0 && e.init != initPending {
 		frame := e.held[0]
 		e.held[0] = nil

@@ -93,6 +93,7 @@ const (
 	FlagQueueBytes     = "queue-bytes"
 	FlagRequestTimeout = "request-timeout"
 	FlagCancelGrace    = "cancel-grace"
+	FlagEditorProtocol = "editor-protocol"
 )
 
 // Flags are the serving flags in plain form, for the pure resolution
@@ -112,6 +113,7 @@ type Flags struct {
 	QueueBytes          string
 	RequestTimeout      string
 	CancelGrace         string
+	EditorProtocol      string
 	// Shim is --shim (on, off, report, report=FILE) and ShimDisable the
 	// --shim-disable lists of rule names.
 	Shim        string
@@ -132,6 +134,9 @@ type Settings struct {
 	QueueBytes     int
 	RequestTimeout time.Duration
 	CancelGrace    time.Duration
+	// EditorProtocol is the ACP version forced toward the editor; 0 lets
+	// its initialize choose.
+	EditorProtocol int
 }
 
 // ResolveSettings applies flags over the file over the defaults. Defaults
@@ -143,6 +148,7 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 		MaxMessage:     cfg.MaxMessage,
 		RequestTimeout: cfg.RequestTimeout,
 		CancelGrace:    cfg.CancelGrace,
+		EditorProtocol: cfg.EditorProtocol,
 	}
 	level := cfg.LogLevel
 	if f.Set[FlagLogLevel] {
@@ -193,6 +199,11 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 	}
 	if s.CancelGrace, err = durationFlag(f, FlagCancelGrace, f.CancelGrace, config.Positive, s.CancelGrace); err != nil {
 		return s, err
+	}
+	if f.Set[FlagEditorProtocol] {
+		if s.EditorProtocol, err = config.ParseProtocol(f.EditorProtocol); err != nil {
+			return s, Usagef("--%s: %v", FlagEditorProtocol, err)
+		}
 	}
 	return s, nil
 }
@@ -511,6 +522,7 @@ func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() trans
 		QueueBytes:     s.QueueBytes,
 		RequestTimeout: s.RequestTimeout,
 		CancelGrace:    s.CancelGrace,
+		EditorProtocol: s.EditorProtocol,
 	}
 }
 

@@ -1,0 +1,101 @@
+package bridge
+
+import (
+	"github.com/acp-bridge/acp-bridge/translate/v2front"
+	"github.com/tidwall/gjson"
+)
+
+// The engine speaks ACP v1. An editor that speaks v2 gets a v2front.Front
+// in front of it: a layer between the editor's stream and the engine,
+// chosen by the editor's first initialize (or forced by
+// Bridge.EditorProtocol). Every editor line passes the Front before the
+// engine reads it, and every message the engine writes for the editor
+// passes it before the writer queues it; a v1 editor pays one check per
+// message.
+
+// editorLine handles one line read from the editor.
+func (e *engine) editorLine(frame []byte) {
+	if !e.frontChosen {
+		e.chooseFront(frame)
+	}
+	if e.front == nil {
+		e.fromEditor(frame)
+		return
+	}
+	e.applyFront(e.front.FromEditor(frame))
+}
+
+// chooseFront picks the editor's protocol version on its first initialize,
+// as the spec says an agent does (acp-spec.md §4.1): the version asked for
+// when the bridge speaks it, else the latest it speaks. A protocolVersion
+// that is not an integer (a 0.0.x string, or none) keeps v1, the version
+// such editors can at least read an answer in. Messages before the first
+// initialize are the engine's to refuse.
+func (e *engine) chooseFront(frame []byte) {
+	forced := e.b.EditorProtocol
+	r := gjson.ParseBytes(frame)
+	if forced == 0 && (r.Get("method").Str != "initialize" || !r.Get("id").Exists()) {
+		return
+	}
+	e.frontChosen = true
+	version := 1
+	switch v := r.Get("params.protocolVersion"); {
+	case forced != 0:
+		version = forced
+	case v.Type == gjson.Number && v.Raw != "1" && v.Float() == float64(int64(v.Float())):
+		version = v2front.ProtocolVersion
+	}
+	e.log.Info("editor protocol chosen", "version", version, "asked", r.Get("params.protocolVersion").Raw, "forced", forced != 0)
+	if version == v2front.ProtocolVersion {
+		e.front = v2front.New()
+	}
+}
+
+// applyFront carries out what the Front returned: v2 messages to the
+// editor, v1 messages to the engine (the editor's, translated), notes.
+func (e *engine) applyFront(outs []v2front.Out) {
+	for _, o := range outs {
+		switch o.To {
+		case v2front.ToEditor:
+			e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+		case v2front.ToEngine:
+			e.fromEditor(o.Frame)
+		case v2front.Note:
+			e.repaired(Repair(o.Name), o.Session, o.Detail)
+		}
+	}
+}
+
+// toFront passes one message the engine wrote for a v2 editor through the
+// Front. The Front's answers to the engine (a refused terminal call) wait
+// for the loop's next turn: this runs inside a translator's outputs, which
+// must not be fed again before they are all applied.
+func (e *engine) toFront(m editorMsg, session string) {
+	whole := m.body
+	if m.head != nil || m.tail != nil {
+		whole = append(append(append(make([]byte, 0, m.size()), m.head...), m.body...), m.tail...)
+	}
+	for _, o := range e.front.FromEngine(whole) {
+		switch o.To {
+		case v2front.ToEditor:
+			if o.Session == "" {
+				o.Session = session
+			}
+			e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+		case v2front.ToEngine:
+			e.frontReplies = append(e.frontReplies, o.Frame)
+		case v2front.Note:
+			e.repaired(Repair(o.Name), o.Session, o.Detail)
+		}
+	}
+}
+
+// releaseFrontReplies hands the engine the Front's answers to its calls.
+func (e *engine) releaseFrontReplies() {
+	for len(e.frontReplies) > 0 {
+		frame := e.frontReplies[0]
+		e.frontReplies = e.frontReplies[1:]
+		e.fromEditor(frame)
+	}
+	e.frontReplies = nil
+}
