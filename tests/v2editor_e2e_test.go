@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	fakeclaude "github.com/acp-bridge/acp-bridge/tests/fakeagent/claude"
 	"github.com/acp-bridge/acp-bridge/translate/acpschema"
 	"github.com/tidwall/gjson"
 )
@@ -166,7 +167,13 @@ func wantV2Turn(t *testing.T, tr v2Turn, stopReason, textHas string) {
 	if gjson.GetBytes(tr.Ack, "messageId").Str == "" {
 		t.Errorf("%q: the prompt answer %s has no messageId", tr.Prompt, tr.Ack)
 	}
-	if len(tr.Kinds) == 0 || tr.Kinds[0] != "state_update:running" || tr.Kinds[len(tr.Kinds)-1] != "state_update:idle" {
+	var states []string
+	for _, k := range tr.Kinds {
+		if strings.HasPrefix(k, "state_update:") {
+			states = append(states, k)
+		}
+	}
+	if len(states) == 0 || states[0] != "state_update:running" || tr.Kinds[len(tr.Kinds)-1] != "state_update:idle" {
 		t.Errorf("%q: updates %v, want state_update running first and idle last", tr.Prompt, tr.Kinds)
 	}
 	if tr.StopReason != stopReason {
@@ -233,4 +240,57 @@ func TestV2Editor_V0Agent(t *testing.T) {
 	}}
 	res := runV2Editor(t, tr, []string{"--dialect", "acp-v0"}, t.TempDir(), `[{"prompt":"hello"}]`)
 	wantV2Turn(t, res.turn(t, 0), "end_turn", "")
+}
+
+// The claude-stream-json fake CLI: a streamed turn, and a tool call whose
+// permission the v2 editor grants (the editor gets the tool call as the
+// request's subject).
+func TestV2Editor_ClaudeAgent(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	journalDir := t.TempDir()
+	t.Cleanup(func() { claudeCheckJournals(t, journalDir) })
+	tr := Transport{Name: "child", Start: func(t *testing.T) Agent {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Agent{Args: []string{"--", exe}, Env: []string{
+			"FAKE_AGENT=claude", fakeclaude.EnvJournal + "=" + journalDir, "GORACE=atexit_sleep_ms=0"}}
+	}}
+	cwd := t.TempDir()
+	res := runV2Editor(t, tr, []string{"--dialect", "claude-stream-json"}, cwd,
+		`[{"prompt":"list files"},{"prompt":"touch"},{"setConfig":"model","value":"opus"}]`)
+	wantV2Turn(t, res.turn(t, 0), "end_turn", "I'll list the files.")
+	touch := res.turn(t, 1)
+	wantV2Turn(t, touch, "end_turn", "Created.")
+	if len(res.Permissions) != 1 || gjson.GetBytes(res.Permissions[0], "subject.toolCall.toolCallId").Str != "toolu_touch" {
+		t.Errorf("permission requests %s, want one for toolu_touch", res.Permissions)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "made-by-tool.txt")); err != nil {
+		t.Errorf("the granted tool did not run: %v", err)
+	}
+	if len(res.Steps) > 2 {
+		var ids []string
+		for _, o := range gjson.GetBytes(res.Steps[2], "configOptions").Array() {
+			ids = append(ids, o.Get("configId").Str+"="+o.Get("currentValue").Str)
+		}
+		if !slices.Contains(ids, "model=opus") {
+			t.Errorf("config options after setting the model: %q", ids)
+		}
+	}
+}
+
+// A rules profile (agent-rpc, its fake as a child).
+func TestV2Editor_RulesProfile(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	res := runV2Editor(t, ChildTransport("rules-agent-rpc"), []string{"--dialect", "agent-rpc", "--no-sessions"}, t.TempDir(),
+		`[{"prompt":"hello there"},{"prompt":"tool"}]`)
+	wantV2Turn(t, res.turn(t, 0), "end_turn", "You said: hello there")
+	tool := res.turn(t, 1)
+	wantV2Turn(t, tool, "end_turn", "Found a.txt")
+	if !slices.Contains(tool.Kinds, "tool_call_update") || !slices.Contains(tool.Kinds, "agent_thought_chunk") {
+		t.Errorf("tool turn updates %v, want a thought and tool_call_update", tool.Kinds)
+	}
 }

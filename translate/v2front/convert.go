@@ -238,15 +238,7 @@ func (f *Front) updateToV2(sid string, s *session, u gjson.Result) (json.RawMess
 		}
 		return mustJSON(out), true
 	case "available_commands_update":
-		cmds := []json.RawMessage{}
-		for _, c := range u.Get("availableCommands").Array() {
-			if c.Get("type").Exists() {
-				cmds = append(cmds, json.RawMessage(c.Raw))
-			} else {
-				cmds = append(cmds, withMember(json.RawMessage(c.Raw), "type", quoteJSON("command")))
-			}
-		}
-		return withMember(json.RawMessage(u.Raw), "availableCommands", mustJSON(cmds)), true
+		return withMember(json.RawMessage(u.Raw), "availableCommands", commandsToV2(u.Get("availableCommands"))), true
 	case "current_mode_update":
 		if s.modes == nil || hasOption(s.configOptions, modeConfigID) {
 			f.note(RepairDroppedModeUpdate, sid, u.Get("currentModeId").Str)
@@ -370,4 +362,21 @@ func permissionToV2(params json.RawMessage) json.RawMessage {
 		m["subject"] = mustJSON(map[string]json.RawMessage{"type": quoteJSON("tool_call"), "toolCall": toolCallToV2(tc)})
 	}
 	return mustJSON(m)
+}
+
+// commandsToV2 gives v1 commands v2's required type, "command", and their
+// unstructured input ({hint}) v2's "text" input type.
+func commandsToV2(list gjson.Result) json.RawMessage {
+	cmds := []json.RawMessage{}
+	for _, c := range list.Array() {
+		cmd := json.RawMessage(c.Raw)
+		if !c.Get("type").Exists() {
+			cmd = withMember(cmd, "type", quoteJSON("command"))
+		}
+		if in := c.Get("input"); in.IsObject() && !in.Get("type").Exists() {
+			cmd = withMember(cmd, "input", withMember(json.RawMessage(in.Raw), "type", quoteJSON("text")))
+		}
+		cmds = append(cmds, cmd)
+	}
+	return mustJSON(cmds)
 }

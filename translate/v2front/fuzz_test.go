@@ -61,7 +61,7 @@ var v1Updates = []string{
 	`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"T","kind":"edit","content":[{"type":"diff","path":"/w/a","newText":"n"}]}`,
 	`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed","content":[{"type":"diff","path":"/w/a","oldText":"o\n","newText":""}]}`,
 	`{"sessionUpdate":"plan","entries":[{"content":"c","priority":"low","status":"pending"}]}`,
-	`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"n","description":"d"}]}`,
+	`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"n","description":"d"},{"name":"i","description":"d","input":{"hint":"h"}}]}`,
 	`{"sessionUpdate":"current_mode_update","currentModeId":"b"}`,
 	`{"sessionUpdate":"config_option_update","configOptions":[{"id":"m","name":"M","type":"select","currentValue":"a","options":[{"value":"a","name":"A"}]}]}`,
 	`{"sessionUpdate":"session_info_update","title":"T"}`,
