@@ -73,6 +73,9 @@ type v2Result struct {
 	Received    []string          `json:"received"`
 	Updates     []json.RawMessage `json:"updates"`
 	Error       string            `json:"error"`
+	List        json.RawMessage   `json:"list"`
+	Resume      json.RawMessage   `json:"resume"`
+	Replayed    []json.RawMessage `json:"replayed"`
 }
 
 type v2Turn struct {
@@ -100,7 +103,7 @@ func (r v2Result) turn(t *testing.T, i int) v2Turn {
 // runV2Editor starts the agent tr, a bridge with args in front of it, and
 // editor.mjs on the bridge's stdio running steps (see editor.mjs), and
 // returns the editor's report once it has exited.
-func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps string) v2Result {
+func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps string, env ...string) v2Result {
 	t.Helper()
 	argv := NodeScript(t, "testdata/v2editor/editor.mjs")
 	agent := tr.Start(t)
@@ -112,7 +115,7 @@ func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps st
 	b.SpeaksV2(t)
 	resultFile := filepath.Join(t.TempDir(), "result.json")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "V2E_STEPS="+steps, "V2E_RESULT="+resultFile, "V2E_CWD="+cwd)
+	cmd.Env = append(append(os.Environ(), "V2E_STEPS="+steps, "V2E_RESULT="+resultFile, "V2E_CWD="+cwd), env...)
 	cmd.Stdin = pr
 	cmd.Stdout = b.In
 	var stderr lockedBuffer
@@ -134,6 +137,13 @@ func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps st
 	if err != nil {
 		t.Errorf("v2 editor: %v\nstderr:\n%s", err, stderr.String())
 	}
+	// The editor is gone: so is the bridge, soon, releasing its sessions.
+	b.In.Close()
+	select {
+	case <-b.Exited():
+	case <-time.After(5 * time.Second):
+		t.Errorf("the bridge did not exit within 5 s of its editor")
+	}
 	raw, rerr := os.ReadFile(resultFile)
 	if rerr != nil {
 		t.Fatalf("the v2 editor wrote no result: %v\nstderr:\n%s", rerr, stderr.String())
@@ -142,6 +152,11 @@ func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps st
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatalf("result %s: %v", raw, err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the v2 editor received:\n%s", strings.Join(res.Received, "\n"))
+		}
+	})
 	if res.Error != "" {
 		t.Errorf("the v2 SDK editor failed: %s\nstderr:\n%s", res.Error, stderr.String())
 	}
@@ -292,5 +307,54 @@ func TestV2Editor_RulesProfile(t *testing.T) {
 	wantV2Turn(t, tool, "end_turn", "Found a.txt")
 	if !slices.Contains(tool.Kinds, "tool_call_update") || !slices.Contains(tool.Kinds, "agent_thought_chunk") {
 		t.Errorf("tool turn updates %v, want a thought and tool_call_update", tool.Kinds)
+	}
+}
+
+// A session recorded by one bridge, resumed by a v2 editor through the
+// next: listed, resumed with replayFrom (the bridge's own session/load from
+// its transcript, translated: the user's and the agent's messages with
+// message ids, then an idle snapshot before the answer), and prompted
+// again; and resumed without a replay, which replays nothing.
+func TestV2Editor_ResumeWithReplay(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--state-dir", state}
+	first := runV2Editor(t, ChildTransport("acp"), args, cwd, `[{"prompt":"stream 2"}]`)
+	wantV2Turn(t, first.turn(t, 0), "end_turn", "chunk-0000chunk-0001")
+	sid := gjson.GetBytes(first.Session, "sessionId").Str
+
+	res := runV2Editor(t, ChildTransport("acp"), args, cwd, `[{"prompt":"again"}]`, "V2E_RESUME="+sid, "V2E_REPLAY=1")
+	if !strings.Contains(string(res.List), sid) {
+		t.Errorf("session/list %s lacks %s", res.List, sid)
+	}
+	var kinds []string
+	var user, agent string
+	for _, u := range res.Replayed {
+		r := gjson.ParseBytes(u)
+		kinds = append(kinds, r.Get("sessionUpdate").Str+":"+r.Get("state").Str)
+		switch r.Get("sessionUpdate").Str {
+		case "user_message_chunk":
+			user += r.Get("content.text").Str
+		case "agent_message_chunk":
+			agent += r.Get("content.text").Str
+			if r.Get("messageId").Str == "" {
+				t.Errorf("replayed chunk without messageId: %s", u)
+			}
+		}
+	}
+	if !strings.Contains(user, "stream 2") || !strings.Contains(agent, "chunk-0000chunk-0001") {
+		t.Errorf("replay: user %q, agent %q (updates %v)", user, agent, kinds)
+	}
+	if len(kinds) == 0 || kinds[len(kinds)-1] != "state_update:idle" {
+		t.Errorf("replay %v does not end with an idle snapshot before the resume answer", kinds)
+	}
+	wantV2Turn(t, res.turn(t, 0), "end_turn", "echo:again")
+
+	quiet := runV2Editor(t, ChildTransport("acp"), args, cwd, `[]`, "V2E_RESUME="+sid)
+	for _, u := range quiet.Replayed {
+		if k := gjson.GetBytes(u, "sessionUpdate").Str; strings.HasSuffix(k, "_chunk") {
+			t.Errorf("resume without replayFrom replayed %s", u)
+		}
 	}
 }

@@ -12,6 +12,8 @@
 //                 {"prompt": TEXT}                    a turn, to its idle end
 //                 {"prompt": TEXT, "cancelAfter": MS} a turn cancelled after MS
 //                 {"setConfig": ID, "value": V}       session/set_config_option
+//   V2E_RESUME  a session id to list and resume instead of session/new,
+//               with a replay of its history when V2E_REPLAY is 1
 //   V2E_RESULT  file the outcome is written to, as JSON: the initialize
 //               answer, the session, each step's result (a turn's
 //               acknowledgement, stop reason, chunk texts and message ids),
@@ -41,8 +43,19 @@ const tap = new TransformStream({
 const input = Readable.toWeb(process.stdin).pipeThrough(tap);
 const output = Writable.toWeb(process.stdout);
 
-// Waiters for an idle state_update, by session.
-const idleWaiters = new Map();
+// Session updates have no fixed order relative to responses (the SDK
+// dispatches them independently), so ends are found in the updates
+// themselves: waitState resolves at the first state_update of one of the
+// wanted states seen from now on, after the states listed in after (in
+// order) have been seen.
+const stateWaiters = [];
+
+function waitState(sessionId, want, after = []) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${want} state_update within 10 s`)), 10000);
+    stateWaiters.push({ sessionId, want, after: [...after], resolve: (u) => { clearTimeout(timer); resolve(u); } });
+  });
+}
 
 const app = client()
   .onRequest("session/request_permission", ({ params }) => {
@@ -52,24 +65,25 @@ const app = client()
   .onNotification("session/update", ({ params }) => {
     result.updates.push(params.update);
     const u = params.update;
-    if (u.sessionUpdate === "state_update" && u.state === "idle") {
-      const w = idleWaiters.get(params.sessionId);
-      if (w) {
-        idleWaiters.delete(params.sessionId);
-        w(u);
+    if (u.sessionUpdate !== "state_update") {
+      return;
+    }
+    for (const w of [...stateWaiters]) {
+      if (w.sessionId !== params.sessionId) {
+        continue;
+      }
+      if (w.after.length > 0) {
+        if (w.after[0] === u.state) {
+          w.after.shift();
+        }
+        continue;
+      }
+      if (u.state === w.want) {
+        stateWaiters.splice(stateWaiters.indexOf(w), 1);
+        w.resolve(u);
       }
     }
   });
-
-function idle(sessionId) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("no idle state_update within 10 s")), 10000);
-    idleWaiters.set(sessionId, (u) => {
-      clearTimeout(timer);
-      resolve(u);
-    });
-  });
-}
 
 try {
   await app.connectWith(ndJsonStream(output, input), async (ctx) => {
@@ -78,9 +92,25 @@ try {
       info: { name: "v2-test-editor", version: "1.0.0" },
       capabilities: {},
     });
-    const session = await ctx.request("session/new", { cwd: process.env.V2E_CWD, mcpServers: [] });
-    result.session = session;
-    const sid = session.sessionId;
+    let sid;
+    if (process.env.V2E_RESUME) {
+      // A session an earlier bridge recorded: listed, then resumed with
+      // (V2E_REPLAY=1) or without a replay of its history.
+      sid = process.env.V2E_RESUME;
+      result.list = await ctx.request("session/list", {});
+      const params = { sessionId: sid, cwd: process.env.V2E_CWD, mcpServers: [] };
+      if (process.env.V2E_REPLAY === "1") {
+        params.replayFrom = { type: "start" };
+      }
+      const snapshot = waitState(sid, "idle");
+      result.resume = await ctx.request("session/resume", params);
+      await snapshot; // sent after the replay, before the answer
+      result.replayed = result.updates.slice();
+    } else {
+      const session = await ctx.request("session/new", { cwd: process.env.V2E_CWD, mcpServers: [] });
+      result.session = session;
+      sid = session.sessionId;
+    }
     for (const step of steps) {
       if (step.setConfig) {
         result.steps.push(await ctx.request("session/set_config_option", {
@@ -89,7 +119,7 @@ try {
         continue;
       }
       const from = result.updates.length;
-      const ended = idle(sid);
+      const ended = waitState(sid, "idle", ["running"]);
       const ack = await ctx.request("session/prompt", { sessionId: sid, prompt: [{ type: "text", text: step.prompt }] });
       if (step.cancelAfter !== undefined) {
         await new Promise((r) => setTimeout(r, step.cancelAfter));
