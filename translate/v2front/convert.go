@@ -21,23 +21,22 @@ func initializeToV1(params json.RawMessage) json.RawMessage {
 		m["clientInfo"] = info
 		delete(m, "info")
 	}
+	// Every capability is kept (elicitation and _meta have v1's shape,
+	// unknown ones pass), auth.terminal becomes v1's boolean, and fs and
+	// terminal are announced absent.
 	caps := members(m["capabilities"])
 	delete(m, "capabilities")
-	v1 := map[string]any{
-		"fs":       map[string]bool{"readTextFile": false, "writeTextFile": false},
-		"terminal": false,
+	if caps == nil {
+		caps = map[string]json.RawMessage{}
 	}
 	if auth := gjson.ParseBytes(caps["auth"]); auth.IsObject() {
 		a := members(caps["auth"])
 		a["terminal"] = mustJSON(auth.Get("terminal").IsObject())
-		v1["auth"] = a
+		caps["auth"] = mustJSON(a)
 	}
-	for _, key := range []string{"elicitation", "_meta"} {
-		if raw, ok := caps[key]; ok {
-			v1[key] = raw
-		}
-	}
-	m["clientCapabilities"] = mustJSON(v1)
+	caps["fs"] = json.RawMessage(`{"readTextFile":false,"writeTextFile":false}`)
+	caps["terminal"] = json.RawMessage("false")
+	m["clientCapabilities"] = mustJSON(caps)
 	return mustJSON(m)
 }
 

@@ -205,13 +205,16 @@ func (f *Front) editorResponse(env *translate.Envelope) {
 
 func (f *Front) editorNotification(env *translate.Envelope) {
 	if env.Method == "$/cancel_request" {
-		// The editor names its own id; the engine knows the Front's.
+		// The editor names its own id; the engine knows the Front's. A
+		// request the Front has answered (an acknowledged prompt: its
+		// turn ends with session/cancel) or never saw is not in flight,
+		// and cancelling it does nothing.
 		editorID := gjson.GetBytes(env.Params, "requestId").Raw
 		if mint, ok := f.byEditor[editorID]; ok {
 			params := withMember(env.Params, "requestId", quoteJSON(mint))
 			f.emit(ToEngine, translate.NotificationFrame(env.Method, params), "")
-			return
 		}
+		return
 	}
 	f.emit(ToEngine, env.Frame, env.SessionID)
 }
@@ -242,9 +245,10 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 		// as an idle state_update (see engineResponse).
 		ack, _ := json.Marshal(map[string]string{"messageId": f.messageID()})
 		f.emit(ToEditor, translate.ResultFrame(r.editorID, ack), sid)
-		s.running++
+		if s.running++; s.running == 1 {
+			f.notify(sid, map[string]any{"sessionUpdate": "state_update", "state": "running"})
+		}
 		s.msgKind, s.msgID = "", ""
-		f.notify(sid, map[string]any{"sessionUpdate": "state_update", "state": "running"})
 	case "session/set_config_option":
 		params = f.setConfigToV1(r, params)
 	case "auth/login":
@@ -252,7 +256,9 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 	}
 	mint := f.mint()
 	f.requests[mint] = r
-	f.byEditor[string(r.editorID)] = mint
+	if env.Method != "session/prompt" { // answered already
+		f.byEditor[string(r.editorID)] = mint
+	}
 	f.emit(ToEngine, translate.RequestFrame(quoteJSON(mint), r.sent, params), sid)
 }
 
@@ -432,6 +438,13 @@ func (f *Front) turnEnded(sid, stopReason string, errObj, meta json.RawMessage) 
 	}
 	s.msgKind, s.msgID = "", ""
 	if s.running > 0 {
+		// Another prompt of the session still runs, so the session is
+		// not idle; a failure must still reach the editor.
+		if errObj != nil {
+			f.notify(sid, map[string]any{"sessionUpdate": "notice", "severity": "error",
+				"title": "A prompt failed", "description": gjson.GetBytes(errObj, "message").Str,
+				"_meta": map[string]any{"acp-bridge": map[string]any{"error": errObj}}})
+		}
 		return
 	}
 	update := map[string]any{"sessionUpdate": "state_update", "state": "idle", "stopReason": stopReason}

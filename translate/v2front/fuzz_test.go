@@ -20,7 +20,7 @@ import (
 // message for the editor is one line of JSON, and every message built from
 // well-formed v1 input is valid v2.
 func FuzzFront(f *testing.F) {
-	for _, file := range []string{"turn", "cancel-error", "resume", "loadonly"} {
+	for _, file := range []string{"turn", "cancel-error", "resume", "loadonly", "overlap"} {
 		src, err := os.ReadFile("testdata/" + file + ".txt")
 		if err != nil {
 			f.Fatal(err)
