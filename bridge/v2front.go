@@ -1,6 +1,10 @@
 package bridge
 
 import (
+	"encoding/json"
+	"strings"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/tidwall/gjson"
 )
@@ -15,8 +19,8 @@ import (
 
 // editorLine handles one line read from the editor.
 func (e *engine) editorLine(frame []byte) {
-	if !e.frontChosen {
-		e.chooseFront(frame)
+	if !e.frontChosen && !e.chooseFront(frame) {
+		return
 	}
 	if e.front == nil {
 		e.fromEditor(frame)
@@ -26,30 +30,47 @@ func (e *engine) editorLine(frame []byte) {
 }
 
 // chooseFront picks the editor's protocol version on its first initialize,
-// as the spec says an agent does (acp-spec.md §4.1): the version asked for
-// when the bridge speaks it, else the latest it speaks. A protocolVersion
-// that is not an integer (a 0.0.x string, or none) keeps v1, the version
-// such editors can at least read an answer in. Messages before the first
-// initialize are the engine's to refuse.
-func (e *engine) chooseFront(frame []byte) {
+// as the SDK's protocol router does for an agent that speaks both: 2 for a
+// request of 2 or more, 1 for 1, and for 0 the error v2 defines (-32022,
+// with the versions the bridge speaks), after which the editor may try
+// again. A protocolVersion that is not a version (a 0.0.x string, a
+// fraction, a negative number, or none)
+// keeps v1, the version such editors can at least read an answer in; the
+// engine answers them as it always has. Messages before the first
+// initialize are the engine's to refuse. It reports whether the engine
+// should handle frame.
+func (e *engine) chooseFront(frame []byte) bool {
 	forced := e.b.EditorProtocol
 	r := gjson.ParseBytes(frame)
 	if forced == 0 && (r.Get("method").Str != "initialize" || !r.Get("id").Exists()) {
-		return
+		return true
 	}
-	e.frontChosen = true
 	version := 1
-	switch v := r.Get("params.protocolVersion"); {
+	asked := r.Get("params.protocolVersion")
+	switch {
 	case forced != 0:
 		version = forced
-	case v.Type == gjson.Number && v.Raw != "1" && v.Float() == float64(int64(v.Float())):
+	case asked.Type != gjson.Number || asked.Raw == "1" || strings.ContainsAny(asked.Raw, ".eE-"):
+		// 1, or not a version at all.
+	case asked.Float() >= v2front.ProtocolVersion:
 		version = v2front.ProtocolVersion
+	default:
+		e.log.Warn("editor asked for a protocol version below 1; refused", "asked", asked.Raw)
+		e.writeEditor(translate.ErrorFrame(json.RawMessage(r.Get("id").Raw), translate.Errorf(codeUnsupportedVersion,
+			"the editor asked for ACP version %s, and acp-bridge speaks versions 1 and 2 (none at or below it): ask for 1 or 2", asked.Raw).
+			With("requested", json.RawMessage(asked.Raw)).With("supported", []int{1, v2front.ProtocolVersion}).JSON()))
+		return false
 	}
-	e.log.Info("editor protocol chosen", "version", version, "asked", r.Get("params.protocolVersion").Raw, "forced", forced != 0)
+	e.frontChosen = true
+	e.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
 	if version == v2front.ProtocolVersion {
 		e.front = v2front.New()
 	}
+	return true
 }
+
+// codeUnsupportedVersion is ACP v2's "Unsupported protocol version".
+const codeUnsupportedVersion = -32022
 
 // applyFront carries out what the Front returned: v2 messages to the
 // editor, v1 messages to the engine (the editor's, translated), notes.

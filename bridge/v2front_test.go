@@ -8,10 +8,11 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The editor's first initialize picks the version spoken to it, as an
-// agent answers (acp-spec.md §4.1): the version asked for when the bridge
-// speaks it, else its latest; non-integers keep v1. --editor-protocol
-// forces it either way. The agent is always asked for 1.
+// The editor's first initialize picks the version spoken to it, as the
+// SDK's protocol router does for an agent of both versions: the version
+// asked for when the bridge speaks it, its latest (2) above, v2's -32022
+// below (after which the editor tries again); non-numbers keep v1.
+// --editor-protocol forces it either way. The agent is always asked for 1.
 func TestEditorProtocol_Negotiation(t *testing.T) {
 	for _, c := range []struct {
 		asked  string
@@ -21,22 +22,35 @@ func TestEditorProtocol_Negotiation(t *testing.T) {
 		{`1`, 0, "1"},
 		{`2`, 0, "2"},
 		{`3`, 0, "2"},
-		{`0`, 0, "2"},
+		{`0`, 0, "-32022"},
 		{`"0.0.9"`, 0, "1"},
+		{`1.5`, 0, "1"},
 		{`2`, 1, "1"},
 		{`1`, 2, "2"},
 	} {
 		t.Run(fmt.Sprintf("asked %s forced %d", c.asked, c.forced), func(t *testing.T) {
 			h := newHarness(t, func(b *bridge.Bridge) { b.EditorProtocol = c.forced })
 			h.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":` + c.asked + `,"info":{"name":"e","version":"1"}}}`)
+			if c.want == "-32022" {
+				// v2's answer to a version below any the bridge
+				// speaks; the agent is not asked, and the editor may
+				// try again.
+				got := h.recv()
+				if gjson.Get(got, "id").Raw != `"i"` || gjson.Get(got, "error.code").Int() != -32022 ||
+					gjson.Get(got, "error.data.requested").Raw != c.asked || gjson.Get(got, "error.data.supported").Raw != "[1,2]" {
+					t.Errorf("answer %s, want -32022 with UnsupportedProtocolVersionErrorData", got)
+				}
+				h.send(`{"jsonrpc":"2.0","id":"j","method":"initialize","params":{"protocolVersion":1}}`)
+				c.want = "1"
+			}
 			req := h.agentRecv()
 			if v := gjson.Get(req, "params.protocolVersion").Raw; v != "1" {
 				t.Errorf("agent asked for version %s, want 1", v)
 			}
 			h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`)
 			got := h.recv()
-			if gjson.Get(got, "id").Raw != `"i"` || gjson.Get(got, "result.protocolVersion").Raw != c.want {
-				t.Errorf("answer %s, want protocolVersion %s under id \"i\"", got, c.want)
+			if !gjson.Get(got, "id").Exists() || gjson.Get(got, "result.protocolVersion").Raw != c.want {
+				t.Errorf("answer %s, want protocolVersion %s", got, c.want)
 			}
 			meta := gjson.Get(got, `result._meta.acp-bridge`)
 			if meta.Get("editorProtocol").Raw != c.want || meta.Get("agentProtocol").Raw != "1" {
