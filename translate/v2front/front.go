@@ -359,7 +359,7 @@ func (f *Front) engineResponse(env *translate.Envelope) {
 		// answer.
 		f.idle(r.session, s)
 	case "session/prompt":
-		f.turnEnded(r.session, gjson.GetBytes(result, "stopReason").Str, nil, members(result)["_meta"])
+		f.turnEnded(r.session, gjson.GetBytes(result, "stopReason").Str, nil, promptMeta(result))
 		return
 	case "session/set_mode":
 		// v2's answer is the session's config options, v1's is empty.
@@ -513,6 +513,30 @@ func (f *Front) engineRequest(env *translate.Envelope) {
 		f.calls[string(env.ID)] = &call{method: env.Method, session: sid}
 		f.emit(ToEditor, env.Frame, sid)
 	}
+}
+
+// promptMeta is the _meta of the idle state_update that ends a turn: the
+// prompt answer's own, and its other members (v1's unstable usage, say),
+// which v2's answer has no place for, under _meta["acp-bridge"].promptResponse.
+func promptMeta(result json.RawMessage) json.RawMessage {
+	m := members(result)
+	meta := m["_meta"]
+	delete(m, "_meta")
+	delete(m, "stopReason")
+	if len(m) == 0 {
+		return meta
+	}
+	mm := members(meta)
+	if mm == nil {
+		mm = map[string]json.RawMessage{}
+	}
+	own := members(mm["acp-bridge"])
+	if own == nil {
+		own = map[string]json.RawMessage{}
+	}
+	own["promptResponse"] = mustJSON(m)
+	mm["acp-bridge"] = mustJSON(own)
+	return mustJSON(mm)
 }
 
 // sessionNotFound is v2's error for an unknown session.
