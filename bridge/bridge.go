@@ -127,7 +127,7 @@ type Bridge struct {
 
 	// EditorProtocol forces the ACP version spoken to the editor: 1, or 2
 	// (a v2front.Front in front of the engine). 0 lets the editor's first
-	// initialize choose, as the spec's negotiation does.
+	// initialize choose (see chooseFront).
 	EditorProtocol int
 
 	// OneTurn says what happens to a prompt for a session whose turn is

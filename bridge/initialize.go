@@ -52,7 +52,8 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
 }
 
-// protocolVersion is the only ACP version the bridge speaks to editors.
+// protocolVersion is the ACP version the engine speaks, to agents and to
+// editors; a v2 editor gets a front that translates (v2front.go).
 const protocolVersion = 1
 
 // clientCaps are the editor capabilities the engine itself acts on.
