@@ -127,6 +127,9 @@ type engine struct {
 	front        *v2front.Front
 	frontChosen  bool
 	frontReplies [][]byte
+	// viaFront is set while the front's messages for the engine are
+	// handled: the tap saw the editor's own message (tappedFromEditor).
+	viaFront bool
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -432,9 +435,8 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 
 func (e *engine) fromEditor(frame []byte) {
 	defer e.afterLarge(len(frame))
-	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
-	if e.log.IsTrace() {
-		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
+	if !e.viaFront {
+		e.tappedFromEditor(frame)
 	}
 	env, perr := translate.ParseEnvelope(frame)
 	if perr == nil && env.Version != "2.0" {
@@ -470,6 +472,15 @@ func (e *engine) fromEditor(frame []byte) {
 		e.editorNotification(&env)
 	default:
 		e.editorRequest(&env)
+	}
+}
+
+// tappedFromEditor shows the tap and the trace log a message the editor
+// sent.
+func (e *engine) tappedFromEditor(frame []byte) {
+	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
+	if e.log.IsTrace() {
+		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
 	}
 }
 

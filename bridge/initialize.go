@@ -170,6 +170,10 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
 	e.releaseFrontReplies()
+	// A v2 editor's held messages are the front's translations; the tap
+	// saw the editor's own when they arrived.
+	e.viaFront = e.front != nil
+	defer func() { e.viaFront = false }()
 	for len(e.held) > 0 && e.init != initPending {
 		frame := e.held[0]
 		e.held[0] = nil

@@ -26,7 +26,12 @@ func (e *engine) editorLine(frame []byte) {
 		e.fromEditor(frame)
 		return
 	}
+	// The tap and a trace record what crossed the editor hop: the v2
+	// message, not the front's v1 translation of it.
+	e.tappedFromEditor(frame)
+	e.viaFront = true
 	e.applyFront(e.front.FromEditor(frame))
+	e.viaFront = false
 }
 
 // chooseFront picks the editor's protocol version on its first initialize,
@@ -111,12 +116,18 @@ func (e *engine) toFront(m editorMsg, session string) {
 	}
 }
 
-// releaseFrontReplies hands the engine the Front's answers to its calls.
+// releaseFrontReplies hands the engine the Front's answers to its calls
+// (the front's own: the tap does not show them as the editor's).
 func (e *engine) releaseFrontReplies() {
+	if len(e.frontReplies) == 0 {
+		return
+	}
+	e.viaFront = true
 	for len(e.frontReplies) > 0 {
 		frame := e.frontReplies[0]
 		e.frontReplies = e.frontReplies[1:]
 		e.fromEditor(frame)
 	}
 	e.frontReplies = nil
+	e.viaFront = false
 }

@@ -2,6 +2,8 @@ package bridge_test
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
@@ -94,5 +96,49 @@ func TestEditorProtocol_V2PromptThroughEngine(t *testing.T) {
 	}
 	if end := h.recv(); gjson.Get(end, "params.update.state").Str != "idle" || gjson.Get(end, "params.update.stopReason").Str != "end_turn" {
 		t.Errorf("want idle end_turn, got %s", end)
+	}
+}
+
+// The tap (and so --trace) records what crossed the editor hop: a v2
+// editor's own messages, each once, not the front's v1 translations; and
+// the v2 messages the editor was sent.
+func TestEditorProtocol_TapSeesV2(t *testing.T) {
+	var mu sync.Mutex
+	var in, out []string
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.Tap = func(ev bridge.TapEvent) {
+			if ev.Hop != bridge.EditorHop {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ev.Inbound {
+				in = append(in, string(ev.Message))
+			} else {
+				out = append(out, string(ev.Message))
+			}
+		}
+	})
+	sent := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"e","version":"1"}}}`,
+		// Pipelined behind initialize: held by the engine until it ends.
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`,
+	}
+	for _, l := range sent {
+		h.send(l)
+	}
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`)
+	h.recv()
+	req = h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"s"}}`)
+	h.recv()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(in, sent) {
+		t.Errorf("tapped from the editor:\n%q\nwant what it sent:\n%q", in, sent)
+	}
+	if len(out) != 2 || gjson.Get(out[0], "result.protocolVersion").Raw != "2" || gjson.Get(out[1], "result.sessionId").Str != "s" {
+		t.Errorf("tapped to the editor: %q", out)
 	}
 }
