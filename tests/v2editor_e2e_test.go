@@ -20,6 +20,7 @@ import (
 
 	fakeclaude "github.com/acp-bridge/acp-bridge/tests/fakeagent/claude"
 	"github.com/acp-bridge/acp-bridge/translate/acpschema"
+	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 )
 
@@ -356,5 +357,15 @@ func TestV2Editor_ResumeWithReplay(t *testing.T) {
 		if k := gjson.GetBytes(u, "sessionUpdate").Str; strings.HasSuffix(k, "_chunk") {
 			t.Errorf("resume without replayFrom replayed %s", u)
 		}
+	}
+
+	// The transcript is the engine's (v1): a v1 editor loads what the v2
+	// editor recorded.
+	e := NewEditor(t, ChildTransport("acp"), EditorOptions{Args: args})
+	e.Initialize(t)
+	id := e.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	want := append(streamed("stream 2", 2), "user:again", "agent:echo:again")
+	if got := replayBefore(t, e, acp.SessionId(sid), id); !slices.Equal(got, want) {
+		t.Errorf("a v1 editor's load of the v2 editor's session replayed\n got %q\nwant %q", got, want)
 	}
 }
