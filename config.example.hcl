@@ -54,6 +54,11 @@ request_timeout = "60s"
 # Default "5s".
 cancel_grace = "5s"
 
+# The ACP version spoken to the editor: 1, 2, or "auto" (the default: the
+# editor's initialize chooses, see README, "v1 and v2"). --editor-protocol
+# overrides it.
+editor_protocol = "auto"
+
 # The compliance shim: repairs an imperfect ACP agent's protocol bugs (acp
 # dialect only, except one-turn, which applies to every agent). Every rule is
 # on by default; switch one off by its name (see README, "Compliance shim").

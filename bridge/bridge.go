@@ -125,6 +125,11 @@ type Bridge struct {
 	// agents per session.
 	BindSession func(method string, params []byte) (b Binding, ok bool)
 
+	// EditorProtocol forces the ACP version spoken to the editor: 1, or 2
+	// (a v2front.Front in front of the engine). 0 lets the editor's first
+	// initialize choose (see chooseFront).
+	EditorProtocol int
+
 	// OneTurn says what happens to a prompt for a session whose turn is
 	// still running; the zero value rejects it (see OneTurnMode).
 	OneTurn OneTurnMode

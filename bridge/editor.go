@@ -22,6 +22,9 @@ type editorMsg struct {
 	// oneLine says that the parts are known to hold no line break, so the
 	// writer need not look (see oneLine).
 	oneLine bool
+	// translated says the message is in the editor's protocol version
+	// already (a v2 editor's front made it).
+	translated bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 )
@@ -120,6 +121,15 @@ type engine struct {
 	// on one line (see isAgentLine).
 	agentLine []byte
 	dur       durableState
+	// front translates for an editor that speaks ACP v2 (v2front.go);
+	// frontChosen says the editor's version is known, frontReplies are
+	// the front's answers to the engine's calls, for the next turn.
+	front        *v2front.Front
+	frontChosen  bool
+	frontReplies [][]byte
+	// viaFront is set while the front's messages for the engine are
+	// handled: the tap saw the editor's own message (tappedFromEditor).
+	viaFront bool
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -328,7 +338,7 @@ func (e *engine) loop(ctx context.Context) error {
 				}
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
-			e.fromEditor(l.frame)
+			e.editorLine(l.frame)
 		case <-e.inbox.wake:
 			batch := e.inbox.take()
 			e.batching = true
@@ -425,9 +435,8 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 
 func (e *engine) fromEditor(frame []byte) {
 	defer e.afterLarge(len(frame))
-	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
-	if e.log.IsTrace() {
-		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
+	if !e.viaFront {
+		e.tappedFromEditor(frame)
 	}
 	env, perr := translate.ParseEnvelope(frame)
 	if perr == nil && env.Version != "2.0" {
@@ -463,6 +472,15 @@ func (e *engine) fromEditor(frame []byte) {
 		e.editorNotification(&env)
 	default:
 		e.editorRequest(&env)
+	}
+}
+
+// tappedFromEditor shows the tap and the trace log a message the editor
+// sent.
+func (e *engine) tappedFromEditor(frame []byte) {
+	e.tap(TapEvent{Hop: EditorHop, Inbound: true, Message: frame})
+	if e.log.IsTrace() {
+		e.log.Trace("editor → bridge", "message", truncate(frame, 2048))
 	}
 }
 
@@ -923,6 +941,10 @@ func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
 func (e *engine) writeEditorSession(m editorMsg, session string) {
 	if len(e.dur.answers) > 0 && e.queueBehindAnswer(m, session) {
 		return // scrubbed when it is released, through here again
+	}
+	if e.front != nil && !m.translated {
+		e.toFront(m, session) // back through here, translated
+		return
 	}
 	if e.b.Redact != nil {
 		// The one place every message for the editor passes: secrets an

@@ -24,6 +24,8 @@ func FuzzServe(f *testing.F) {
 		"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/\",\"mcpServers\":[]}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"s\",\"prompt\":[]}}\n{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\",\"params\":{\"sessionId\":\"s\"}}\n",
 		"not json\n{\"jsonrpc\":\"2.0\",\"id\":\"a\"}\n[1]\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n",
 		"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"_x\",\"params\":{}}\n{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":0}}\n",
+		// A v2 editor: the v2 front translates both ways.
+		"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":2,\"info\":{\"name\":\"e\",\"version\":\"1\"}}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/new\",\"params\":{\"cwd\":\"/\"}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"s\",\"prompt\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":1}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/resume\",\"params\":{\"sessionId\":\"s\",\"cwd\":\"/\",\"replayFrom\":{\"type\":\"start\"}}}\n",
 		// Hostile: nesting past any parser's stack, bytes that are not
 		// UTF-8 in a request with a usable id.
 		"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n" + strings.Repeat("[", 30000) + "\n{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"_x\",\"params\":{\"t\":\"\xff\"}}\n",

@@ -53,7 +53,8 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
 }
 
-// protocolVersion is the only ACP version the bridge speaks to editors.
+// protocolVersion is the ACP version the engine speaks, to agents and to
+// editors; a v2 editor gets a front that translates (v2front.go).
 const protocolVersion = 1
 
 // clientCaps are the editor capabilities the engine itself acts on.
@@ -82,10 +83,17 @@ func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, 
 	if version == "" {
 		version = "dev"
 	}
-	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name}
+	// editorProtocol is the ACP version of the editor hop (a v2 editor's
+	// front rewrites it to 2), agentProtocol that of the agent hop when
+	// the agent speaks ACP itself (other dialects name their protocol): the
+	// version its translator negotiated, or v1 for a plain relay.
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name,
+		"editorProtocol": protocolVersion}
 	if v := agentProtocol(l); v != 0 {
 		own["agentProtocol"] = v
 		e.log.Info("agent initialized", "agent_protocol", v)
+	} else if e.b.Dialect.Relay {
+		own["agentProtocol"] = protocolVersion
 	}
 	if backend, ok := m["agentInfo"]; !ok || !e.b.Dialect.Relay {
 		title := "acp-bridge"
@@ -178,6 +186,11 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // failure requests are answered at once with its cause (and a held
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
+	e.releaseFrontReplies()
+	// A v2 editor's held messages are the front's translations; the tap
+	// saw the editor's own when they arrived.
+	e.viaFront = e.front != nil
+	defer func() { e.viaFront = false }()
 	for len(e.held) > 0 && e.init != initPending {
 		frame := e.held[0]
 		e.held[0] = nil

@@ -101,12 +101,13 @@ func TestInitialize_BridgeIdentityAndPassthrough(t *testing.T) {
 	})
 }
 
-// A v2-draft editor offers protocolVersion 2; the agent (which echoes the
-// offer) says 2; a v1 bridge must still answer 1 (acp-spec.md §4.1).
+// A v2 editor offers protocolVersion 2 to a bridge forced to v1 with
+// --editor-protocol 1; the agent (which echoes the offer) says 2; the bridge
+// must still answer 1 (acp-spec.md §4.1), and the editor decides.
 func TestInitialize_VersionForcedTo1(t *testing.T) {
 	t.Parallel()
 	ForEachTransport(t, func(t *testing.T, tr Transport) {
-		e := NewEditor(t, tr, EditorOptions{})
+		e := NewEditor(t, tr, EditorOptions{Args: []string{"--editor-protocol", "1"}})
 		l := e.RawCall(t, "initialize", `{"protocolVersion":2,"clientCapabilities":{}}`)
 		if got := l.Get("result.protocolVersion").Raw; got != "1" {
 			t.Errorf("protocolVersion = %s, want 1 (line %s)", got, l)

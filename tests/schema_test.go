@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/translate/acpschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/tidwall/gjson"
 )
@@ -194,6 +195,9 @@ type validator struct {
 	mu       sync.Mutex
 	answered map[string]int  // raw editor request id → responses seen
 	toEditor map[string]bool // raw ids of the bridge's requests to the editor
+	// v2, when set, is the schema the editor speaks: ACP v2 (see
+	// Bridge.SpeaksV2).
+	v2 *acpschema.Schema
 }
 
 func newValidator(in *EditorInput) *validator {
@@ -239,6 +243,9 @@ func (v *validator) check(raw []byte) []string {
 	}
 	if msg["jsonrpc"] != "2.0" {
 		bad(`"jsonrpc" is %v, want "2.0"`, msg["jsonrpc"])
+	}
+	if v2 := v.schemaV2(); v2 != nil {
+		return append(probs, v.checkV2(v2, line)...) // v2editor_e2e_test.go
 	}
 	if v.schema == nil {
 		return probs

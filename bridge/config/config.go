@@ -57,6 +57,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// CancelGrace is the grace period after session/cancel; 0 = not set.
 	CancelGrace time.Duration
+	// EditorProtocol forces the ACP version spoken to the editor, 1 or 2;
+	// 0 = not set (the editor's initialize chooses).
+	EditorProtocol int
 	// DefaultAgent names the agent used when none is chosen; "" = not set.
 	DefaultAgent string
 	// Agents are the agent blocks in file order, with unique names.
@@ -157,6 +160,7 @@ type rawRoot struct {
 	QueueBytes     *hcl.Attribute `hcl:"queue_bytes,optional"`
 	RequestTimeout *hcl.Attribute `hcl:"request_timeout,optional"`
 	CancelGrace    *hcl.Attribute `hcl:"cancel_grace,optional"`
+	EditorProtocol *hcl.Attribute `hcl:"editor_protocol,optional"`
 	DefaultAgent   *hcl.Attribute `hcl:"default_agent,optional"`
 	// Durable sessions (sessions.go).
 	SessionsOn      *hcl.Attribute `hcl:"sessions,optional"`
@@ -432,6 +436,13 @@ func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.
 	}
 	cfg.RequestTimeout, _ = e.duration(raw.RequestTimeout, ZeroDisables)
 	cfg.CancelGrace, _ = e.duration(raw.CancelGrace, Positive)
+	if s, ok := e.str(raw.EditorProtocol); ok {
+		v, err := ParseProtocol(s)
+		if err != nil {
+			e.errorf(raw.EditorProtocol.Expr.Range(), "Invalid editor protocol", "editor_protocol %v.", err)
+		}
+		cfg.EditorProtocol = v
+	}
 	cfg.Shim = e.shim(raw.Shim)
 	cfg.Sessions = e.sessions(raw)
 

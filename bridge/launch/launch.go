@@ -96,6 +96,7 @@ const (
 	FlagRequestTimeout = "request-timeout"
 	FlagCancelGrace    = "cancel-grace"
 	FlagAgentProtocol  = "agent-protocol"
+	FlagEditorProtocol = "editor-protocol"
 )
 
 // Flags are the serving flags in plain form, for the pure resolution
@@ -116,7 +117,8 @@ type Flags struct {
 	RequestTimeout      string
 	CancelGrace         string
 	// AgentProtocol is --agent-protocol: "1", "2", or "" to negotiate.
-	AgentProtocol string
+	AgentProtocol  string
+	EditorProtocol string
 	// Shim is --shim (on, off, report, report=FILE) and ShimDisable the
 	// --shim-disable lists of rule names.
 	Shim        string
@@ -137,6 +139,9 @@ type Settings struct {
 	QueueBytes     int
 	RequestTimeout time.Duration
 	CancelGrace    time.Duration
+	// EditorProtocol is the ACP version forced toward the editor; 0 lets
+	// its initialize choose.
+	EditorProtocol int
 }
 
 // ResolveSettings applies flags over the file over the defaults. Defaults
@@ -148,6 +153,7 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 		MaxMessage:     cfg.MaxMessage,
 		RequestTimeout: cfg.RequestTimeout,
 		CancelGrace:    cfg.CancelGrace,
+		EditorProtocol: cfg.EditorProtocol,
 	}
 	level := cfg.LogLevel
 	if f.Set[FlagLogLevel] {
@@ -198,6 +204,11 @@ func ResolveSettings(cfg *config.Config, f Flags) (Settings, error) {
 	}
 	if s.CancelGrace, err = durationFlag(f, FlagCancelGrace, f.CancelGrace, config.Positive, s.CancelGrace); err != nil {
 		return s, err
+	}
+	if f.Set[FlagEditorProtocol] {
+		if s.EditorProtocol, err = config.ParseProtocol(f.EditorProtocol); err != nil {
+			return s, Usagef("--%s: %v", FlagEditorProtocol, err)
+		}
 	}
 	return s, nil
 }
@@ -536,6 +547,7 @@ func NewBridge(spec Agent, dialect translate.Dialect, newTranslator func() trans
 		QueueBytes:     s.QueueBytes,
 		RequestTimeout: s.RequestTimeout,
 		CancelGrace:    s.CancelGrace,
+		EditorProtocol: s.EditorProtocol,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -230,6 +231,7 @@ func configShowAction(c *cli.Context) error {
 		{"queue_bytes", orDefault(sizeOr0(s.QueueBytes), "1MiB"), launch.FlagQueueBytes, sizeOr0(cfg.QueueBytes)},
 		{"request_timeout", requestTimeout(s.RequestTimeout.String()), launch.FlagRequestTimeout, durOr0(cfg.RequestTimeout.String())},
 		{"cancel_grace", orDefault(s.CancelGrace.String(), "5s"), launch.FlagCancelGrace, durOr0(cfg.CancelGrace.String())},
+		{"editor_protocol", protocolSetting(s.EditorProtocol), launch.FlagEditorProtocol, protocolOr0(cfg.EditorProtocol)},
 	}
 	for _, row := range rows {
 		from := origin(row[2], row[3] != "")
@@ -498,4 +500,20 @@ func durOr0(d string) string {
 		return ""
 	}
 	return requestTimeout(d)
+}
+
+// protocolSetting shows an ACP version setting; 0 is "auto".
+func protocolSetting(v int) string {
+	if v == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(v)
+}
+
+// protocolOr0 is the file's version setting, "" when unset.
+func protocolOr0(v int) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.Itoa(v)
 }

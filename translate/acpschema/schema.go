@@ -44,11 +44,14 @@ var (
 
 // LoadSchema returns the embedded schema, compiled once.
 func LoadSchema() (*Schema, error) {
-	schemaOnce.Do(func() { schemaVal, schemaErr = parseSchema(schemaJSON) })
+	schemaOnce.Do(func() { schemaVal, schemaErr = parseSchema(schemaJSON, v1Defs) })
 	return schemaVal, schemaErr
 }
 
-func parseSchema(doc []byte) (*Schema, error) {
+// v1Defs are the $defs a v1 schema must have.
+var v1Defs = []string{"Error", "RequestId", "SessionNotification", "PromptResponse"}
+
+func parseSchema(doc []byte, must []string) (*Schema, error) {
 	var root map[string]any
 	d := json.NewDecoder(bytes.NewReader(doc))
 	d.UseNumber()
@@ -76,9 +79,9 @@ func parseSchema(doc []byte) (*Schema, error) {
 			s.results[method] = name
 		}
 	}
-	for _, must := range []string{"Error", "RequestId", "SessionNotification", "PromptResponse"} {
-		if defs[must] == nil {
-			return nil, fmt.Errorf("ACP schema: no $defs/%s", must)
+	for _, name := range must {
+		if defs[name] == nil {
+			return nil, fmt.Errorf("ACP schema: no $defs/%s", name)
 		}
 	}
 	return s, nil

@@ -1,0 +1,144 @@
+package bridge_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/tidwall/gjson"
+)
+
+// The editor's first initialize picks the version spoken to it, as the
+// SDK's protocol router does for an agent of both versions: the version
+// asked for when the bridge speaks it, its latest (2) above, v2's -32022
+// below (after which the editor tries again); non-numbers keep v1.
+// --editor-protocol forces it either way. The agent is always asked for 1.
+func TestEditorProtocol_Negotiation(t *testing.T) {
+	for _, c := range []struct {
+		asked  string
+		forced int
+		want   string
+	}{
+		{`1`, 0, "1"},
+		{`2`, 0, "2"},
+		{`3`, 0, "2"},
+		{`0`, 0, "-32022"},
+		{`"0.0.9"`, 0, "1"},
+		{`1.5`, 0, "1"},
+		{`2`, 1, "1"},
+		{`1`, 2, "2"},
+	} {
+		t.Run(fmt.Sprintf("asked %s forced %d", c.asked, c.forced), func(t *testing.T) {
+			h := newHarness(t, func(b *bridge.Bridge) { b.EditorProtocol = c.forced })
+			h.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":` + c.asked + `,"info":{"name":"e","version":"1"}}}`)
+			if c.want == "-32022" {
+				// v2's answer to a version below any the bridge
+				// speaks; the agent is not asked, and the editor may
+				// try again.
+				got := h.recv()
+				if gjson.Get(got, "id").Raw != `"i"` || gjson.Get(got, "error.code").Int() != -32022 ||
+					gjson.Get(got, "error.data.requested").Raw != c.asked || gjson.Get(got, "error.data.supported").Raw != "[1,2]" {
+					t.Errorf("answer %s, want -32022 with UnsupportedProtocolVersionErrorData", got)
+				}
+				h.send(`{"jsonrpc":"2.0","id":"j","method":"initialize","params":{"protocolVersion":1}}`)
+				c.want = "1"
+			}
+			req := h.agentRecv()
+			if v := gjson.Get(req, "params.protocolVersion").Raw; v != "1" {
+				t.Errorf("agent asked for version %s, want 1", v)
+			}
+			h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`)
+			got := h.recv()
+			if !gjson.Get(got, "id").Exists() || gjson.Get(got, "result.protocolVersion").Raw != c.want {
+				t.Errorf("answer %s, want protocolVersion %s", got, c.want)
+			}
+			meta := gjson.Get(got, `result._meta.acp-bridge`)
+			if meta.Get("editorProtocol").Raw != c.want || meta.Get("agentProtocol").Raw != "1" {
+				t.Errorf(`_meta["acp-bridge"] = %s, want editorProtocol %s and agentProtocol 1`, meta.Raw, c.want)
+			}
+			if c.want == "2" && !gjson.Get(got, "result.info").Exists() {
+				t.Errorf("a v2 answer without info: %s", got)
+			}
+		})
+	}
+}
+
+// A v2 editor's prompt is acknowledged before the agent has answered, and
+// the agent's answer becomes the closing state_update; the engine-hop id
+// is the front's, not the editor's.
+func TestEditorProtocol_V2PromptThroughEngine(t *testing.T) {
+	h := newHarness(t, nil)
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"e","version":"1"}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`)
+	req = h.agentRecv()
+	if !gjson.Get(req, "params.mcpServers").IsArray() {
+		t.Errorf("session/new to a v1 agent without mcpServers: %s", req)
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"s"}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"hi"}]}}`)
+	if ack := h.recv(); gjson.Get(ack, "id").Raw != "1" || gjson.Get(ack, "result.messageId").Str == "" {
+		t.Fatalf("prompt acknowledgement %s", ack)
+	}
+	if running := h.recv(); gjson.Get(running, "params.update.state").Str != "running" {
+		t.Fatalf("want running, got %s", running)
+	}
+	req = h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"yo"}}}}`)
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if chunk := h.recv(); gjson.Get(chunk, "params.update.messageId").Str == "" {
+		t.Errorf("chunk without messageId: %s", chunk)
+	}
+	if end := h.recv(); gjson.Get(end, "params.update.state").Str != "idle" || gjson.Get(end, "params.update.stopReason").Str != "end_turn" {
+		t.Errorf("want idle end_turn, got %s", end)
+	}
+}
+
+// The tap (and so --trace) records what crossed the editor hop: a v2
+// editor's own messages, each once, not the front's v1 translations; and
+// the v2 messages the editor was sent.
+func TestEditorProtocol_TapSeesV2(t *testing.T) {
+	var mu sync.Mutex
+	var in, out []string
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.Tap = func(ev bridge.TapEvent) {
+			if ev.Hop != bridge.EditorHop {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ev.Inbound {
+				in = append(in, string(ev.Message))
+			} else {
+				out = append(out, string(ev.Message))
+			}
+		}
+	})
+	sent := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"e","version":"1"}}}`,
+		// Pipelined behind initialize: held by the engine until it ends.
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}`,
+	}
+	for _, l := range sent {
+		h.send(l)
+	}
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`)
+	h.recv()
+	req = h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"s"}}`)
+	h.recv()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(in, sent) {
+		t.Errorf("tapped from the editor:\n%q\nwant what it sent:\n%q", in, sent)
+	}
+	if len(out) != 2 || gjson.Get(out[0], "result.protocolVersion").Raw != "2" || gjson.Get(out[1], "result.sessionId").Str != "s" {
+		t.Errorf("tapped to the editor: %q", out)
+	}
+}
