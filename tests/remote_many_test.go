@@ -1,0 +1,266 @@
+package tests
+
+// Many editors at once on one acp-bridge serve: each connection its own
+// engine, its own session, its own streamed prompt, and no message of
+// another connection's.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/tidwall/gjson"
+)
+
+// remoteClient is a minimal editor on the ACP remote transport, written
+// from the wire rules (not from our server's code): send one message,
+// receive the next one whatever stream it came on.
+type remoteClient struct {
+	t    *testing.T
+	in   *EditorInput // records what was sent, for the validator
+	v    *validator
+	recv chan []byte
+	errs chan error
+	send func(msg []byte, session string) error
+	stop func()
+}
+
+func newRemoteClient(t *testing.T) *remoteClient {
+	in := &EditorInput{w: nopWriteCloser{}, sent: map[string][]string{}}
+	return &remoteClient{t: t, in: in, v: newValidator(in), recv: make(chan []byte, 256), errs: make(chan error, 8)}
+}
+
+// dialRemoteWS opens a WebSocket connection to url.
+func dialRemoteWS(t *testing.T, url string) (*remoteClient, error) {
+	c := newRemoteClient(t)
+	ws, resp, err := (&websocket.Dialer{HandshakeTimeout: sdkWait}).Dial(url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Header.Get("Acp-Connection-Id") == "" {
+		ws.Close()
+		return nil, errors.New("the 101 response has no Acp-Connection-Id")
+	}
+	var wmu sync.Mutex
+	c.send = func(msg []byte, _ string) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return ws.WriteMessage(websocket.TextMessage, msg)
+	}
+	c.stop = func() { ws.Close() }
+	go func() {
+		for {
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				c.errs <- err
+				return
+			}
+			c.recv <- msg
+		}
+	}()
+	return c, nil
+}
+
+// dialRemoteHTTP opens a Streamable HTTP connection to url by POSTing
+// initialize (init), and opens the connection's SSE stream; a session's
+// stream is opened when a response names the session.
+func dialRemoteHTTP(t *testing.T, url string, init []byte) (*remoteClient, error) {
+	c := newRemoteClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	resp, err := http.Post(url, "application/json", bytes.NewReader(init))
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Acp-Connection-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		return nil, fmt.Errorf("initialize: %s %s", resp.Status, body)
+	}
+	c.in.Write(append(bytes.Clone(init), '\n'))
+	var mu sync.Mutex
+	streams := map[string]bool{}
+	var open func(session string)
+	open = func(session string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if streams[session] {
+			return
+		}
+		streams[session] = true
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Acp-Connection-Id", id)
+		if session != "" {
+			req.Header.Set("Acp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			c.errs <- fmt.Errorf("GET stream %q: %v %v", session, resp, err)
+			return
+		}
+		go func() {
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				data, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok {
+					continue
+				}
+				if sid := gjson.Get(data, "result.sessionId"); sid.Exists() {
+					open(sid.Str)
+				}
+				c.recv <- []byte(data)
+			}
+		}()
+	}
+	open("")
+	c.recv <- body
+	c.send = func(msg []byte, session string) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(msg))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Acp-Connection-Id", id)
+		if session != "" {
+			open(session) // before the message, so nothing of it is missed
+			req.Header.Set("Acp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return fmt.Errorf("POST: %s %s", resp.Status, b)
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// Send sends msg (recorded for the validator) on the stream of session.
+func (c *remoteClient) Send(msg, session string) error {
+	c.in.Write([]byte(msg + "\n"))
+	return c.send([]byte(msg), session)
+}
+
+// Next returns the next message, checked against the ACP schema.
+func (c *remoteClient) Next(timeout time.Duration) (gjson.Result, error) {
+	select {
+	case msg := <-c.recv:
+		for _, p := range c.v.check(append(bytes.Clone(msg), '\n')) {
+			c.t.Errorf("message %s: %s", truncate(string(msg), 300), p)
+		}
+		return gjson.ParseBytes(msg), nil
+	case err := <-c.errs:
+		return gjson.Result{}, err
+	case <-time.After(timeout):
+		return gjson.Result{}, errors.New("timed out waiting for a message")
+	}
+}
+
+// oneRemoteSession runs initialize (over WebSocket; HTTP's was sent by
+// dialRemoteHTTP), session/new and the prompt "stream N" on c, and
+// requires that every message it gets is its own: its session's id only,
+// the chunks in order, the answers to its own ids.
+func oneRemoteSession(c *remoteClient, ws bool, n int) error {
+	const wait = 2 * sdkWait
+	if ws {
+		if err := c.Send(initializeBody, ""); err != nil {
+			return err
+		}
+	}
+	m, err := c.Next(wait)
+	if err != nil || m.Get("id").Int() != 1 || !m.Get("result").Exists() {
+		return fmt.Errorf("initialize: %s %v", m.Raw, err)
+	}
+	if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
+		return err
+	}
+	m, err = c.Next(wait)
+	sid := m.Get("result.sessionId").Str
+	if err != nil || m.Get("id").Int() != 2 || sid == "" {
+		return fmt.Errorf("session/new: %s %v", m.Raw, err)
+	}
+	if err := c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"stream %d"}]}}`, sid, n), sid); err != nil {
+		return err
+	}
+	var chunks []string
+	for {
+		m, err := c.Next(wait)
+		if err != nil {
+			return fmt.Errorf("during the prompt (after %d chunks): %v", len(chunks), err)
+		}
+		if m.Get("method").Str == "session/update" {
+			if got := m.Get("params.sessionId").Str; got != sid {
+				return fmt.Errorf("cross-talk: an update of session %s on the connection of session %s", got, sid)
+			}
+			if m.Get("params.update.sessionUpdate").Str == "agent_message_chunk" {
+				chunks = append(chunks, m.Get("params.update.content.text").Str)
+			}
+			continue
+		}
+		if m.Get("id").Int() != 3 || m.Get("result.stopReason").Str != "end_turn" {
+			return fmt.Errorf("prompt answer: %s", m.Raw)
+		}
+		break
+	}
+	for i, ch := range chunks {
+		if want := fmt.Sprintf("chunk-%04d", i); ch != want || len(chunks) != n {
+			return fmt.Errorf("session %s: chunks %q, want chunk-0000…chunk-%04d", sid, chunks, n-1)
+		}
+	}
+	return nil
+}
+
+// TestServeManyConnections: 50 editors at once, half over WebSocket and half
+// over Streamable HTTP, each with its own session and streamed prompt, see
+// only their own messages.
+func TestServeManyConnections(t *testing.T) {
+	const n = 50
+	agent := WSTransport(nil).Start(t)
+	srv := StartServe(t, append([]string{"--max-connections", "64", "--no-sessions"}, agent.Args...), agent.Env)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := i%2 == 0
+			var c *remoteClient
+			var err error
+			if ws {
+				c, err = dialRemoteWS(t, srv.WSURL())
+			} else {
+				c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
+			}
+			if err != nil {
+				errs <- fmt.Errorf("connection %d: %v", i, err)
+				return
+			}
+			defer c.stop()
+			if err := oneRemoteSession(c, ws, 3+i%5); err != nil {
+				errs <- fmt.Errorf("connection %d (websocket %v): %v", i, ws, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := strings.Count(srv.Stderr(), "connection opened"); got != n {
+		t.Errorf("serve opened %d connections, want %d", got, n)
+	}
+}
