@@ -10,6 +10,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -187,4 +191,139 @@ func runSDKClient(t *testing.T, transport, url string, n int, env ...string) sdk
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// WSPackage is the npm package the SDK's node WebSocket server adapter
+// needs (experimental/node's createNodeWebSocketUpgradeHandler takes a
+// `ws` WebSocketServer), pinned.
+const WSPackage, WSVersion = "ws", "8.18.3"
+
+var wsInstall struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// NodeScriptWithWS is NodeScript with the `ws` package resolvable next to
+// the SDK: it is installed once per machine, like the SDK, into its own
+// directory beside it, and the script's node_modules links both.
+func NodeScriptWithWS(t testing.TB, src string) []string {
+	t.Helper()
+	node, sdk := NodeSDK(t)
+	wsInstall.once.Do(func() {
+		dir := filepath.Join(filepath.Dir(sdkDir()), WSPackage+"-"+WSVersion)
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", WSPackage, "package.json")); err == nil {
+			wsInstall.dir = dir
+			return
+		}
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			wsInstall.err = fmt.Errorf("npm is not on PATH: %w", err)
+			return
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), ".install-")
+		if err != nil {
+			wsInstall.err = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		out, err := exec.Command(npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, WSPackage+"@"+WSVersion).CombinedOutput()
+		if err != nil {
+			wsInstall.err = fmt.Errorf("npm install %s@%s: %v\n%s", WSPackage, WSVersion, err, out)
+			return
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			if _, serr := os.Stat(filepath.Join(dir, "node_modules", WSPackage)); serr != nil {
+				wsInstall.err = err
+				return
+			}
+		}
+		wsInstall.dir = dir
+	})
+	if wsInstall.err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(wsInstall.err)
+		}
+		t.Skipf("%v\nInstall it with: npm install --prefix %s %s@%s", wsInstall.err,
+			filepath.Join(filepath.Dir(sdkDir()), WSPackage+"-"+WSVersion), WSPackage, WSVersion)
+	}
+	code, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := t.TempDir()
+	script := filepath.Join(run, filepath.Base(src))
+	if err := os.WriteFile(script, code, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mods := filepath.Join(run, "node_modules")
+	if err := os.Mkdir(mods, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{filepath.Join(sdk, "node_modules"), filepath.Join(wsInstall.dir, "node_modules")} {
+		entries, err := os.ReadDir(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(from, e.Name()), filepath.Join(mods, e.Name()))
+		}
+	}
+	return []string{node, script}
+}
+
+// StartSDKServer runs testdata/remote/server.mjs, the SDK's AcpServer in
+// front of an SDK-built agent, and returns its http:// endpoint. It stops
+// when the test ends.
+func StartSDKServer(t *testing.T) string {
+	t.Helper()
+	argv := NodeScriptWithWS(t, "testdata/remote/server.mjs")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = hermeticEnv(t, nil)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("SDK server stderr:\n%s", tail(stderr.String(), 16<<10))
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(sdkWait):
+		t.Fatalf("the SDK server did not listen within %s:\n%s", sdkWait, stderr.String())
+		return ""
+	}
 }

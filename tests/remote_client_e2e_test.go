@@ -1,0 +1,86 @@
+package tests
+
+// acp-bridge as the client of the ACP remote transport: --url http://… and
+// --url ws://… against the TypeScript SDK's own AcpServer serving an
+// SDK-built agent, driven by the acp-go-sdk client on the bridge's stdio.
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/acp-go-sdk"
+)
+
+// remoteSession runs a whole session through e: a streamed prompt, a
+// permission allowed, and a cancelled turn.
+func remoteSession(t *testing.T, e *Editor) {
+	t.Helper()
+	e.Initialize(t)
+	sid := e.NewSession(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	res, err := e.Prompt(ctx, sid, "hello remote world")
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %v", res, err)
+	}
+	if got := strings.Join(e.Fake.Chunks(sid), ""); got != "heard: hello remote world" {
+		t.Errorf("streamed chunks %q, want %q", got, "heard: hello remote world")
+	}
+
+	e.Fake.OnPermission(func(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: "allow-once"}}}, nil
+	})
+	if res, err := e.Prompt(ctx, sid, "permission"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("permission prompt: %v, %v", res, err)
+	}
+	if !slices.Contains(e.Fake.Chunks(sid), "permission:allow-once") {
+		t.Errorf("the agent did not get the permission answer; chunks %q", e.Fake.Chunks(sid))
+	}
+
+	turn, stop := context.WithCancel(ctx)
+	done := make(chan acp.PromptResponse, 1)
+	go func() {
+		res, _ := e.Prompt(turn, sid, "slow")
+		done <- res
+	}()
+	deadline := time.Now().Add(sdkWait)
+	for !slices.ContainsFunc(e.Fake.Chunks(sid), func(s string) bool { return strings.HasPrefix(s, "tick-") }) {
+		if time.Now().After(deadline) {
+			t.Fatal("no tick of the slow turn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := e.Conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.StopReason != acp.StopReasonCancelled {
+			t.Errorf("cancelled turn ended %q", res.StopReason)
+		}
+	case <-time.After(sdkWait):
+		t.Fatal("the cancelled turn did not end")
+	}
+	stop()
+}
+
+// TestURLToSDKServer: acp-bridge --url http://… (Streamable HTTP) and --url
+// ws://… (the transport's WebSocket) reach an agent served by the SDK's
+// AcpServer, through a whole session.
+func TestURLToSDKServer(t *testing.T) {
+	endpoint := StartSDKServer(t)
+	for _, url := range []string{endpoint, "ws" + strings.TrimPrefix(endpoint, "http")} {
+		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
+			tr := Transport{Name: "sdk-server", Start: func(t *testing.T) Agent { return Agent{Args: []string{"--url", url}} }}
+			e := NewEditor(t, tr, EditorOptions{Args: []string{"--log-level", "debug", "--no-sessions"}})
+			remoteSession(t, e)
+			log := e.Stderr()
+			if !strings.Contains(log, "connection_id=") || strings.Contains(log, "connection_id= ") {
+				t.Errorf("the bridge logged no Acp-Connection-Id of the SDK server's connection")
+			}
+		})
+	}
+}
