@@ -39,8 +39,15 @@ var endpointRE = regexp.MustCompile(`listening: endpoint=(\S+)`)
 // requires a clean exit within 20 s and no data race in its log.
 func StartServe(t *testing.T, args, env []string) *Served {
 	t.Helper()
+	return StartServeAt(t, "127.0.0.1:0", args, env)
+}
+
+// StartServeAt is StartServe listening at addr (an earlier one's, to
+// restart it).
+func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
+	t.Helper()
 	s := &Served{t: t, exited: make(chan struct{}), state: make(chan int, 1)}
-	full := append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)
+	full := append([]string{"serve", "--listen", addr}, args...)
 	s.cmd = exec.Command(BridgeBin, full...)
 	s.cmd.Env = hermeticEnv(t, env)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -129,6 +136,12 @@ func (s *Served) exitCode() int {
 
 // Stderr is its log so far.
 func (s *Served) Stderr() string { return s.stderr.String() }
+
+// Addr is the HOST:PORT it listens on.
+func (s *Served) Addr() string {
+	hostport, _, _ := strings.Cut(strings.TrimPrefix(s.Endpoint, "http://"), "/")
+	return hostport
+}
 
 // WSURL is the endpoint as a ws:// URL.
 func (s *Served) WSURL() string { return "ws" + strings.TrimPrefix(s.Endpoint, "http") }
