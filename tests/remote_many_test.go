@@ -267,3 +267,99 @@ func TestServeManyConnections(t *testing.T) {
 		t.Errorf("serve opened %d connections, want %d", got, n)
 	}
 }
+
+// TestServeShutdownAnswersPending: SIGTERM stops serve gracefully: a
+// prompt still running on each connection (HTTP and WebSocket) is answered
+// before the connection ends, and serve exits 0.
+func TestServeShutdownAnswersPending(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--no-sessions"}, agent.Args...), agent.Env)
+	type held struct {
+		c   *remoteClient
+		sid string
+	}
+	var conns []held
+	for _, ws := range []bool{false, true} {
+		var c *remoteClient
+		var err error
+		if ws {
+			c, err = dialRemoteWS(t, srv.WSURL())
+			if err == nil {
+				err = c.Send(initializeBody, "")
+			}
+		} else {
+			c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.stop()
+		if m, err := c.Next(sdkWait); err != nil || !m.Get("result").Exists() {
+			t.Fatalf("initialize: %s %v", m.Raw, err)
+		}
+		if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Next(sdkWait)
+		sid := m.Get("result.sessionId").Str
+		if err != nil || sid == "" {
+			t.Fatalf("session/new: %s %v", m.Raw, err)
+		}
+		if err := c.Send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"hold forever"}]}}`, sid); err != nil {
+			t.Fatal(err)
+		}
+		// The turn has started once the agent says it is holding.
+		for {
+			m, err := c.Next(sdkWait)
+			if err != nil {
+				t.Fatalf("waiting for the held turn: %v", err)
+			}
+			if strings.Contains(m.Raw, "holding:forever") {
+				break
+			}
+		}
+		conns = append(conns, held{c, sid})
+	}
+	if code, ok := srv.Stop(20 * time.Second); !ok || code != 0 {
+		t.Fatalf("serve after SIGTERM: status %d, exited %v", code, ok)
+	}
+	for i, h := range conns {
+		answered := false
+		for !answered {
+			m, err := h.c.Next(5 * time.Second)
+			if err != nil {
+				t.Errorf("connection %d: the pending prompt was not answered before the connection ended: %v", i, err)
+				break
+			}
+			answered = m.Get("id").Int() == 3 && !m.Get("method").Exists()
+		}
+	}
+}
+
+// TestServeIdleAndOrigin: an HTTP connection with no stream and no message
+// is closed after --idle-timeout; an origin given with --allow-origin is
+// served.
+func TestServeIdleAndOrigin(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--no-sessions", "--idle-timeout", "1s", "--allow-origin", "https://editor.example"}, agent.Args...), agent.Env)
+	status, h, body := post(t, srv.Endpoint, http.Header{"Origin": {"https://editor.example"}}, initializeBody)
+	id := h.Get("Acp-Connection-Id")
+	if status != http.StatusOK || id == "" {
+		t.Fatalf("initialize from an allowed origin: %d %s", status, body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, _, _ := post(t, srv.Endpoint, http.Header{"Acp-Connection-Id": {id}}, `{"jsonrpc":"2.0","method":"_x/ping"}`)
+		if status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an idle connection was not closed")
+		}
+		// Each message counts as activity: wait past the timeout first.
+		time.Sleep(2500 * time.Millisecond)
+	}
+	if !strings.Contains(srv.Stderr(), "closing an idle connection") {
+		t.Errorf("serve did not log the idle close")
+	}
+}
