@@ -6,6 +6,16 @@ package tests
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,5 +127,90 @@ func TestBridgeToBridgeAcrossRestart(t *testing.T) {
 	}
 	if !strings.Contains(second.Stderr(), "connection opened") {
 		t.Errorf("the restarted serve saw no connection")
+	}
+}
+
+// writeTestCert writes a self-signed certificate for 127.0.0.1 and its key
+// as PEM files, as the README's openssl line does for a host name.
+func writeTestCert(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "acp-bridge test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// TestRemoteTLSAndToken: the README's remote setup, on loopback: serve with
+// a bearer token and TLS; the local bridge with --url https://…, the token
+// in a header read from the environment, the certificate trusted with
+// --ca-file; over wss:// too. Neither side logs the token.
+func TestRemoteTLSAndToken(t *testing.T) {
+	const token = "tls-test-token-9b1e"
+	cert, key := writeTestCert(t)
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--token-env", "ACP_TOKEN", "--tls-cert", cert, "--tls-key", key, "--no-sessions"}, agent.Args...),
+		append([]string{"ACP_TOKEN=" + token}, agent.Env...))
+	if !strings.HasPrefix(srv.Endpoint, "https://") {
+		t.Fatalf("serve with TLS logged endpoint %s", srv.Endpoint)
+	}
+	for _, url := range []string{srv.Endpoint, "wss" + strings.TrimPrefix(srv.Endpoint, "https")} {
+		t.Run(strings.SplitN(url, ":", 2)[0], func(t *testing.T) {
+			args := []string{"--no-sessions", "--url", url, "--header", "Authorization=ACP_AUTH", "--ca-file", cert}
+			b := StartBridge(t, args, []string{"ACP_AUTH=Bearer " + token}, nil)
+			b.WriteLine(initializeBody)
+			if l := b.Out.Response(t, "1"); !l.Get("result").Exists() {
+				t.Fatalf("initialize over %s: %s", url, l)
+			}
+			b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+			l := b.Out.Response(t, "2")
+			sid := l.Get("result.sessionId").Str
+			if sid == "" {
+				t.Fatalf("session/new over %s: %s", url, l)
+			}
+			b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"stream 2"}]}}`)
+			if l := b.Out.Response(t, "3"); l.Get("result.stopReason").Str != "end_turn" {
+				t.Errorf("prompt over %s: %s", url, l)
+			}
+			if strings.Contains(b.Stderr(), token) {
+				t.Errorf("the local bridge logged the token")
+			}
+		})
+	}
+	if strings.Contains(srv.Stderr(), token) {
+		t.Errorf("serve logged the token")
+	}
+	// Without the token's header the same URL is refused, clearly.
+	b := StartBridge(t, []string{"--no-sessions", "--url", srv.Endpoint, "--ca-file", cert}, nil, nil)
+	b.WriteLine(initializeBody)
+	if l := b.Out.Response(t, "1"); !l.Get("error").Exists() || !strings.Contains(l.String()+b.Stderr(), "401") {
+		t.Errorf("initialize without the token: %s\n%s", l, b.Stderr())
 	}
 }
