@@ -41,16 +41,18 @@ func checkSession(t *testing.T, transport string, s struct {
 // TestServeSDKClients: the SDK's experimental/http-client and ws-client run
 // a whole session (initialize, new, streamed prompt, permission, cancel)
 // through acp-bridge serve in front of the fake agent, with every message
-// they receive valid ACP.
+// they receive valid ACP. serve requires a bearer token, which the clients
+// send as the SDK's options.headers.
 func TestServeSDKClients(t *testing.T) {
+	const token = "sdk-clients-token"
 	agent := ChildTransport("acp").Start(t)
-	srv := StartServe(t, agent.Args, agent.Env)
+	srv := StartServe(t, append([]string{"--token-env", "ACP_SERVE_TOKEN"}, agent.Args...), append([]string{"ACP_SERVE_TOKEN=" + token}, agent.Env...))
 	for _, tc := range []struct{ transport, url string }{
 		{"http", srv.Endpoint},
 		{"ws", srv.WSURL()},
 	} {
 		t.Run(tc.transport, func(t *testing.T) {
-			run := runSDKClient(t, tc.transport, tc.url, 1)
+			run := runSDKClient(t, tc.transport, tc.url, 1, "ACP_TOKEN="+token)
 			if run.Agent == "" {
 				t.Errorf("initialize answered no agentInfo.name")
 			}

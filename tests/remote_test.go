@@ -161,8 +161,8 @@ type sdkRun struct {
 // against the ACP schema and returns its report.
 func runSDKClient(t *testing.T, transport, url string, n int, env ...string) sdkRun {
 	t.Helper()
-	argv := NodeScript(t, "testdata/remote/client.mjs")
-	args := []string{"--experimental-websocket", argv[1], transport, url, itoa(n)}
+	argv := NodeScriptWithWS(t, "testdata/remote/client.mjs")
+	args := []string{argv[1], transport, url, itoa(n)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*sdkWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], args...)

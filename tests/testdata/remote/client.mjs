@@ -4,7 +4,7 @@
 // endpoint such as `acp-bridge serve`. It runs one whole session against
 // the fake agent of acp-bridge's tests:
 //
-//   node [--experimental-websocket] client.mjs http|ws URL [SESSIONS]
+//   node client.mjs http|ws URL [SESSIONS]
 //
 // initialize, then per session (1 unless SESSIONS): session/new, the
 // streamed prompt "stream 5", the prompt "permission" (allowed once), and
@@ -14,14 +14,16 @@
 // for what it sends, "< JSON" for what it receives, so that the Go test can
 // check each against the ACP schema; the last line is "RESULT JSON" with
 // what each session saw. ACP_TOKEN in the environment is sent as a bearer
-// token (the http client only: Node's WebSocket sends no custom headers).
+// token. The WebSocket is the `ws` package's, which Node 18 and 20 need
+// (they have no WebSocket of their own) and which sends headers.
 import * as acp from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import WebSocket from "ws";
 
 const [transport, url, nSessions = "1"] = process.argv.slice(2);
 const headers = process.env.ACP_TOKEN ? { Authorization: `Bearer ${process.env.ACP_TOKEN}` } : {};
-const wire = transport === "ws" ? createWebSocketStream(url, { headers }) : createHttpStream(url, { headers });
+const wire = transport === "ws" ? createWebSocketStream(url, { headers, WebSocket }) : createHttpStream(url, { headers });
 
 const print = (dir, m) => process.stdout.write(`${dir} ${JSON.stringify(m)}\n`);
 const readable = wire.readable.pipeThrough(
