@@ -25,7 +25,7 @@ func serveFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
 		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
-		str(launch.FlagURL, "serve an ad-hoc agent at this ws:// or wss:// `URL`", ""),
+		str(launch.FlagURL, "serve an ad-hoc agent at this ws://, wss://, or (ACP remote transport) http:// or https:// `URL`", ""),
 		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
 		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; websocket agents)"),
 		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
