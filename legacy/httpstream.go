@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -47,8 +48,9 @@ type HTTPStream struct {
 	// CAFile names a PEM bundle whose certificates replace the system roots
 	// for https://; "" means the system roots.
 	CAFile string
-	// DialTimeout bounds each POST and the opening of each stream; 0 means
-	// 10 s.
+	// DialTimeout bounds connecting and the TLS handshake of each request;
+	// 0 means 10 s. A POST is answered within postWait (an initialize may
+	// wait for the agent to start).
 	DialTimeout time.Duration
 	// PongWait is how long the connection's stream may stay silent (servers
 	// send a keep-alive every 15 s) before the link fails; 0 means 45 s,
@@ -95,6 +97,9 @@ type HTTPConn struct {
 
 const (
 	defaultSSEWait = 45 * time.Second
+	// postWait bounds a POST, answer included: the server answers 202 once
+	// it has taken the message, and initialize once the agent answered it.
+	postWait = 60 * time.Second
 	// errorBodyLimit bounds what of a refusal's body is read and quoted.
 	errorBodyLimit = 8 << 10
 )
@@ -134,7 +139,9 @@ func (h HTTPStream) Dial(ctx context.Context) (*HTTPConn, error) {
 	if timeout <= 0 {
 		timeout = defaultDialTimeout
 	}
-	tr.ResponseHeaderTimeout = timeout
+	tr.TLSHandshakeTimeout = timeout
+	nd := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	tr.DialContext = nd.DialContext
 	limit := h.ReadLimit
 	if limit <= 0 {
 		limit = defaultReadLimit
@@ -261,7 +268,7 @@ func (c *HTTPConn) refusal(what string, resp *http.Response) error {
 }
 
 func (c *HTTPConn) post(ctx context.Context, frame []byte, connID, session string) (*http.Response, error) {
-	rctx, cancel := context.WithCancel(c.ctx)
+	rctx, cancel := context.WithTimeout(c.ctx, postWait)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(frame))

@@ -326,7 +326,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.stop)
 	}
 	for _, c := range conns {
+		// Both the ctx and the end of input tell an engine to answer what
+		// is pending and stop; the streams stay open for those answers.
 		c.cancel()
+		c.inW.Close()
 	}
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,148 @@
+package legacy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge/remote"
+)
+
+// echoEngine answers each request with its params; a session/prompt first
+// gets a session/update and a session/request_permission of the prompt's
+// session, whose answer it reports in the prompt's result.
+func echoEngine(ctx context.Context, id string, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	pending := map[string]string{} // permission request id → prompt id
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
+			continue
+		}
+		switch {
+		case m.Method == "session/prompt":
+			var p struct {
+				SessionID string `json:"sessionId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			io.WriteString(out, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`+p.SessionID+`","update":{"n":1}}}`+"\n")
+			io.WriteString(out, `{"jsonrpc":"2.0","id":"perm","method":"session/request_permission","params":{"sessionId":"`+p.SessionID+`"}}`+"\n")
+			pending[`"perm"`] = string(m.ID)
+		case m.Method == "":
+			io.WriteString(out, `{"jsonrpc":"2.0","id":`+pending[string(m.ID)]+`,"result":{"permission":`+string(m.Result)+`}}`+"\n")
+		default:
+			io.WriteString(out, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+string(m.Params)+"}\n")
+		}
+	}
+	return nil
+}
+
+func readFrame(t *testing.T, c *HTTPConn) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return string(f)
+}
+
+// TestHTTPStream: a whole exchange over Streamable HTTP, a request of the
+// agent's answered on its session's stream, and Close.
+func TestHTTPStream(t *testing.T) {
+	srv := &remote.Server{Engine: echoEngine}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	defer srv.Shutdown(context.Background())
+	ctx := context.Background()
+	c, err := HTTPStream{URL: ts.URL}.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"session/new","params":{}}`)); err == nil || !strings.Contains(err.Error(), "must be initialize") {
+		t.Errorf("a first frame other than initialize: %v", err)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFrame(t, c); got != `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}` {
+		t.Errorf("initialize answer %s", got)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"sessionId":"s-1"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFrame(t, c); !strings.Contains(got, `"id":2`) {
+		t.Errorf("session/new answer %s", got)
+	}
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s-1"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFrame(t, c); !strings.Contains(got, `"session/update"`) {
+		t.Errorf("update %s", got)
+	}
+	if got := readFrame(t, c); !strings.Contains(got, `"session/request_permission"`) {
+		t.Errorf("permission request %s", got)
+	}
+	// The answer goes back with the session the request came on.
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":"perm","result":{"outcome":"ok"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFrame(t, c); got != `{"jsonrpc":"2.0","id":3,"result":{"permission":{"outcome":"ok"}}}` {
+		t.Errorf("prompt answer %s", got)
+	}
+	c.Close()
+	if _, err := c.Read(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Read after Close: %v", err)
+	}
+}
+
+// TestHTTPStreamServerGone: when the server forgets the connection (it
+// restarted), the link fails with a cause a person can act on.
+func TestHTTPStreamServerGone(t *testing.T) {
+	srv := &remote.Server{Engine: echoEngine}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ctx := context.Background()
+	c, err := HTTPStream{URL: ts.URL}.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	readFrame(t, c)
+	srv.Shutdown(ctx) // every connection ends; its streams close
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.Read(rctx)
+	if err == nil || !strings.Contains(err.Error(), "event stream ended") {
+		t.Errorf("Read after the server dropped the connection: %v", err)
+	}
+	// A refusal names the status and the server's reason.
+	c2, _ := HTTPStream{URL: ts.URL + "/"}.Dial(ctx)
+	defer c2.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "acp-bridge: the bearer token is wrong", http.StatusUnauthorized)
+	}))
+	defer refusing.Close()
+	c3, _ := HTTPStream{URL: refusing.URL}.Dial(ctx)
+	defer c3.Close()
+	err = c3.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token is wrong") {
+		t.Errorf("initialize refused with 401: %v", err)
+	}
+}
