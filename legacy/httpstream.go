@@ -473,7 +473,9 @@ func (c *HTTPConn) fail(err error) error {
 	c.once.Do(func() {
 		c.err = err
 		close(c.dead)
-		c.log.Warn("agent HTTP connection lost", "error", err)
+		if !errors.Is(err, ErrClosed) {
+			c.log.Warn("agent HTTP connection lost", "error", err)
+		}
 	})
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -88,7 +89,7 @@ func TestURLToSDKServer(t *testing.T) {
 			e := NewEditor(t, tr, EditorOptions{Args: []string{"--log-level", "debug", "--no-sessions"}})
 			remoteSession(t, e)
 			log := e.Stderr()
-			if !strings.Contains(log, "connection_id=") || strings.Contains(log, "connection_id= ") {
+			if !regexp.MustCompile(`connection_id=[0-9a-f-]{16,}`).MatchString(log) {
 				t.Errorf("the bridge logged no Acp-Connection-Id of the SDK server's connection")
 			}
 		})
