@@ -362,4 +362,18 @@ func TestServeIdleAndOrigin(t *testing.T) {
 	if !strings.Contains(srv.Stderr(), "closing an idle connection") {
 		t.Errorf("serve did not log the idle close")
 	}
+	// Without a token, a loopback endpoint answers loopback host names
+	// only: a page that rebinds its domain to 127.0.0.1 is refused.
+	req, _ := http.NewRequest(http.MethodPost, srv.Endpoint, strings.NewReader(initializeBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = "rebound.example:80"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "not this loopback endpoint") {
+		t.Errorf("a request for Host rebound.example: %d %s", resp.StatusCode, b)
+	}
 }

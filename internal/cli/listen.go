@@ -17,6 +17,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/bridge/remote"
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -128,7 +129,11 @@ func remoteServeAction(c *cli.Context) error {
 	path := c.String(flagPath)
 	endpoint := scheme + "://" + ln.Addr().String() + path
 	mux := http.NewServeMux()
-	mux.Handle(path, srv)
+	var endpointHandler http.Handler = srv
+	if host, _, _ := net.SplitHostPort(addr); isLoopback(host) && srv.Token == "" {
+		endpointHandler = loopbackHostOnly(srv, logger)
+	}
+	mux.Handle(path, endpointHandler)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "acp-bridge: no ACP endpoint here; it is at "+path, http.StatusNotFound)
 	})
@@ -234,6 +239,27 @@ func remoteServer(c *cli.Context) (*remote.Server, string, [2]string, error) {
 		}
 	}
 	return srv, addr, tlsFiles, nil
+}
+
+// loopbackHostOnly refuses requests whose Host is not a loopback name or
+// address: on a loopback listener without a token, a web page that rebinds
+// its own domain name to 127.0.0.1 is kept out even where a browser sends
+// no Origin (same-origin GETs).
+func loopbackHostOnly(next http.Handler, logger hclog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopback(strings.Trim(host, "[]")) {
+			logger.Warn("refused a request for another host name (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "acp-bridge: Host %q is not this loopback endpoint: use 127.0.0.1 or localhost, or serve with --token-env\n", r.Host)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // isLoopback reports whether host names only the loopback interface.
