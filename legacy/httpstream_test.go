@@ -7,8 +7,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +147,59 @@ func TestHTTPStreamServerGone(t *testing.T) {
 	err = c3.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token is wrong") {
 		t.Errorf("initialize refused with 401: %v", err)
+	}
+}
+
+// TestAffinityCookie: the cookie a load balancer sets on the first
+// connection (the initialize answer, or a WebSocket's 101) goes with the
+// next connection of the same agent, over HTTP and WebSocket alike.
+func TestAffinityCookie(t *testing.T) {
+	srv := &remote.Server{Engine: echoEngine}
+	defer srv.Shutdown(context.Background())
+	var mu sync.Mutex
+	var seen []string // the affinity cookie of each initialize or upgrade
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := r.Header.Get("Acp-Connection-Id") == "" && (r.Method == http.MethodPost || r.Header.Get("Upgrade") != "")
+		if first {
+			c, err := r.Cookie("lb")
+			mu.Lock()
+			if err == nil {
+				seen = append(seen, c.Value)
+			} else {
+				seen = append(seen, "")
+			}
+			mu.Unlock()
+			http.SetCookie(w, &http.Cookie{Name: "lb", Value: "instance-7", Path: "/"})
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	defer lb.Close()
+	ctx := context.Background()
+	init := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+
+	jar, _ := cookiejar.New(nil)
+	for range 2 {
+		c, err := HTTPStream{URL: lb.URL, Jar: jar}.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Write(ctx, init); err != nil {
+			t.Fatal(err)
+		}
+		readFrame(t, c)
+		c.Close()
+	}
+	wsJar, _ := cookiejar.New(nil)
+	for range 2 {
+		c, err := WebSocket{URL: "ws" + strings.TrimPrefix(lb.URL, "http"), Jar: wsJar}.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", "instance-7", "", "instance-7"}; !slices.Equal(seen, want) {
+		t.Errorf("affinity cookies seen by the balancer: %q, want %q", seen, want)
 	}
 }

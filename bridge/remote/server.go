@@ -193,6 +193,18 @@ func bearer(h string) (string, bool) {
 	return tok, tok != ""
 }
 
+// track counts a stream or socket handler in, unless Shutdown has begun
+// (a WaitGroup must not grow while it is waited on).
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
 // open makes a connection and starts its engine, or says why not.
 func (s *Server) open(transport string, r *http.Request) (*conn, error) {
 	s.reaper.Do(func() {
@@ -462,7 +474,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusConflict, "this stream already has a receiver: one GET per stream")
 		return
 	}
-	s.handlers.Add(1)
+	if !s.track() {
+		c.release(session, mb)
+		refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
 	defer s.handlers.Done()
 	defer c.release(session, mb)
 	rc := http.NewResponseController(w)
@@ -533,12 +549,21 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			refuse(w, status, "WebSocket upgrade failed: %v", reason)
 		},
 	}
-	ws, err := up.Upgrade(w, r, http.Header{HeaderConnectionID: {c.id}})
+	// Headers a handler in front set (an affinity cookie, say) go out on
+	// the 101 too: the upgrader writes only the ones it is given.
+	h := w.Header().Clone()
+	h.Set(HeaderConnectionID, c.id)
+	if !s.track() {
+		c.close()
+		refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	ws, err := up.Upgrade(w, r, h)
 	if err != nil {
+		s.handlers.Done()
 		c.close()
 		return
 	}
-	s.handlers.Add(1)
 	go func() {
 		defer s.handlers.Done()
 		c.serveWebSocket(ws)
