@@ -30,6 +30,9 @@ func newSSEReader(r io.Reader, max int) *sseReader {
 	return &sseReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// keepBuffer is the largest buffer an sseReader keeps between events.
+const keepBuffer = 1 << 20
+
 // errSSETooLong is wrapped by the error Next returns for an event whose
 // data, or a line, is longer than the limit.
 var errSSETooLong = errors.New("event stream message too long")
@@ -69,6 +72,9 @@ func (s *sseReader) Next() ([]byte, error) {
 		}
 		if !s.hasData {
 			s.data = s.data[:0]
+			if cap(s.data) > keepBuffer {
+				s.data = nil // one huge message does not pin its buffer
+			}
 			s.hasData = true
 		} else {
 			s.data = append(s.data, '\n')
@@ -85,6 +91,9 @@ func (s *sseReader) Next() ([]byte, error) {
 // (maybe empty) and io.EOF.
 func (s *sseReader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
+	if cap(s.line) > keepBuffer {
+		s.line = nil
+	}
 	if s.afterCR {
 		// The LF of a CRLF. Looked for only now, so that an event that
 		// ends in a lone CR is not held until the next byte arrives.
