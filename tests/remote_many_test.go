@@ -28,15 +28,19 @@ type remoteClient struct {
 	t    *testing.T
 	in   *EditorInput // records what was sent, for the validator
 	v    *validator
-	recv chan []byte
-	errs chan error
+	recv chan received // messages and errors, in the order they happened
 	send func(msg []byte, session string) error
 	stop func()
 }
 
 func newRemoteClient(t *testing.T) *remoteClient {
 	in := &EditorInput{w: nopWriteCloser{}, sent: map[string][]string{}}
-	return &remoteClient{t: t, in: in, v: newValidator(in), recv: make(chan []byte, 256), errs: make(chan error, 8)}
+	return &remoteClient{t: t, in: in, v: newValidator(in), recv: make(chan received, 256)}
+}
+
+type received struct {
+	msg []byte
+	err error
 }
 
 // dialRemoteWS opens a WebSocket connection to url.
@@ -61,10 +65,10 @@ func dialRemoteWS(t *testing.T, url string) (*remoteClient, error) {
 		for {
 			_, msg, err := ws.ReadMessage()
 			if err != nil {
-				c.errs <- err
+				c.recv <- received{err: err}
 				return
 			}
-			c.recv <- msg
+			c.recv <- received{msg: msg}
 		}
 	}()
 	return c, nil
@@ -106,7 +110,7 @@ func dialRemoteHTTP(t *testing.T, url string, init []byte) (*remoteClient, error
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			c.errs <- fmt.Errorf("GET stream %q: %v %v", session, resp, err)
+			c.recv <- received{err: fmt.Errorf("GET stream %q: %v %v", session, resp, err)}
 			return
 		}
 		go func() {
@@ -121,12 +125,12 @@ func dialRemoteHTTP(t *testing.T, url string, init []byte) (*remoteClient, error
 				if sid := gjson.Get(data, "result.sessionId"); sid.Exists() {
 					open(sid.Str)
 				}
-				c.recv <- []byte(data)
+				c.recv <- received{msg: []byte(data)}
 			}
 		}()
 	}
 	open("")
-	c.recv <- body
+	c.recv <- received{msg: body}
 	c.send = func(msg []byte, session string) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(msg))
 		req.Header.Set("Content-Type", "application/json")
@@ -158,13 +162,14 @@ func (c *remoteClient) Send(msg, session string) error {
 // Next returns the next message, checked against the ACP schema.
 func (c *remoteClient) Next(timeout time.Duration) (gjson.Result, error) {
 	select {
-	case msg := <-c.recv:
-		for _, p := range c.v.check(append(bytes.Clone(msg), '\n')) {
-			c.t.Errorf("message %s: %s", truncate(string(msg), 300), p)
+	case r := <-c.recv:
+		if r.err != nil {
+			return gjson.Result{}, r.err
 		}
-		return gjson.ParseBytes(msg), nil
-	case err := <-c.errs:
-		return gjson.Result{}, err
+		for _, p := range c.v.check(append(bytes.Clone(r.msg), '\n')) {
+			c.t.Errorf("message %s: %s", truncate(string(r.msg), 300), p)
+		}
+		return gjson.ParseBytes(r.msg), nil
 	case <-time.After(timeout):
 		return gjson.Result{}, errors.New("timed out waiting for a message")
 	}
