@@ -178,38 +178,39 @@ func (c *remoteClient) Next(timeout time.Duration) (gjson.Result, error) {
 // oneRemoteSession runs initialize (over WebSocket; HTTP's was sent by
 // dialRemoteHTTP), session/new and the prompt "stream N" on c, and
 // requires that every message it gets is its own: its session's id only,
-// the chunks in order, the answers to its own ids.
-func oneRemoteSession(c *remoteClient, ws bool, n int) error {
+// the chunks in order, the answers to its own ids. It returns the session's
+// id.
+func oneRemoteSession(c *remoteClient, ws bool, n int) (string, error) {
 	const wait = 2 * sdkWait
 	if ws {
 		if err := c.Send(initializeBody, ""); err != nil {
-			return err
+			return "", err
 		}
 	}
 	m, err := c.Next(wait)
 	if err != nil || m.Get("id").Int() != 1 || !m.Get("result").Exists() {
-		return fmt.Errorf("initialize: %s %v", m.Raw, err)
+		return "", fmt.Errorf("initialize: %s %v", m.Raw, err)
 	}
 	if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
-		return err
+		return "", err
 	}
 	m, err = c.Next(wait)
 	sid := m.Get("result.sessionId").Str
 	if err != nil || m.Get("id").Int() != 2 || sid == "" {
-		return fmt.Errorf("session/new: %s %v", m.Raw, err)
+		return "", fmt.Errorf("session/new: %s %v", m.Raw, err)
 	}
 	if err := c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"stream %d"}]}}`, sid, n), sid); err != nil {
-		return err
+		return "", err
 	}
 	var chunks []string
 	for {
 		m, err := c.Next(wait)
 		if err != nil {
-			return fmt.Errorf("during the prompt (after %d chunks): %v", len(chunks), err)
+			return "", fmt.Errorf("during the prompt (after %d chunks): %v", len(chunks), err)
 		}
 		if m.Get("method").Str == "session/update" {
 			if got := m.Get("params.sessionId").Str; got != sid {
-				return fmt.Errorf("cross-talk: an update of session %s on the connection of session %s", got, sid)
+				return "", fmt.Errorf("cross-talk: an update of session %s on the connection of session %s", got, sid)
 			}
 			if m.Get("params.update.sessionUpdate").Str == "agent_message_chunk" {
 				chunks = append(chunks, m.Get("params.update.content.text").Str)
@@ -217,16 +218,16 @@ func oneRemoteSession(c *remoteClient, ws bool, n int) error {
 			continue
 		}
 		if m.Get("id").Int() != 3 || m.Get("result.stopReason").Str != "end_turn" {
-			return fmt.Errorf("prompt answer: %s", m.Raw)
+			return "", fmt.Errorf("prompt answer: %s", m.Raw)
 		}
 		break
 	}
 	for i, ch := range chunks {
 		if want := fmt.Sprintf("chunk-%04d", i); ch != want || len(chunks) != n {
-			return fmt.Errorf("session %s: chunks %q, want chunk-0000…chunk-%04d", sid, chunks, n-1)
+			return "", fmt.Errorf("session %s: chunks %q, want chunk-0000…chunk-%04d", sid, chunks, n-1)
 		}
 	}
-	return nil
+	return sid, nil
 }
 
 // TestServeManyConnections: 50 editors at once, half over WebSocket and half
@@ -234,13 +235,16 @@ func oneRemoteSession(c *remoteClient, ws bool, n int) error {
 // only their own messages. Each connection streams a different number of
 // chunks (2…51), so a chunk, update or answer of another connection's breaks
 // the exact sequence each one requires, even where the agent numbers
-// sessions alike on every link.
+// sessions alike on every link. Durable sessions are on, all 50 bridges
+// recording into one state dir, which gives every session an id of its own:
+// no two connections may see the same one.
 func TestServeManyConnections(t *testing.T) {
 	const n = 50
 	agent := WSTransport(nil).Start(t)
-	srv := StartServe(t, append([]string{"--max-connections", "64", "--no-sessions"}, agent.Args...), agent.Env)
+	srv := StartServe(t, append([]string{"--max-connections", "64"}, agent.Args...), agent.Env)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	sids := make(chan string, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -258,15 +262,25 @@ func TestServeManyConnections(t *testing.T) {
 				return
 			}
 			defer c.stop()
-			if err := oneRemoteSession(c, ws, 2+i); err != nil {
+			sid, err := oneRemoteSession(c, ws, 2+i)
+			if err != nil {
 				errs <- fmt.Errorf("connection %d (websocket %v): %v", i, ws, err)
 			}
+			sids <- sid
 		}()
 	}
 	wg.Wait()
 	close(errs)
+	close(sids)
 	for err := range errs {
 		t.Error(err)
+	}
+	seen := map[string]bool{}
+	for sid := range sids {
+		if sid != "" && seen[sid] {
+			t.Errorf("session id %s was handed to two connections", sid)
+		}
+		seen[sid] = true
 	}
 	if got := strings.Count(srv.Stderr(), "connection opened"); got != n {
 		t.Errorf("serve opened %d connections, want %d", got, n)
