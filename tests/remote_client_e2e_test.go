@@ -96,38 +96,43 @@ func TestURLToSDKServer(t *testing.T) {
 	}
 }
 
-// TestBridgeToBridgeAcrossRestart: acp-bridge --url http://… in front of
-// acp-bridge serve -- fake agent, the bridge on both ends. The serving side
+// TestBridgeToBridgeAcrossRestart: acp-bridge --url http://… (and ws://…)
+// in front of acp-bridge serve -- fake agent, the bridge on both ends. The serving side
 // is stopped (SIGTERM) and started again at the same address; the local
 // bridge reconnects (a new connection: initialize, then the session
 // re-attached) and the session goes on with its history, as a lost agent
 // does on stdio.
 func TestBridgeToBridgeAcrossRestart(t *testing.T) {
-	agent := ChildTransport("acp").Start(t)
-	serveArgs := append([]string{"--state-dir", t.TempDir()}, agent.Args...)
-	first := StartServe(t, serveArgs, agent.Env)
-	e := NewEditor(t, urlTransport(first.Endpoint), EditorOptions{Args: []string{"--state-dir", t.TempDir(), "--log-level", "debug"}})
-	e.Initialize(t)
-	sid := e.NewSession(t, "")
-	promptTurn(t, e, sid, 2)
+	for _, scheme := range []string{"http", "ws"} {
+		t.Run(scheme, func(t *testing.T) {
+			agent := ChildTransport("acp").Start(t)
+			serveArgs := append([]string{"--state-dir", t.TempDir()}, agent.Args...)
+			first := StartServe(t, serveArgs, agent.Env)
+			url := scheme + strings.TrimPrefix(first.Endpoint, "http")
+			e := NewEditor(t, urlTransport(url), EditorOptions{Args: []string{"--state-dir", t.TempDir(), "--log-level", "debug"}})
+			e.Initialize(t)
+			sid := e.NewSession(t, "")
+			promptTurn(t, e, sid, 2)
 
-	if code, ok := first.Stop(20 * time.Second); !ok || code != 0 {
-		t.Fatalf("the serving bridge did not stop cleanly on SIGTERM: status %d", code)
-	}
-	deadline := time.Now().Add(sdkWait)
-	for !strings.Contains(e.Stderr(), "agent link lost") {
-		if time.Now().After(deadline) {
-			t.Fatal("the local bridge did not notice the serving side going")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	second := StartServeAt(t, first.Addr(), serveArgs, agent.Env)
-	promptTurn(t, e, sid, 3)
-	if j := e.Journal(t); !journalHas(j, "session/prompt", "stream 2", "stream 3") {
-		t.Errorf("the re-attached session did not bring its history to the new agent; frames %q", j.Frames)
-	}
-	if !strings.Contains(second.Stderr(), "connection opened") {
-		t.Errorf("the restarted serve saw no connection")
+			if code, ok := first.Stop(20 * time.Second); !ok || code != 0 {
+				t.Fatalf("the serving bridge did not stop cleanly on SIGTERM: status %d", code)
+			}
+			deadline := time.Now().Add(sdkWait)
+			for !strings.Contains(e.Stderr(), "agent link lost") {
+				if time.Now().After(deadline) {
+					t.Fatal("the local bridge did not notice the serving side going")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			second := StartServeAt(t, first.Addr(), serveArgs, agent.Env)
+			promptTurn(t, e, sid, 3)
+			if j := e.Journal(t); !journalHas(j, "session/prompt", "stream 2", "stream 3") {
+				t.Errorf("the re-attached session did not bring its history to the new agent; frames %q", j.Frames)
+			}
+			if !strings.Contains(second.Stderr(), "connection opened") {
+				t.Errorf("the restarted serve saw no connection")
+			}
+		})
 	}
 }
 
