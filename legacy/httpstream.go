@@ -52,9 +52,10 @@ type HTTPStream struct {
 	// 0 means 10 s. A POST is answered within postWait (an initialize may
 	// wait for the agent to start).
 	DialTimeout time.Duration
-	// PongWait is how long the connection's stream may stay silent (servers
-	// send a keep-alive every 15 s) before the link fails; 0 means 45 s,
-	// negative never.
+	// PongWait is how long the connection's stream may stay silent before
+	// the link fails; 0 means 45 s, negative never. Servers send a
+	// keep-alive every 15 s, so a shorter wait (a WebSocket's --pong-wait)
+	// counts as 45 s.
 	PongWait time.Duration
 	// ReadLimit is the largest message accepted from the agent; 0 means
 	// 64 MiB.
@@ -395,7 +396,7 @@ func (c *HTTPConn) readStream(body io.ReadCloser, session string) {
 	defer c.wg.Done()
 	defer body.Close()
 	wait := c.cfg.PongWait
-	if wait == 0 {
+	if wait >= 0 && wait < defaultSSEWait {
 		wait = defaultSSEWait
 	}
 	var watchdog *time.Timer
