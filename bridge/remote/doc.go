@@ -23,8 +23,10 @@
 //     engine has taken the message; what the message causes comes on SSE.
 //     A message naming a session (params.sessionId) may carry
 //     Acp-Session-Id; when both are given they must agree (400). A response
-//     to an agent request that was delivered on a session's stream must name
-//     that session.
+//     to an agent request that was delivered on a session's stream may name
+//     that session, and no other (400). (The SDK's server requires the
+//     header on session-scoped messages; this one, fronting engines that
+//     route by params.sessionId, is no stricter than it needs to be.)
 //   - GET with "Accept: text/event-stream" and Acp-Connection-Id opens the
 //     connection's SSE stream; with Acp-Session-Id too, that session's
 //     stream. One receiver per stream (409 for a second). Each event is
