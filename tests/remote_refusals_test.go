@@ -186,3 +186,22 @@ func TestServeBeyondLoopbackNeedsToken(t *testing.T) {
 		t.Errorf("serve with an empty --token-env variable: %v\n%s", err, out)
 	}
 }
+
+// TestServeHTTP2: serve speaks HTTP/2 (the RFD asks it of Streamable
+// HTTP) in clear text with prior knowledge, next to HTTP/1.1.
+func TestServeHTTP2(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--no-sessions"}, agent.Args...), agent.Env)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	resp, err := client.Post(srv.Endpoint, "application/json", strings.NewReader(initializeBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || resp.Header.Get("Acp-Connection-Id") == "" {
+		t.Errorf("initialize over h2c: %s %d %s", resp.Proto, resp.StatusCode, b)
+	}
+}

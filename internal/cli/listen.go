@@ -144,6 +144,13 @@ func remoteServeAction(c *cli.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          logger.Named("http").StandardLogger(nil),
 	}
+	// The RFD asks Streamable HTTP for HTTP/2: over TLS it is negotiated,
+	// in clear text a client may speak it with prior knowledge; HTTP/1.1
+	// (the SDK's node clients, WebSocket upgrades) stays.
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
 	served := make(chan error, 1)
 	go func() {
 		if tlsFiles[0] != "" {
