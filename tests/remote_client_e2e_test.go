@@ -136,9 +136,9 @@ func TestBridgeToBridgeAcrossRestart(t *testing.T) {
 	}
 }
 
-// writeTestCert writes a self-signed certificate for 127.0.0.1 and its key
+// writeServeCert writes a self-signed certificate for 127.0.0.1 and its key
 // as PEM files, as the README's openssl line does for a host name.
-func writeTestCert(t *testing.T) (certFile, keyFile string) {
+func writeServeCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -180,7 +180,7 @@ func writeTestCert(t *testing.T) (certFile, keyFile string) {
 // --ca-file; over wss:// too. Neither side logs the token.
 func TestRemoteTLSAndToken(t *testing.T) {
 	const token = "tls-test-token-9b1e"
-	cert, key := writeTestCert(t)
+	cert, key := writeServeCert(t)
 	agent := ChildTransport("acp").Start(t)
 	srv := StartServe(t, append([]string{"--token-env", "ACP_TOKEN", "--tls-cert", cert, "--tls-key", key, "--no-sessions"}, agent.Args...),
 		append([]string{"ACP_TOKEN=" + token}, agent.Env...))

@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// checkSession requires one session's whole run of client.mjs: the streamed
+// checkSDKSession requires one session's whole run of client.mjs: the streamed
 // chunks in order, the permission allowed, the cancelled turn.
-func checkSession(t *testing.T, transport string, s struct {
+func checkSDKSession(t *testing.T, transport string, s struct {
 	SessionID string   `json:"sessionId"`
 	Stops     []string `json:"stops"`
 	Texts     []string `json:"texts"`
@@ -59,7 +59,7 @@ func TestServeSDKClients(t *testing.T) {
 			if len(run.Sessions) != 1 {
 				t.Fatalf("got %d sessions, want 1", len(run.Sessions))
 			}
-			checkSession(t, tc.transport, run.Sessions[0])
+			checkSDKSession(t, tc.transport, run.Sessions[0])
 		})
 	}
 	if !strings.Contains(srv.Stderr(), "connection opened") {

@@ -361,14 +361,14 @@ func TestServeShutdownAnswersPending(t *testing.T) {
 func TestServeIdleAndOrigin(t *testing.T) {
 	agent := ChildTransport("acp").Start(t)
 	srv := StartServe(t, append([]string{"--no-sessions", "--idle-timeout", "1s", "--allow-origin", "https://editor.example"}, agent.Args...), agent.Env)
-	status, h, body := post(t, srv.Endpoint, http.Header{"Origin": {"https://editor.example"}}, initializeBody)
+	status, h, body := servePost(t, srv.Endpoint, http.Header{"Origin": {"https://editor.example"}}, initializeBody)
 	id := h.Get("Acp-Connection-Id")
 	if status != http.StatusOK || id == "" {
 		t.Fatalf("initialize from an allowed origin: %d %s", status, body)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		status, _, _ := post(t, srv.Endpoint, http.Header{"Acp-Connection-Id": {id}}, `{"jsonrpc":"2.0","method":"_x/ping"}`)
+		status, _, _ := servePost(t, srv.Endpoint, http.Header{"Acp-Connection-Id": {id}}, `{"jsonrpc":"2.0","method":"_x/ping"}`)
 		if status == http.StatusNotFound {
 			break
 		}

@@ -23,7 +23,9 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // appear in serve's log.
 const refusalToken = "s3cret-token-4f9a2c"
 
-func post(t *testing.T, url string, header http.Header, body string) (int, http.Header, string) {
+// servePost POSTs body to url with header and Content-Type: application/json
+// and returns the status, the headers and the body of the answer.
+func servePost(t *testing.T, url string, header http.Header, body string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -42,9 +44,9 @@ func post(t *testing.T, url string, header http.Header, body string) (int, http.
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// dialWS upgrades to a WebSocket; for a refused upgrade it returns the
+// serveDialWS upgrades to a WebSocket; for a refused upgrade it returns the
 // status and body of the HTTP answer.
-func dialWS(t *testing.T, url string, header http.Header) (*websocket.Conn, int, string) {
+func serveDialWS(t *testing.T, url string, header http.Header) (*websocket.Conn, int, string) {
 	t.Helper()
 	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
 	c, resp, err := d.Dial(url, header)
@@ -79,7 +81,7 @@ func TestServeRefusals(t *testing.T) {
 		{"foreign Origin", foreign, http.StatusForbidden, "--allow-origin https://evil.example"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, h, body := post(t, srv.Endpoint, tc.header, initializeBody)
+			status, h, body := servePost(t, srv.Endpoint, tc.header, initializeBody)
 			if status != tc.status || !strings.Contains(body, tc.says) {
 				t.Errorf("POST initialize: %d %q, want %d saying %q", status, body, tc.status, tc.says)
 			}
@@ -89,7 +91,7 @@ func TestServeRefusals(t *testing.T) {
 			if h.Get("Acp-Connection-Id") != "" {
 				t.Errorf("a refused initialize got a connection id")
 			}
-			_, status, body = dialWS(t, srv.WSURL(), tc.header)
+			_, status, body = serveDialWS(t, srv.WSURL(), tc.header)
 			if status != tc.status || !strings.Contains(body, tc.says) {
 				t.Errorf("WebSocket upgrade: %d %q, want %d saying %q", status, body, tc.status, tc.says)
 			}
@@ -99,11 +101,11 @@ func TestServeRefusals(t *testing.T) {
 	t.Run("oversized message", func(t *testing.T) {
 		big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{},"_meta":{"pad":"` +
 			strings.Repeat("x", 5000) + `"}}}`
-		status, _, body := post(t, srv.Endpoint, auth, big)
+		status, _, body := servePost(t, srv.Endpoint, auth, big)
 		if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "limit of 4096 bytes") {
 			t.Errorf("oversized POST: %d %q, want 413 naming the limit", status, body)
 		}
-		ws, status, body := dialWS(t, srv.WSURL(), auth)
+		ws, status, body := serveDialWS(t, srv.WSURL(), auth)
 		if ws == nil {
 			t.Fatalf("WebSocket with the token refused: %d %s", status, body)
 		}
@@ -124,7 +126,7 @@ func TestServeRefusals(t *testing.T) {
 		var open []*websocket.Conn
 		deadline := time.Now().Add(30 * time.Second)
 		for len(open) < 2 && time.Now().Before(deadline) {
-			ws, status, _ := dialWS(t, srv.WSURL(), auth)
+			ws, status, _ := serveDialWS(t, srv.WSURL(), auth)
 			if ws != nil {
 				open = append(open, ws)
 				continue
@@ -137,11 +139,11 @@ func TestServeRefusals(t *testing.T) {
 		if len(open) < 2 {
 			t.Fatalf("could not open two connections")
 		}
-		_, status, body := dialWS(t, srv.WSURL(), auth)
+		_, status, body := serveDialWS(t, srv.WSURL(), auth)
 		if status != http.StatusServiceUnavailable || !strings.Contains(body, "too many connections") {
 			t.Errorf("third WebSocket: %d %q, want 503 too many connections", status, body)
 		}
-		status, h, body := post(t, srv.Endpoint, auth, initializeBody)
+		status, h, body := servePost(t, srv.Endpoint, auth, initializeBody)
 		if status != http.StatusServiceUnavailable || !strings.Contains(body, "--max-connections") || h.Get("Retry-After") == "" {
 			t.Errorf("third connection by POST: %d %q (Retry-After %q), want 503 naming --max-connections", status, body, h.Get("Retry-After"))
 		}

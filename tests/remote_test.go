@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,7 +163,7 @@ type sdkRun struct {
 func runSDKClient(t *testing.T, transport, url string, n int, env ...string) sdkRun {
 	t.Helper()
 	argv := NodeScriptWithWS(t, "testdata/remote/client.mjs")
-	args := []string{argv[1], transport, url, itoa(n)}
+	args := []string{argv[1], transport, url, strconv.Itoa(n)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*sdkWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], args...)
@@ -199,11 +200,6 @@ func runSDKClient(t *testing.T, transport, url string, n int, env ...string) sdk
 		t.Fatalf("SDK %s client printed no result:\n%s\nstderr:\n%s", transport, tail(string(out), 16<<10), stderr.String())
 	}
 	return run
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // WSPackage is the npm package the SDK's node WebSocket server adapter
