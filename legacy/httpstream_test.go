@@ -203,3 +203,34 @@ func TestAffinityCookie(t *testing.T) {
 		t.Errorf("affinity cookies seen by the balancer: %q, want %q", seen, want)
 	}
 }
+
+// TestHTTPStreamReadLimit: an event over ReadLimit fails the link, saying
+// so, instead of being held in memory.
+func TestHTTPStreamReadLimit(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Acp-Connection-Id", "c-1")
+		if r.Method == http.MethodPost {
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: "+strings.Repeat("x", 500)+"\n\n")
+	}))
+	defer ts.Close()
+	ctx := context.Background()
+	c, err := HTTPStream{URL: ts.URL, ReadLimit: 100}.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	readFrame(t, c)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.Read(rctx)
+	if !errors.Is(err, errSSETooLong) || !strings.Contains(err.Error(), "over 100 bytes") {
+		t.Errorf("Read of an oversized event: %v", err)
+	}
+}
