@@ -89,6 +89,11 @@ type WebSocket struct {
 	ReadLimit int64
 	// Logger receives the connection's logs; nil means no logging.
 	Logger hclog.Logger
+	// Jar, when not nil, keeps the cookies of the upgrade responses and
+	// sends them on the next dial: the affinity a load balancer in front of
+	// an ACP remote endpoint may set, so that a reconnect reaches the same
+	// instance. Share one Jar between the dials of one agent.
+	Jar http.CookieJar
 }
 
 // WSConn is a WebSocket connection to an agent, made by WebSocket.Dial. It
@@ -194,6 +199,7 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 		HandshakeTimeout: timeout,
 		TLSClientConfig:  tlsConf,
 		Subprotocols:     w.Subprotocols,
+		Jar:              w.Jar,
 		ReadBufferSize:   bufferSize,
 		WriteBufferSize:  bufferSize,
 	}
@@ -203,6 +209,13 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 	conn, resp, err := d.DialContext(dctx, u.String(), header)
 	if err != nil {
 		return nil, dialError(ctx, where, timeout, resp, err)
+	}
+	// The official ACP WebSocket transport names the connection in the
+	// 101 response; nothing on the socket needs it, but it is what the
+	// agent's own logs and a load balancer know this connection by.
+	connID := ""
+	if resp != nil {
+		connID = resp.Header.Get("Acp-Connection-Id")
 	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
@@ -246,7 +259,7 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 		// Reads of dc happen in Read, after Dial has returned c.
 		dc.wait = pongWait
 	}
-	log.Info("agent WebSocket connected", "url", where, "subprotocol", conn.Subprotocol(),
+	log.Info("agent WebSocket connected", "url", where, "subprotocol", conn.Subprotocol(), "connection_id", connID,
 		"ping_period", durationOrOff(keepalive, pingPeriod), "pong_wait", durationOrOff(keepalive, pongWait))
 
 	if keepalive {

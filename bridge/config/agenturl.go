@@ -14,21 +14,18 @@ import (
 // the same thing. Its messages never repeat the URL's user info, path or
 // query, which may carry a token: only the scheme, host and port at fault.
 //
-// Agents are reached over WebSocket (ws://, wss://) today; an HTTP
-// transport would be accepted here.
+// Agents are reached over WebSocket (ws://, wss://: one JSON-RPC message a
+// text message, which is also the ACP remote transport's WebSocket) or over
+// the ACP remote transport's Streamable HTTP (http://, https://).
 func CheckAgentURL(raw string) error {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || scheme == "" {
 		return fmt.Errorf("it is not an absolute URL: write ws://HOST:PORT/PATH (or wss:// for TLS)")
 	}
 	switch strings.ToLower(scheme) {
-	case "ws", "wss":
-	case "http":
-		return fmt.Errorf("http:// is not supported: agents are reached over WebSocket; use ws://… for a WebSocket agent")
-	case "https":
-		return fmt.Errorf("https:// is not supported: agents are reached over WebSocket; use wss://… for a WebSocket agent over TLS")
+	case "ws", "wss", "http", "https":
 	default:
-		return fmt.Errorf("scheme %q is not supported: use ws:// or wss:// for a WebSocket agent", scheme)
+		return fmt.Errorf("scheme %q is not supported: use ws:// or wss:// for a WebSocket agent, http:// or https:// for an ACP remote (Streamable HTTP) endpoint", scheme)
 	}
 	hostport := rest
 	if i := strings.IndexAny(hostport, "/?#"); i >= 0 {

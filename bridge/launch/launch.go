@@ -12,6 +12,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -386,7 +387,11 @@ func ResolveAgent(cfg *config.Config, f Flags, lookupEnv func(string) (string, b
 	}
 	spec.WebSocket = ws
 	if adHoc {
-		spec.Desc = fmt.Sprintf("agent %q (dialect %s, websocket %s)", spec.Name, spec.Dialect, config.WebSocket{URL: f.URL}.RedactedURL())
+		transport := "websocket"
+		if isHTTPURL(f.URL) {
+			transport = "streamable http"
+		}
+		spec.Desc = fmt.Sprintf("agent %q (dialect %s, %s %s)", spec.Name, spec.Dialect, transport, config.WebSocket{URL: f.URL}.RedactedURL())
 	} else {
 		spec.Desc = agent.String()
 	}
@@ -495,13 +500,30 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	// One cookie jar for every link to the agent: the affinity a load
+	// balancer in front of a remote endpoint sets survives a reconnect.
+	jar, _ := cookiejar.New(nil)
 	return func(ctx context.Context, sp bridge.Spawn) (bridge.Link, error) {
 		if spec.WebSocket != nil && sp.Command.Argv != nil {
 			return nil, fmt.Errorf("dialect %s starts its agent as a child process and cannot reach it over a WebSocket: configure a command instead", spec.Dialect)
 		}
+		if spec.WebSocket != nil && isHTTPURL(spec.WebSocket.URL) {
+			w := spec.WebSocket
+			h := legacy.HTTPStream{URL: w.URL, Header: w.Header, CAFile: w.CAFile, DialTimeout: w.DialTimeout,
+				PongWait: w.PongWait, ReadLimit: int64(maxMessage), Jar: jar, Logger: logger.Named("http")}
+			if sp.Session != "" {
+				h.Logger = h.Logger.With("session", sp.Session)
+			}
+			conn, err := h.Dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return conn, nil
+		}
 		if spec.WebSocket != nil {
 			w := *spec.WebSocket
 			w.ReadLimit = int64(maxMessage)
+			w.Jar = jar
 			w.Logger = logger.Named("ws")
 			if sp.Session != "" {
 				w.Logger = w.Logger.With("session", sp.Session)
@@ -525,6 +547,13 @@ func (spec Agent) Dialer(logger hclog.Logger, maxMessage int) func(context.Conte
 		}
 		return p, nil
 	}
+}
+
+// isHTTPURL reports whether an agent URL names a Streamable HTTP endpoint
+// (http:// or https://) rather than a WebSocket.
+func isHTTPURL(raw string) bool {
+	scheme, _, _ := strings.Cut(raw, "://")
+	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https")
 }
 
 // NewBridge composes the engine for spec: its dialect, the dialer, and the

@@ -131,6 +131,15 @@ agent "ws" {
 				WebSocket: &legacy.WebSocket{URL: "ws://127.0.0.1:8765/acp", Header: http.Header{}}},
 		},
 		{
+			// A Streamable HTTP endpoint takes the same settings (headers,
+			// CA file, timeouts); the dialer picks the transport by scheme.
+			name: "ad-hoc streamable http url",
+			cfg:  empty,
+			f:    Flags{URL: "https://box:8443/acp"},
+			want: Agent{Name: "box:8443", Dialect: "acp",
+				WebSocket: &legacy.WebSocket{URL: "https://box:8443/acp", Header: http.Header{}}},
+		},
+		{
 			name: "ad-hoc url with all flags",
 			cfg:  cfg, // ignored: the ad-hoc agent wins over default_agent
 			f: Flags{URL: "wss://h:1/x", Dialect: "acp-v0", Headers: []string{"Authorization=TOKEN", "X-Other = OTHER"},
@@ -215,7 +224,7 @@ agent "ws" {
 		{name: "url and command", cfg: empty, f: Flags{URL: "ws://h/", Argv: []string{"x"}}, wantErr: "not both"},
 		{name: "agent and url", cfg: cfg, f: Flags{Agent: "ws", URL: "ws://h/"}, wantErr: "cannot be combined"},
 		{name: "agent and command", cfg: cfg, f: Flags{Agent: "ws", Argv: []string{"x"}}, wantErr: "cannot be combined"},
-		{name: "http url", cfg: empty, f: Flags{URL: "http://h/"}, wantErr: "use ws://… for a WebSocket agent"},
+		{name: "unknown scheme", cfg: empty, f: Flags{URL: "ftp://h/"}, wantErr: "http:// or https:// for an ACP remote"},
 		{name: "header without env var", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization"}}, wantErr: "NAME=ENVVAR"},
 		{name: "header env var unset", cfg: empty, f: Flags{URL: "ws://h/", Headers: []string{"Authorization=NOPE"}}, wantErr: "NOPE is not set"},
 		{name: "bad ping period", cfg: empty, f: Flags{URL: "ws://h/", PingPeriod: "-1s", Set: set(FlagPingPeriod)}, wantErr: "--ping-period"},

@@ -190,6 +190,7 @@ func newApp() *cli.App {
 				),
 				Action: doctorAction,
 			},
+			remoteServeCommand(),
 			checkCommand(),
 			compareCommand(),
 			traceCommand(),

@@ -274,7 +274,12 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 		}
 		spec.Command = &cmd
 	} else {
-		stop := d.waiting("the WebSocket handshake with " + spec.WebSocket.URL)
+		step := "WebSocket handshake with"
+		if u := strings.ToLower(spec.WebSocket.URL); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			// Streamable HTTP connects at initialize (step 2).
+			step = "Streamable HTTP endpoint"
+		}
+		stop := d.waiting("the " + step + " " + spec.WebSocket.URL)
 		dctx, cancel := context.WithTimeout(ctx, d.timeout)
 		link, err := dial(dctx, bridge.Spawn{})
 		cancel()
@@ -283,7 +288,7 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 			return d.fail(d.scrub(err.Error()), fixDial(err, spec))
 		}
 		link.Close()
-		d.pass("WebSocket handshake with %s", spec.WebSocket.URL)
+		d.pass("%s %s", step, spec.WebSocket.URL)
 	}
 
 	// Step 2: the engine in front of the agent, as serving composes it.

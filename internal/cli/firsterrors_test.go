@@ -17,8 +17,8 @@ func TestAgentURLChecked(t *testing.T) {
 		{"ws://127.0.0.1:", `host "127.0.0.1:" has a colon but no port after it`},
 		{"ws://127.0.0.1:99999/acp", "port 99999 of host \"127.0.0.1:99999\" is out of range: a port is 1 to 65535"},
 		{"ws://[::1", `host "[::1" lacks its closing ']'`},
-		{"http://127.0.0.1:8765/acp", "http:// is not supported: agents are reached over WebSocket; use ws://… for a WebSocket agent"},
-		{"https://agent.example/acp", "https:// is not supported: agents are reached over WebSocket; use wss://… for a WebSocket agent over TLS"},
+		{"ftp://127.0.0.1:8765/acp", `scheme "ftp" is not supported: use ws:// or wss:// for a WebSocket agent, http:// or https:// for an ACP remote (Streamable HTTP) endpoint`},
+		{"http://127.0.0.1:", `host "127.0.0.1:" has a colon but no port after it`},
 		{"127.0.0.1:8765", "it is not an absolute URL"},
 		{"ws:///acp", "it has no host"},
 	}
@@ -50,7 +50,7 @@ func TestAgentURLChecked(t *testing.T) {
 		})
 	}
 	// A token in the URL is never repeated in the message.
-	_, stderr, _ := runSelf(t, nil, "--url", "http://user:s3cret@h:1/p?token=s3cret")
+	_, stderr, _ := runSelf(t, nil, "--url", "ftp://user:s3cret@h:1/p?token=s3cret")
 	if strings.Contains(stderr, "s3cret") {
 		t.Errorf("the message repeats the URL's secret:\n%s", stderr)
 	}

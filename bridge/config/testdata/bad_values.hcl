@@ -11,7 +11,7 @@ agent "a" {
 
 agent "b" {
   websocket {
-    url             = "http://agent.example/acp"
+    url             = "ftp://agent.example/acp"
     headers         = { "Bad Header" = "v" }
     connect_timeout = "off"
     ping_period     = "-1s"

@@ -1,0 +1,627 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
+)
+
+// The transport's header names.
+const (
+	HeaderConnectionID = "Acp-Connection-Id"
+	HeaderSessionID    = "Acp-Session-Id"
+)
+
+// Defaults for the zero-valued fields of Server.
+const (
+	DefaultMaxConnections = 64
+	DefaultMaxMessage     = 64 << 20
+	DefaultMaxBuffered    = 8 << 20
+	DefaultStallTimeout   = 60 * time.Second
+	DefaultIdleTimeout    = 5 * time.Minute
+)
+
+const (
+	keepAlive  = 15 * time.Second // SSE comment interval, as the SDK's
+	pingPeriod = 20 * time.Second // WebSocket pings
+	pongWait   = 60 * time.Second // a WebSocket silent this long is dead
+)
+
+// Engine serves one connection: it reads the editor's ACP messages, one a
+// line, from in and writes its own to out, one a line, until in ends or ctx
+// is done, answering what is pending before it returns (bridge.Bridge.Serve
+// does all that). id is the connection's id, for logs.
+type Engine func(ctx context.Context, id string, in io.Reader, out io.Writer) error
+
+// Server serves ACP over Streamable HTTP and WebSocket at one endpoint; see
+// the package documentation for the wire rules. The zero value of each field
+// other than Engine means the default in its comment. A Server is an
+// http.Handler for the endpoint's path; Shutdown ends it.
+type Server struct {
+	// Engine serves each connection; required.
+	Engine Engine
+	// Token, when not empty, must come as "Authorization: Bearer TOKEN" on
+	// every request.
+	Token string
+	// AllowOrigins lists the Origin values (scheme://host[:port]) whose
+	// requests are served; a request with any other Origin is refused.
+	// "*" allows every origin.
+	AllowOrigins []string
+	// MaxConnections bounds the open connections; 0 means 64.
+	MaxConnections int
+	// MaxMessage bounds one message from the client, in bytes; 0 means 64 MiB.
+	MaxMessage int64
+	// MaxBuffered bounds the output a connection holds that its client has
+	// not read, in bytes; 0 means 8 MiB.
+	MaxBuffered int64
+	// StallTimeout is how long a full connection waits for its client to
+	// read before it is closed; 0 means 60 s.
+	StallTimeout time.Duration
+	// IdleTimeout closes an HTTP connection with no open stream and no
+	// message for this long; 0 means 5 min, negative never.
+	IdleTimeout time.Duration
+	// Logger receives the server's logs; nil means none.
+	Logger hclog.Logger
+
+	mu       sync.Mutex
+	conns    map[string]*conn
+	closing  bool
+	engines  sync.WaitGroup // one per connection's engine
+	handlers sync.WaitGroup // SSE streams and WebSocket pumps
+	reaper   sync.Once
+	stop     chan struct{}
+}
+
+func (s *Server) log() hclog.Logger {
+	if s.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return s.Logger
+}
+
+func (s *Server) maxConnections() int {
+	if s.MaxConnections > 0 {
+		return s.MaxConnections
+	}
+	return DefaultMaxConnections
+}
+
+func (s *Server) maxMessage() int64 {
+	if s.MaxMessage > 0 {
+		return s.MaxMessage
+	}
+	return DefaultMaxMessage
+}
+
+func (s *Server) maxBuffered() int64 {
+	if s.MaxBuffered > 0 {
+		return s.MaxBuffered
+	}
+	return DefaultMaxBuffered
+}
+
+func (s *Server) stallTimeout() time.Duration {
+	if s.StallTimeout > 0 {
+		return s.StallTimeout
+	}
+	return DefaultStallTimeout
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout == 0 {
+		return DefaultIdleTimeout
+	}
+	return s.IdleTimeout
+}
+
+// refuse answers a request the server will not serve: status, and a
+// one-line plain-text reason that says what to do.
+func refuse(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "acp-bridge: "+format+"\n", args...)
+}
+
+// ServeHTTP serves the endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
+		s.log().Warn("refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
+		refuse(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
+		return
+	}
+	if s.Token != "" {
+		got, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
+			s.log().Warn("refused a request without a bearer token", "remote", r.RemoteAddr)
+			refuse(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
+			s.log().Warn("refused a request with a wrong bearer token", "remote", r.RemoteAddr)
+			refuse(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
+			return
+		}
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r)
+	case http.MethodGet:
+		if websocket.IsWebSocketUpgrade(r) {
+			s.upgrade(w, r)
+		} else {
+			s.get(w, r)
+		}
+	case http.MethodDelete:
+		s.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		refuse(w, http.StatusMethodNotAllowed, "method %s is not part of the ACP remote transport: POST messages, GET the SSE stream or a WebSocket, DELETE the connection", r.Method)
+	}
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	for _, o := range s.AllowOrigins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// track counts a stream or socket handler in, unless Shutdown has begun
+// (a WaitGroup must not grow while it is waited on).
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// open makes a connection and starts its engine, or says why not.
+func (s *Server) open(transport string, r *http.Request) (*conn, error) {
+	s.reaper.Do(func() {
+		s.stop = make(chan struct{})
+		if d := s.idleTimeout(); d > 0 {
+			go s.reap(d)
+		}
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errShuttingDown
+	}
+	if n := len(s.conns); n >= s.maxConnections() {
+		return nil, errTooMany
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	inR, inW := io.Pipe()
+	c := &conn{
+		id: id, srv: s, transport: transport, cancel: cancel, inW: inW,
+		log:      s.log().With("connection", id[:8], "transport", transport),
+		done:     make(chan struct{}),
+		progress: make(chan struct{}),
+		main:     &mailbox{},
+		sessions: map[string]*mailbox{},
+		routes:   map[string]string{},
+		replies:  map[string]string{},
+		initial:  make(chan []byte, 1),
+		wsReady:  make(chan struct{}),
+		last:     time.Now(),
+	}
+	if s.conns == nil {
+		s.conns = map[string]*conn{}
+	}
+	s.conns[id] = c
+	s.engines.Add(1)
+	c.log.Info("connection opened", "remote", r.RemoteAddr, "open", len(s.conns))
+	go func() {
+		defer s.engines.Done()
+		err := s.Engine(ctx, id, inR, &lineWriter{c: c})
+		inR.CloseWithError(errConnClosed)
+		c.finish(err)
+	}()
+	return c, nil
+}
+
+var (
+	errTooMany      = errors.New("too many connections")
+	errShuttingDown = errors.New("shutting down")
+	errConnClosed   = errors.New("connection closed")
+)
+
+func (s *Server) refuseOpen(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooMany) {
+		w.Header().Set("Retry-After", "5")
+		s.log().Warn("refused a connection: the limit is reached", "max_connections", s.maxConnections())
+		refuse(w, http.StatusServiceUnavailable, "too many connections: all %d are in use (--max-connections); try again later", s.maxConnections())
+		return
+	}
+	refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+}
+
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *conn {
+	id := r.Header.Get(HeaderConnectionID)
+	if id == "" {
+		refuse(w, http.StatusBadRequest, "missing %s header: open a connection by POSTing initialize first", HeaderConnectionID)
+		return nil
+	}
+	s.mu.Lock()
+	c := s.conns[id]
+	s.mu.Unlock()
+	if c == nil {
+		refuse(w, http.StatusNotFound, "unknown %s (the connection is closed or belongs to another server): open a new connection with initialize", HeaderConnectionID)
+		return nil
+	}
+	return c
+}
+
+// remove forgets c; it is called once c is closed.
+func (s *Server) remove(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns[c.id] == c {
+		delete(s.conns, c.id)
+	}
+}
+
+// reap closes idle HTTP connections until Shutdown.
+func (s *Server) reap(idle time.Duration) {
+	t := time.NewTicker(max(idle/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		conns := make([]*conn, 0, len(s.conns))
+		for _, c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, c := range conns {
+			if c.idleFor() > idle {
+				c.log.Info("closing an idle connection", "idle", idle)
+				c.close()
+			}
+		}
+	}
+}
+
+// Shutdown stops accepting connections, ends every engine (each answers
+// what is still pending, and its answers are delivered to streams still
+// open) and waits for them and the streams until ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.reaper.Do(func() { s.stop = make(chan struct{}) })
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	for _, c := range conns {
+		// Both the ctx and the end of input tell an engine to answer what
+		// is pending and stop; the streams stay open for those answers.
+		c.cancel()
+		c.inW.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.engines.Wait()
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// post handles a POST: one message for a connection, or initialize to open
+// one.
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if !strings.EqualFold(strings.TrimSpace(ct), "application/json") {
+		refuse(w, http.StatusUnsupportedMediaType, "POST one JSON-RPC message as Content-Type: application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxMessage()))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.log().Warn("refused an oversized message", "limit", tooBig.Limit, "remote", r.RemoteAddr)
+			refuse(w, http.StatusRequestEntityTooLarge, "the message is larger than the limit of %d bytes (serve's --max-message)", tooBig.Limit)
+			return
+		}
+		refuse(w, http.StatusBadRequest, "reading the message: %v", err)
+		return
+	}
+	line, err := oneLine(body)
+	if err != nil {
+		if errors.Is(err, errBatch) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported"}}`+"\n")
+			return
+		}
+		refuse(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	env := parseEnvelope(line)
+	if env.method == "initialize" && env.isRequest() {
+		if r.Header.Get(HeaderConnectionID) != "" {
+			refuse(w, http.StatusBadRequest, "initialize is not allowed on an existing connection: POST it without %s to open a new one", HeaderConnectionID)
+			return
+		}
+		s.initialize(w, r, line, env)
+		return
+	}
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	header := r.Header.Get(HeaderSessionID)
+	if header != "" && env.session != "" && header != env.session {
+		refuse(w, http.StatusBadRequest, "%s %q does not match the message's sessionId %q", HeaderSessionID, header, env.session)
+		return
+	}
+	if env.method == "" && env.id != "" {
+		// A response to one of the agent's requests.
+		if want, ok := c.replyRoute(env.id); ok && want != "" && header != "" && header != want {
+			refuse(w, http.StatusBadRequest, "%s %q does not match the session %q the request came on", HeaderSessionID, header, want)
+			return
+		}
+	} else if env.id != "" {
+		route := env.session
+		if route == "" {
+			route = header
+		}
+		if env.method == "session/load" {
+			route = ""
+		}
+		c.setRoute(env.id, route)
+	}
+	if err := c.send(r.Context(), line); err != nil {
+		refuse(w, http.StatusNotFound, "the connection closed before it took the message: open a new connection with initialize")
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, line []byte, env envelope) {
+	c, err := s.open("http", r)
+	if err != nil {
+		s.refuseOpen(w, err)
+		return
+	}
+	c.mu.Lock()
+	c.initID = env.id
+	c.mu.Unlock()
+	if err := c.send(r.Context(), line); err != nil {
+		c.close()
+		refuse(w, http.StatusInternalServerError, "the engine did not take initialize: %v", err)
+		return
+	}
+	select {
+	case resp := <-c.initial:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(HeaderConnectionID, c.id)
+		w.WriteHeader(http.StatusOK)
+		w.Write(resp)
+		w.Write([]byte("\n"))
+	case <-c.done:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"Initialize failed","data":"the bridge stopped before it answered initialize; see its log"}}`+"\n", env.id)
+	case <-r.Context().Done():
+		c.close()
+	}
+}
+
+// get opens an SSE stream: the connection's, or a session's.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(strings.ToLower(r.Header.Get("Accept")), "text/event-stream") {
+		refuse(w, http.StatusNotAcceptable, "GET opens the SSE stream and needs Accept: text/event-stream (or Upgrade: websocket)")
+		return
+	}
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	session := r.Header.Get(HeaderSessionID)
+	mb, ok := c.lease(session)
+	if !ok {
+		refuse(w, http.StatusConflict, "this stream already has a receiver: one GET per stream")
+		return
+	}
+	if !s.track() {
+		c.release(session, mb)
+		refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	defer s.handlers.Done()
+	defer c.release(session, mb)
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	var ev bytes.Buffer
+	for {
+		msg, wait, end := c.next(mb)
+		if end {
+			return
+		}
+		if msg == nil {
+			select {
+			case <-wait:
+				continue
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				ev.Reset()
+				ev.WriteString(":\n\n")
+			}
+		} else {
+			ev.Reset()
+			ev.WriteString("data: ")
+			ev.Write(msg)
+			ev.WriteString("\n\n")
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(s.stallTimeout()))
+		if _, err := w.Write(ev.Bytes()); err != nil {
+			c.log.Debug("SSE stream ended", "error", err)
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	c.log.Info("connection closed by the client")
+	c.close()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// upgrade serves a WebSocket connection.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	c, err := s.open("websocket", r)
+	if err != nil {
+		s.refuseOpen(w, err)
+		return
+	}
+	up := websocket.Upgrader{
+		ReadBufferSize:  64 << 10,
+		WriteBufferSize: 64 << 10,
+		// Origin was checked in ServeHTTP, with the configured list.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			refuse(w, status, "WebSocket upgrade failed: %v", reason)
+		},
+	}
+	// Headers a handler in front set (an affinity cookie, say) go out on
+	// the 101 too: the upgrader writes only the ones it is given.
+	h := w.Header().Clone()
+	h.Set(HeaderConnectionID, c.id)
+	if !s.track() {
+		c.close()
+		refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	ws, err := up.Upgrade(w, r, h)
+	if err != nil {
+		s.handlers.Done()
+		c.close()
+		return
+	}
+	go func() {
+		defer s.handlers.Done()
+		c.serveWebSocket(ws)
+	}()
+}
+
+// oneLine checks that body is one JSON object and returns it on one line
+// (the engine's input is newline-delimited): as is when it already is one,
+// else without its insignificant whitespace.
+func oneLine(body []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' && json.Valid(trimmed) {
+		return nil, errBatch
+	}
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, errors.New("the body is not a JSON-RPC message (one JSON object)")
+	}
+	if bytes.ContainsAny(trimmed, "\r\n") {
+		var b bytes.Buffer
+		_ = json.Compact(&b, trimmed)
+		return b.Bytes(), nil
+	}
+	return trimmed, nil
+}
+
+var errBatch = errors.New("JSON-RPC batches are not supported")
+
+// envelope is what routing needs from a message.
+type envelope struct {
+	id      string // the raw id, "" when absent
+	method  string
+	session string // params.sessionId, or result.sessionId of a response
+}
+
+func (e envelope) isRequest() bool { return e.method != "" && e.id != "" }
+
+func parseEnvelope(line []byte) envelope {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return envelope{}
+	}
+	var e envelope
+	if len(m.ID) > 0 {
+		e.id = string(m.ID)
+	}
+	_ = json.Unmarshal(m.Method, &e.method)
+	var s struct {
+		SessionID string `json:"sessionId"`
+	}
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, &s) == nil {
+		e.session = s.SessionID
+	} else if len(m.Result) > 0 && json.Unmarshal(m.Result, &s) == nil {
+		e.session = s.SessionID
+	}
+	return e
+}

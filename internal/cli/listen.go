@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/config"
+	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/bridge/remote"
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+)
+
+// Flags of the serve command (acp-bridge serve: the agent over the ACP
+// remote transport).
+const (
+	flagListen         = "listen"
+	flagPath           = "path"
+	flagTokenEnv       = "token-env"
+	flagTLSCert        = "tls-cert"
+	flagTLSKey         = "tls-key"
+	flagAllowOrigin    = "allow-origin"
+	flagMaxConnections = "max-connections"
+	flagMaxBuffered    = "max-buffered"
+	flagIdleTimeout    = "idle-timeout"
+)
+
+// shutdownWait bounds a graceful shutdown: the engines answer what is
+// pending within about 3 s (bridge.Bridge.Serve), and their answers need a
+// moment to reach the clients.
+const shutdownWait = 10 * time.Second
+
+func remoteServeCommand() *cli.Command {
+	str := func(name, usage, value string) cli.Flag {
+		return &cli.StringFlag{Name: name, Usage: usage, Value: value, EnvVars: envTwin(name)}
+	}
+	return &cli.Command{
+		Name:      "serve",
+		Usage:     "serve the agent to remote editors over the ACP remote transport (Streamable HTTP and WebSocket at one endpoint), one bridge per connection",
+		UsageText: "acp-bridge serve [--listen HOST:PORT] [--path /acp] [--token-env VAR] [--tls-cert FILE --tls-key FILE] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
+		ArgsUsage: "[-- COMMAND [ARGS...]]",
+		Flags: append(serveFlags(),
+			str(flagListen, "listen on `HOST:PORT` (port 0 picks a free one); an address beyond loopback needs --token-env", "127.0.0.1:8443"),
+			str(flagPath, "the endpoint's `PATH`", "/acp"),
+			str(flagTokenEnv, "require \"Authorization: Bearer TOKEN\", the token read from the environment variable `VAR`", ""),
+			str(flagTLSCert, "serve HTTPS and WSS with the certificate chain in this PEM `FILE` (with --tls-key)", ""),
+			str(flagTLSKey, "the private key of --tls-cert, a PEM `FILE`", ""),
+			&cli.StringSliceFlag{Name: flagAllowOrigin, Usage: "serve requests from web pages of this `ORIGIN` (scheme://host:port; repeatable; default none)", EnvVars: envTwin(flagAllowOrigin)},
+			&cli.IntFlag{Name: flagMaxConnections, Usage: "at most `N` connections at once", Value: remote.DefaultMaxConnections, EnvVars: envTwin(flagMaxConnections)},
+			str(flagMaxBuffered, "output (`SIZE`) a connection may hold that its client has not read, before its engine waits (default 8MiB)", ""),
+			str(flagIdleTimeout, "close an HTTP connection with no open stream and no message for `DURATION`; off never (default 5m)", ""),
+		),
+		Action: remoteServeAction,
+	}
+}
+
+func remoteServeAction(c *cli.Context) error {
+	r, err := resolveAgent(c)
+	if err != nil {
+		return err
+	}
+	f, cfg, s, spec, dialect, newTranslator := r.flags, r.cfg, r.settings, r.spec, r.dialect, r.newTranslator
+	shim, err := launch.ResolveShim(cfg, f)
+	if err != nil {
+		return err
+	}
+	newTranslator, report := shim.ApplyShim(&spec, dialect, newTranslator)
+	if spec.Command != nil {
+		if _, err := exec.LookPath(spec.Command.Path); err != nil {
+			return fmt.Errorf("agent command: %w", err)
+		}
+	}
+	srv, addr, tlsFiles, err := remoteServer(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet(launch.FlagTrace) {
+		return launch.Usagef("--%s records one editor's session; serve has many: trace with a bridge on the editor's side (acp-bridge --url … --trace FILE)", launch.FlagTrace)
+	}
+	secrets := spec.Secrets()
+	if srv.Token != "" {
+		secrets = append(secrets, srv.Token)
+	}
+	defer scrubStderr(secrets)()
+	logger, closeLog, err := launch.NewScrubbedLogger(s, launch.NewScrubber(secrets...))
+	if err != nil {
+		return err
+	}
+	defer closeLog.Close()
+	for _, name := range spec.Ignored {
+		logger.Warn("flag applies to websocket agents only; ignored", "flag", name)
+	}
+	srv.Logger = logger.Named("remote")
+	srv.Engine = func(ctx context.Context, id string, in io.Reader, out io.Writer) error {
+		log := logger.With("connection", id[:8])
+		b := launch.NewBridge(spec, dialect, newTranslator, s, log, versionString())
+		sessions, err := setupSessions(c, cfg, spec, b, log, s.MaxMessage)
+		if err != nil {
+			return err
+		}
+		defer sessions.Close()
+		story := &bridge.StoryLog{Logger: log}
+		story.Attach(b)
+		shim.Hook(b, report)
+		err = b.Serve(ctx, in, out)
+		story.End(stopReason(ctx, err))
+		return err
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--%s %s: %w", flagListen, addr, err)
+	}
+	ln = &limitListener{Listener: ln, sem: make(chan struct{}, 4*srv.MaxConnections+16)}
+	scheme := "http"
+	if tlsFiles[0] != "" {
+		scheme = "https"
+	}
+	path := c.String(flagPath)
+	endpoint := scheme + "://" + ln.Addr().String() + path
+	mux := http.NewServeMux()
+	var endpointHandler http.Handler = srv
+	if host, _, _ := net.SplitHostPort(addr); isLoopback(host) && srv.Token == "" {
+		endpointHandler = loopbackHostOnly(srv, logger)
+	}
+	mux.Handle(path, endpointHandler)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "acp-bridge: no ACP endpoint here; it is at "+path, http.StatusNotFound)
+	})
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          logger.Named("http").StandardLogger(nil),
+	}
+	// The RFD asks Streamable HTTP for HTTP/2: over TLS it is negotiated,
+	// in clear text a client may speak it with prior knowledge; HTTP/1.1
+	// (the SDK's node clients, WebSocket upgrades) stays.
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	served := make(chan error, 1)
+	go func() {
+		if tlsFiles[0] != "" {
+			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			served <- hs.ServeTLS(ln, tlsFiles[0], tlsFiles[1])
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	logger.Info("listening", "endpoint", endpoint, "agent", spec.Desc, "version", versionString(),
+		"token", srv.Token != "", "max_connections", srv.MaxConnections)
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving %s: %w", endpoint, err)
+	case <-c.Context.Done():
+	}
+	logger.Info("shutting down: answering what is pending", "endpoint", endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Shutdown(ctx); err != nil {
+			logger.Warn("connections still open at the end of the shutdown", "error", err)
+		}
+	}()
+	// Stop accepting while the engines answer; handlers end with them.
+	_ = hs.Shutdown(ctx)
+	wg.Wait()
+	hs.Close()
+	if rerr := report.Finish(os.Stderr); rerr != nil {
+		logger.Error("could not write the compliance shim report", "error", rerr)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// remoteServer builds the remote.Server the flags describe (without its
+// engine and logger), the address to listen on and the TLS files, refusing
+// an address beyond loopback without a token.
+func remoteServer(c *cli.Context) (*remote.Server, string, [2]string, error) {
+	var tlsFiles [2]string
+	addr := c.String(flagListen)
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, "", tlsFiles, launch.Usagef("--%s %q: give HOST:PORT, such as 127.0.0.1:8443 (port 0 picks a free one)", flagListen, addr)
+	}
+	path := c.String(flagPath)
+	if !strings.HasPrefix(path, "/") {
+		return nil, "", tlsFiles, launch.Usagef("--%s %q: the path starts with /, such as /acp", flagPath, path)
+	}
+	srv := &remote.Server{AllowOrigins: c.StringSlice(flagAllowOrigin), MaxConnections: c.Int(flagMaxConnections)}
+	if srv.MaxConnections <= 0 {
+		return nil, "", tlsFiles, launch.Usagef("--%s must be at least 1", flagMaxConnections)
+	}
+	if v := c.String(flagTokenEnv); v != "" {
+		srv.Token = strings.TrimSpace(os.Getenv(v))
+		if srv.Token == "" {
+			return nil, "", tlsFiles, fmt.Errorf("--%s %s: the environment variable %s is empty or not set: export the token in it (for example: export %s=$(openssl rand -hex 32))", flagTokenEnv, v, v, v)
+		}
+	}
+	if !isLoopback(host) && srv.Token == "" {
+		return nil, "", tlsFiles, launch.Usagef("--%s %s listens beyond loopback: anyone who can reach it could run the agent. Require a bearer token with --%s VAR (the token in the environment variable VAR), or listen on 127.0.0.1", flagListen, addr, flagTokenEnv)
+	}
+	tlsFiles = [2]string{c.String(flagTLSCert), c.String(flagTLSKey)}
+	if (tlsFiles[0] == "") != (tlsFiles[1] == "") {
+		return nil, "", tlsFiles, launch.Usagef("give --%s and --%s together", flagTLSCert, flagTLSKey)
+	}
+	if tlsFiles[0] != "" {
+		if _, err := tls.LoadX509KeyPair(tlsFiles[0], tlsFiles[1]); err != nil {
+			return nil, "", tlsFiles, fmt.Errorf("--%s/--%s: %w", flagTLSCert, flagTLSKey, err)
+		}
+	}
+	if v := c.String(flagMaxBuffered); v != "" {
+		n, err := config.ParseSize(v)
+		if err != nil || n <= 0 {
+			return nil, "", tlsFiles, launch.Usagef("--%s %q: give a size such as 8MiB", flagMaxBuffered, v)
+		}
+		srv.MaxBuffered = n
+	}
+	if v := c.String(flagIdleTimeout); v != "" {
+		d, err := config.ParseDuration(v, config.ZeroDisables)
+		if err != nil {
+			return nil, "", tlsFiles, launch.Usagef("--%s: %v", flagIdleTimeout, err)
+		}
+		srv.IdleTimeout = d
+	}
+	if c.IsSet(launch.FlagMaxMessage) {
+		n, err := config.ParseSize(c.String(launch.FlagMaxMessage))
+		if err == nil {
+			srv.MaxMessage = n
+		}
+	}
+	return srv, addr, tlsFiles, nil
+}
+
+// loopbackHostOnly refuses requests whose Host is not a loopback name or
+// address: on a loopback listener without a token, a web page that rebinds
+// its own domain name to 127.0.0.1 is kept out even where a browser sends
+// no Origin (same-origin GETs).
+func loopbackHostOnly(next http.Handler, logger hclog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopback(strings.Trim(host, "[]")) {
+			logger.Warn("refused a request for another host name (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "acp-bridge: Host %q is not this loopback endpoint: use 127.0.0.1 or localhost, or serve with --token-env\n", r.Host)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopback reports whether host names only the loopback interface.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// limitListener bounds the TCP connections open at once: beyond the ACP
+// connection limit, it keeps idle keep-alive connections and slow clients
+// from holding unbounded sockets and memory.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
