@@ -848,3 +848,26 @@ func fastContentBlock(params []byte) bool {
 	i := bytes.Index(params, []byte(`content":`))
 	return i > 0 && params[i-1] == '"' && bytes.HasPrefix(params[i+len(`content":`):], []byte(`{"type":"`))
 }
+
+// PassesUpdates implements translate.UpdatePasser: while a session's turn
+// runs, uncancelled, its well-formed updates go through untouched (no
+// rule of update has anything to say of them).
+func (s *Shim) PassesUpdates(sid string) bool {
+	t := s.sessions[sid]
+	return t != nil && t.running && !t.cancelled && !t.holding && !t.loading && !t.ended
+}
+
+// UpdateFilter implements translate.UpdatePasser: the updates no rule
+// repairs, drops or notes, judged on the frame alone.
+func (s *Shim) UpdateFilter() func([]byte, *translate.Envelope) bool { return shimPasses }
+
+func shimPasses(f []byte, env *translate.Envelope) bool {
+	if !relayPasses(f, env) || !stableVariant(env.UpdateKind) || badUpdate(env.UpdateKind, env.Params) != "" {
+		return false
+	}
+	if chunkKind(env.UpdateKind) {
+		return true // badUpdate checked the chunk whole
+	}
+	g, notes, drop := schemaUpdate(f, env.Params, env.SessionID, env.UpdateKind, false)
+	return g == nil && len(notes) == 0 && !drop
+}
