@@ -184,7 +184,7 @@ func (l *link) table() fastTable {
 func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool {
 	env := &ev.env
 	if !ev.parsed || ev.perr != nil || ev.compacted || env.Method != "session/update" || env.ID != nil ||
-		env.SessionID == "" || len(ev.frame) >= largeMessage || l.table()[env.SessionID] == nil || !l.pass(ev.frame, env) {
+		env.SessionID == "" || len(ev.frame) >= largeMessage || l.table()[env.SessionID] == nil || !l.pass(ev.frame, *env) {
 		return false
 	}
 	for l.inflight.Load() != 0 {

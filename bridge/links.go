@@ -57,7 +57,7 @@ type link struct {
 	// on itself, replaced whole by the loop; inflight counts the events the
 	// goroutine put in the inbox that the loop has not handled yet, and
 	// caughtUp (capacity 1) is signalled when it falls to zero.
-	pass     func([]byte, *translate.Envelope) bool
+	pass     func([]byte, translate.Envelope) bool
 	fast     atomic.Pointer[fastTable]
 	inflight atomic.Int64
 	caughtUp chan struct{}
@@ -116,10 +116,10 @@ func (ev *agentEvent) prepare(parse bool) {
 // Everything it learns goes to the inbox, in order; it returns only after its
 // writer goroutine has returned, so no goroutine of a link outlives it.
 //
-// fast, when not nil, is the stream's fast path (engine.passUpdate): it
-// hands a frame to the editor itself, or reports that the frame is for the
-// inbox.
-func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, fast func(*agentEvent, <-chan struct{}) bool) {
+// fast, when not nil, is the engine whose stream fast path (passUpdate)
+// may hand a frame to the editor itself. (A method call, not a func value:
+// through a func value the event would escape, an allocation per frame.)
+func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, fast *engine) {
 	if l.delay > 0 {
 		t := time.NewTimer(l.delay)
 		select {
@@ -178,7 +178,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 		ev := agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
-		if fast != nil && fast(&ev, done) {
+		if fast != nil && fast.passUpdate(l, &ev, done) {
 			continue
 		}
 		l.inflight.Add(1)

@@ -132,9 +132,9 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 // runLink is the goroutine of one link (named so stack dumps read).
 func (e *engine) runLink(ctx context.Context, l *link) {
 	defer e.linkWG.Done()
-	var fast func(*agentEvent, <-chan struct{}) bool
+	var fast *engine
 	if l.pass != nil {
-		fast = func(ev *agentEvent, done <-chan struct{}) bool { return e.passUpdate(l, ev, done) }
+		fast = e
 	}
 	l.run(ctx, l.bind.Dial, e.inbox, fast)
 }

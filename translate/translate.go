@@ -259,5 +259,5 @@ type UpdatePasser interface {
 	// concurrent use: the engine calls it in the goroutine that read the
 	// frame, with ParseEnvelope's envelope of a frame it parsed without
 	// error.
-	UpdateFilter() func(frame []byte, env *Envelope) bool
+	UpdateFilter() func(frame []byte, env Envelope) bool
 }

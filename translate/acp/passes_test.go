@@ -14,6 +14,8 @@ var passerFrames = []string{
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"text":"hi","type":"text"}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":"bare"}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":1}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"type":"text","text":"hi"},"sessionUpdate":"user_message_chunk"}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read","kind":"read","status":"pending"}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed"}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"bogus"}}}`,
@@ -64,7 +66,7 @@ func TestUpdatePasser_PassesWhatItSaysItDoes(t *testing.T) {
 				t.Fatalf("%s: PassesUpdates = %v, want %v", st.name, got, st.passes)
 			}
 			env, perr := translate.ParseEnvelope([]byte(f))
-			if perr != nil || !p.UpdateFilter()([]byte(f), &env) || !p.PassesUpdates("s1") {
+			if perr != nil || !p.UpdateFilter()([]byte(f), env) || !p.PassesUpdates("s1") {
 				continue
 			}
 			passedAny++
@@ -84,7 +86,7 @@ func TestUpdatePasser_Relay(t *testing.T) {
 	for _, f := range passerFrames {
 		r := acp.New()
 		env, perr := translate.ParseEnvelope([]byte(f))
-		if perr != nil || !r.UpdateFilter()([]byte(f), &env) {
+		if perr != nil || !r.UpdateFilter()([]byte(f), env) {
 			continue
 		}
 		outs, err := r.FromAgent([]byte(f))
