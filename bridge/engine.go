@@ -129,6 +129,9 @@ type engine struct {
 	// those in the table, with their link (fast.go).
 	streaming map[string]struct{}
 	fastOn    map[string]*link
+	// streamed counts the bytes of updates sent the editor since a turn
+	// last ended (turnEnded).
+	streamed int
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -857,6 +860,7 @@ func (e *engine) notify(l *link, o translate.Out) {
 			sid = updateSession(o)
 		}
 		s := e.sessions[sid]
+		e.streamed += len(o.Body)
 		if s != nil && s.draining {
 			e.repaired(RepairDrainedTurnUpdates, sid, "update after the bridge ended a cancelled turn: "+
 				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)

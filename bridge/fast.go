@@ -76,18 +76,18 @@ func (e *engine) openGate() {
 	e.gate.Unlock()
 }
 
-// collectStreamed tells OnSession of the updates that passed on the fast
-// path since the last call. The gate is held.
+// collectStreamed counts the updates that passed on the fast path since the
+// last call, and tells OnSession of them. The gate is held.
 func (e *engine) collectStreamed() {
-	if e.b.OnSession == nil {
-		return
-	}
 	for id, l := range e.fastOn {
 		fs := l.table()[id]
 		if fs == nil || fs.updates == 0 {
 			continue
 		}
-		e.b.OnSession(SessionEvent{Kind: SessionStreamed, Session: id, Updates: fs.updates, Bytes: fs.bytes})
+		e.streamed += fs.bytes
+		if e.b.OnSession != nil {
+			e.b.OnSession(SessionEvent{Kind: SessionStreamed, Session: id, Updates: fs.updates, Bytes: fs.bytes})
+		}
 		fs.updates, fs.bytes = 0, 0
 	}
 }

@@ -2,9 +2,12 @@ package bridge_test
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/store"
@@ -156,5 +159,46 @@ func TestFastPath_OffForHooksThatWantEveryUpdate(t *testing.T) {
 	defer mu.Unlock()
 	if kinds[bridge.SessionUpdate] != n || kinds[bridge.SessionStreamed] != 0 {
 		t.Errorf("OnSession got %d SessionUpdate and %d SessionStreamed events, want %d and 0", kinds[bridge.SessionUpdate], kinds[bridge.SessionStreamed], n)
+	}
+}
+
+// A turn that streamed more than a few MiB hands the garbage it left back
+// to the OS when it ends (a collection and a release, in the background):
+// the runtime would keep the pages for minutes. With the pacer off, only
+// that release collects.
+func TestFastPath_LongTurnGivesMemoryBack(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	h := newHarness(t, nil)
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	req := h.agentRecv()
+	text := strings.Repeat("x", 4<<10)
+	const n = 2500 // 10 MiB of updates
+	go func() {
+		for range n {
+			h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}`, sid, text))
+		}
+	}()
+	for range n {
+		h.recv()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.NumGC
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("prompt answer = %s", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		runtime.ReadMemStats(&ms)
+		if ms.NumGC > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no collection ran after a 10 MiB turn ended: its memory stays with the process")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

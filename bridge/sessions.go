@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -264,9 +265,20 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 
 // turnEnded tells the session hook a prompt was answered.
 func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
-	if req.method == "session/prompt" && e.sessionHooked() {
+	if req.method != "session/prompt" {
+		return
+	}
+	if e.sessionHooked() {
 		e.onSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed})
 	}
+	if e.streamed >= reclaim.Threshold {
+		// A long stream leaves its garbage in the heap, and the runtime
+		// keeps the pages for minutes: hand them back now, in the
+		// background, so that an idle bridge (or the next large message)
+		// starts from its idle footprint, not from the stream's.
+		reclaim.Release(e.streamed)
+	}
+	e.streamed = 0
 }
 
 // afterSuccess updates the engine's view of sessions from a successful answer
