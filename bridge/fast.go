@@ -184,7 +184,15 @@ func (l *link) table() fastTable {
 func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool {
 	env := &ev.env
 	if !ev.parsed || ev.perr != nil || ev.compacted || env.Method != "session/update" || env.ID != nil ||
-		env.SessionID == "" || len(ev.frame) >= largeMessage || l.table()[env.SessionID] == nil || !l.pass(ev.frame, *env) {
+		env.SessionID == "" || len(ev.frame) >= largeMessage {
+		return false
+	}
+	t := l.fast.Load()
+	if t == nil {
+		return false
+	}
+	fs := (*t)[env.SessionID]
+	if fs == nil || !l.pass(ev.frame, *env) {
 		return false
 	}
 	for l.inflight.Load() != 0 {
@@ -196,9 +204,12 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	}
 	e.gate.Lock()
 	defer e.gate.Unlock()
-	fs := l.table()[env.SessionID] // the loop may have changed it meanwhile
-	if fs == nil {
-		return false
+	if l.fast.Load() != t {
+		// The loop changed the table meanwhile (it replaces it whole:
+		// the same table means the same sessions).
+		if fs = l.table()[env.SessionID]; fs == nil {
+			return false
+		}
 	}
 	m := editorMsg{body: ev.frame, oneLine: true}
 	if e.b.Redact != nil {
