@@ -23,7 +23,6 @@ package bridge
 // advertises loadSession itself: then its own load is used and it replays.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,21 +182,14 @@ func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable
 // or the whole notification as relayed (the store gives the params back
 // on load; no parsing per streamed update here).
 func (e *engine) recordUpdate(s *session, body []byte) {
-	b := s.b
-	if b == nil || !b.owned {
+	if s.b == nil || !s.b.owned {
 		return
 	}
-	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
-		body = body[len(updateHead) : len(body)-1] // the params, as most relays frame them
+	if update, ok := recordBody(body, sessionPrefix(s)); ok {
+		e.records().SessionUpdate(s.id, update)
+	} else {
+		e.records().Update(s.id, update)
 	}
-	if b.updPrefix == nil {
-		b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
-	}
-	if bytes.HasPrefix(body, b.updPrefix) && len(body) > len(b.updPrefix) && body[len(body)-1] == '}' {
-		e.records().SessionUpdate(s.id, body[len(b.updPrefix):len(body)-1])
-		return
-	}
-	e.records().Update(s.id, body)
 }
 
 func (e *engine) record(s *session, ev SessionEvent) {

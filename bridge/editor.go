@@ -94,6 +94,26 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 	}
 }
 
+// trySend queues m if there is room now, and reports whether it did: the
+// fast path (fast.go) never waits for the editor; what does not fit goes
+// through the loop, which does.
+func (ew *editorWriter) trySend(m editorMsg) bool {
+	n := m.size()
+	ew.mu.Lock()
+	if ew.closing || ew.queued != 0 && ew.queued+n > ew.limit {
+		ew.mu.Unlock()
+		return false
+	}
+	ew.queue = append(ew.queue, m)
+	ew.queued += n
+	first := len(ew.queue) == 1
+	ew.mu.Unlock()
+	if first {
+		signal(ew.wake)
+	}
+	return true
+}
+
 // sendAll queues ms in order, as send would one by one, taking the lock
 // once for as many as fit: the loop hands over a whole batch of agent
 // frames' messages at once. It returns how many it queued; it stops short

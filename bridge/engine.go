@@ -74,6 +74,10 @@ type engine struct {
 	// number (holdForStore).
 	recorded    chan struct{}
 	recordedSeq atomic.Uint64
+	// gate is held by the loop while it handles an event (and for good
+	// once it has returned); the stream's fast path passes an update only
+	// while it holds it (fast.go). It guards every link's fast table.
+	gate sync.Mutex
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -130,6 +134,14 @@ type engine struct {
 	// viaFront is set while the front's messages for the engine are
 	// handled: the tap saw the editor's own message (tappedFromEditor).
 	viaFront bool
+	// streaming are the sessions that had a turn running when the fast
+	// path's table was last refreshed, or started one since; fastOn are
+	// those in the table, with their link (fast.go).
+	streaming map[string]struct{}
+	fastOn    map[string]*link
+	// streamed counts the bytes of updates sent the editor since a turn
+	// last ended (turnEnded).
+	streamed int
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -166,6 +178,8 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
 		abandoned:  make(map[translate.Ref]string),
+		streaming:  make(map[string]struct{}),
+		fastOn:     make(map[string]*link),
 		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
 	}
 	if e.dialing.min <= 0 {
@@ -184,6 +198,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
+	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
 		r:     ndjson.NewReader(editorIn, b.MaxMessage),
@@ -294,6 +309,7 @@ func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
 // editor while an agent stops reading (backpressure the other way).
 func (e *engine) loop(ctx context.Context) error {
 	defer e.flushRecords()
+	defer e.shutGate()
 	// endOfInput fires endOfInputWait after the editor's input ended; until
 	// then the loop reads no more input and serves only the agents, so that
 	// the requests in flight get their answers rather than a shutdown error.
@@ -303,11 +319,16 @@ func (e *engine) loop(ctx context.Context) error {
 		if e.paused() || endOfInput != nil {
 			lines = nil
 		}
+		// The gate is open only while the loop waits: every case closes
+		// it first, and the loop returns with it closed (fast.go).
+		e.openGate()
 		select {
 		case <-ctx.Done():
+			e.closeGate()
 			e.log.Info("stopping", "reason", context.Cause(ctx))
 			return nil
 		case <-e.out.done:
+			e.closeGate()
 			if e.inputEnded() {
 				// The editor closed both ends: it has gone, which is how
 				// a session ends.
@@ -316,9 +337,11 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 			return fmt.Errorf("writing to the editor: %w", e.out.err)
 		case <-endOfInput:
+			e.closeGate()
 			e.log.Info("requests still in flight at the end of the editor's input; shutting down", "count", len(e.pending.byRef)+len(e.held))
 			return nil
 		case l := <-lines:
+			e.closeGate()
 			if l.err != nil {
 				var tooLong *ndjson.TooLongError
 				if errors.As(l.err, &tooLong) {
@@ -340,19 +363,29 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 			e.editorLine(l.frame)
 		case <-e.inbox.wake:
+			e.closeGate()
 			batch := e.inbox.take()
 			e.batching = true
 			for i := range batch {
 				e.agentEvent(&batch[i])
+				// Handled: its link may pass updates again once the
+				// loop has flushed what this batch wrote and reopened
+				// the gate.
+				if l := batch[i].link; l.inflight.Add(-1) == 0 && l.caughtUp != nil {
+					signal(l.caughtUp)
+				}
 				batch[i] = agentEvent{}
 			}
 			e.batching = false
 			e.flushEditor()
 		case task := <-e.tasks:
+			e.closeGate()
 			task()
 		case <-e.recorded:
+			e.closeGate()
 			e.releaseAnswers(false)
 		case <-e.drained:
+			e.closeGate()
 		}
 		e.releaseHeld()
 		e.flushRecords()
@@ -845,6 +878,7 @@ func (e *engine) notify(l *link, o translate.Out) {
 			sid = updateSession(o)
 		}
 		s := e.sessions[sid]
+		e.streamed += len(o.Body)
 		if s != nil && s.draining {
 			e.repaired(RepairDrainedTurnUpdates, sid, "update after the bridge ended a cancelled turn: "+
 				gjson.GetBytes(o.Body, "update.sessionUpdate").Str)

@@ -51,6 +51,17 @@ type link struct {
 	initRef translate.Ref
 	gated   []translate.Msg
 
+	// The stream's fast path (fast.go). pass is the translator's
+	// UpdateFilter (nil: it has none), set before the link's goroutine
+	// starts; fast are the sessions whose updates the goroutine may pass
+	// on itself, replaced whole by the loop; inflight counts the events the
+	// goroutine put in the inbox that the loop has not handled yet, and
+	// caughtUp (capacity 1) is signalled when it falls to zero.
+	pass     func([]byte, translate.Envelope) bool
+	fast     atomic.Pointer[fastTable]
+	inflight atomic.Int64
+	caughtUp chan struct{}
+
 	cancel      context.CancelFunc // stops dialing and both goroutines
 	delay       time.Duration      // wait before dialing (backoff); set before run
 	writeClosed atomic.Bool        // writeLoop closed conn after a write error
@@ -104,19 +115,25 @@ func (ev *agentEvent) prepare(parse bool) {
 // run dials the agent and pumps frames until the link fails or is closed.
 // Everything it learns goes to the inbox, in order; it returns only after its
 // writer goroutine has returned, so no goroutine of a link outlives it.
-func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox) {
+//
+// fast, when not nil, is the engine whose stream fast path (passUpdate)
+// may hand a frame to the editor itself. (A method call, not a func value:
+// through a func value the event would escape, an allocation per frame.)
+func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, fast *engine) {
 	if l.delay > 0 {
 		t := time.NewTimer(l.delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			l.inflight.Add(1)
 			in.put(agentEvent{link: l, err: context.Cause(ctx)}, ctx.Done())
 			return
 		}
 	}
 	conn, err := dial(ctx, l.spawn)
 	if err != nil {
+		l.inflight.Add(1)
 		in.put(agentEvent{link: l, err: &dialError{err}}, ctx.Done())
 		return
 	}
@@ -128,6 +145,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	}
 	l.conn = conn
 	l.mu.Unlock()
+	l.inflight.Add(1)
 	if !in.put(agentEvent{link: l, up: true}, ctx.Done()) {
 		conn.Close()
 		return
@@ -154,11 +172,16 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			}
 			conn.Close()
 			l.out.shut()
+			l.inflight.Add(1)
 			in.put(agentEvent{link: l, err: err}, ctx.Done())
 			return
 		}
 		ev := agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
+		if fast != nil && fast.passUpdate(l, &ev, done) {
+			continue
+		}
+		l.inflight.Add(1)
 		if !in.put(ev, done) {
 			close(readDone)
 			conn.Close()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -117,6 +118,10 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 	ctx, cancel := context.WithCancel(e.ctx)
 	l := &link{id: e.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
 	l.out.init(e.queueBytes(), e.drained)
+	if p, ok := tr.(translate.UpdatePasser); ok {
+		l.pass = p.UpdateFilter()
+		l.caughtUp = make(chan struct{}, 1)
+	}
 	l.delay = e.dialing.delay(time.Now())
 	e.links = append(e.links, l)
 	e.linkWG.Add(1)
@@ -128,7 +133,11 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 // runLink is the goroutine of one link (named so stack dumps read).
 func (e *engine) runLink(ctx context.Context, l *link) {
 	defer e.linkWG.Done()
-	l.run(ctx, l.bind.Dial, e.inbox)
+	var fast *engine
+	if l.pass != nil {
+		fast = e
+	}
+	l.run(ctx, l.bind.Dial, e.inbox, fast)
 }
 
 // newDetached makes the control "link" of a dialect that needs no agent for
@@ -246,6 +255,7 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 		return
 	}
 	s.prompts = append(s.prompts, req.ref)
+	e.streaming[s.id] = struct{}{} // (see refreshFast)
 	if s.draining {
 		e.log.Debug("new prompt ends the drop of late updates", "session", s.id)
 		s.draining = false
@@ -255,9 +265,20 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 
 // turnEnded tells the session hook a prompt was answered.
 func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
-	if req.method == "session/prompt" && e.sessionHooked() {
+	if req.method != "session/prompt" {
+		return
+	}
+	if e.sessionHooked() {
 		e.onSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed})
 	}
+	if e.streamed >= reclaim.Threshold {
+		// A long stream leaves its garbage in the heap, and the runtime
+		// keeps the pages for minutes: hand them back now, in the
+		// background, so that an idle bridge (or the next large message)
+		// starts from its idle footprint, not from the stream's.
+		reclaim.Release(e.streamed)
+	}
+	e.streamed = 0
 }
 
 // afterSuccess updates the engine's view of sessions from a successful answer

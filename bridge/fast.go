@@ -1,0 +1,257 @@
+package bridge
+
+import (
+	"bytes"
+	"maps"
+
+	"github.com/acp-bridge/acp-bridge/translate"
+)
+
+// The stream's fast path.
+//
+// A turn streams thousands of session/update notifications that the
+// translator passes on untouched. Sent through the loop, each pays two
+// goroutine hand-offs (reader → loop → writer) and the loop's time, which
+// every message of every link shares: the loop, not the work, bounds the
+// stream. So while a session's turn runs and nothing of the engine's state
+// has anything to do with its updates, the link's goroutine hands them to
+// the editor writer (and to the session store) itself.
+//
+// The loop stays the owner of every decision. It publishes, per link, the
+// sessions whose updates may pass (link.fast), computed from its own state
+// and the translator's (translate.UpdatePasser) when it has handled an event
+// and before it waits for the next one. The gate is a mutex the loop holds
+// for as long as it handles an event. A link's goroutine passes an update
+// only while it holds the gate, only when the update's session is in the
+// table (read again under the gate), and only once the loop has handled
+// every event the link put in the inbox before (link.inflight; the link
+// waits for that, which ends a stream's detour through the loop at once):
+// so the editor and the store get a link's messages in the order the agent
+// sent them, every state change the loop makes is seen by the next update
+// the link reads, and an answer the loop writes comes after every update
+// read before it. An update that cannot take the fast path (the writer's
+// queue is full, the frame needs a repair, the session is not in the table)
+// takes the loop's, which does all it did before. The link never waits for
+// anything while it holds the gate.
+
+// fastTable maps the sessions whose updates a link's goroutine may pass on
+// to what it needs for them. The loop replaces it whole (copy on write);
+// the link reads it under the gate.
+type fastTable map[string]*fastSession
+
+// fastSession is a session in a fastTable. Its fields are guarded by
+// engine.gate.
+type fastSession struct {
+	// record says the session is recorded in the store; prefix is the
+	// start of its params as relays write them (see recordBody).
+	record bool
+	prefix []byte
+	// updates and bytes count what passed since the loop last collected
+	// them for Bridge.OnSession (SessionStreamed).
+	updates, bytes int
+}
+
+// shutGate, once the loop has returned, empties every link's table and
+// opens the gate for good: a link waiting for it then finds nothing to pass.
+func (e *engine) shutGate() {
+	for id, l := range e.fastOn {
+		delete(e.fastOn, id)
+		l.fast.Store(nil)
+	}
+	e.gate.Unlock()
+}
+
+// closeGate is the loop's first step on waking: it takes the gate, so that
+// no update passes while it handles the event, and hands OnSession what
+// passed while it waited.
+func (e *engine) closeGate() {
+	e.gate.Lock()
+	e.collectStreamed()
+}
+
+// openGate is the loop's last step before it waits: it publishes which
+// sessions' updates may pass until it wakes again, and lets them.
+func (e *engine) openGate() {
+	e.refreshFast()
+	e.gate.Unlock()
+}
+
+// collectStreamed counts the updates that passed on the fast path since the
+// last call, and tells OnSession of them. The gate is held.
+func (e *engine) collectStreamed() {
+	for id, l := range e.fastOn {
+		fs := l.table()[id]
+		if fs == nil || fs.updates == 0 {
+			continue
+		}
+		e.streamed += fs.bytes
+		if e.b.OnSession != nil {
+			e.b.OnSession(SessionEvent{Kind: SessionStreamed, Session: id, Updates: fs.updates, Bytes: fs.bytes})
+		}
+		fs.updates, fs.bytes = 0, 0
+	}
+}
+
+// refreshFast recomputes the fast-path table of every session with a turn
+// running. The gate is held.
+func (e *engine) refreshFast() {
+	if len(e.streaming) == 0 {
+		return
+	}
+	on := e.fastAllowed()
+	for id := range e.streaming {
+		s := e.sessions[id]
+		var want *link
+		if on && s != nil && e.passes(s) {
+			want = s.link
+		}
+		if cur := e.fastOn[id]; cur != nil && cur != want {
+			e.collectStreamed() // (what passed is told before the table changes)
+			t := maps.Clone(cur.table())
+			delete(t, id)
+			cur.fast.Store(&t)
+			delete(e.fastOn, id)
+		}
+		if want != nil {
+			fs := want.table()[id]
+			if fs == nil {
+				fs = &fastSession{}
+				t := maps.Clone(want.table())
+				if t == nil {
+					t = fastTable{}
+				}
+				t[id] = fs
+				want.fast.Store(&t)
+				e.fastOn[id] = want
+			}
+			fs.record, fs.prefix = false, nil
+			if e.durable() && s.b != nil && s.b.owned {
+				fs.record, fs.prefix = true, sessionPrefix(s)
+			}
+		}
+		if s == nil || len(s.prompts) == 0 {
+			delete(e.streaming, id)
+		}
+	}
+}
+
+// fastAllowed reports whether the engine's hooks let updates pass its
+// loop: they all see every message on it, but for a session hook that
+// takes a stream's updates in bulk. A v2 editor's front (v2front.go)
+// translates every message the engine writes, so its updates never pass.
+func (e *engine) fastAllowed() bool {
+	return e.front == nil && e.b.Tap == nil && !e.log.IsTrace() && (e.b.OnSession == nil || e.b.OnSessionBulk)
+}
+
+// passes reports whether the updates of s may take the fast path now:
+// whether notify would write them to the editor as the agent wrote them,
+// and the translator pass them so.
+func (e *engine) passes(s *session) bool {
+	l := s.link
+	if len(s.prompts) == 0 || s.draining || l == nil || l.down != nil || !l.up || l.initRef != 0 {
+		return false
+	}
+	p, ok := l.tr.(translate.UpdatePasser)
+	if !ok {
+		return false
+	}
+	if e.durable() {
+		if s.b != nil && (s.b.backend != "" || s.b.suppress) {
+			return false // its updates name another id, or are history
+		}
+		if a := e.dur.alias[aliasKey{l, s.id}]; a != nil && a != s {
+			return false // the agent's s.id is another session's backend
+		}
+		for _, a := range e.dur.answers {
+			if a.session == s.id {
+				return false // its messages wait behind a held answer
+			}
+		}
+	}
+	return p.PassesUpdates(s.id)
+}
+
+// table returns l's fast table (nil when empty).
+func (l *link) table() fastTable {
+	if t := l.fast.Load(); t != nil {
+		return *t
+	}
+	return nil
+}
+
+// passUpdate is the fast path, on the goroutine of link l that read ev: it
+// reports whether it handed ev to the editor (and the store), else ev is
+// for the loop. done ends a wait for the loop.
+func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool {
+	env := &ev.env
+	if !ev.parsed || ev.perr != nil || ev.compacted || env.Method != "session/update" || env.ID != nil ||
+		env.SessionID == "" || len(ev.frame) >= largeMessage {
+		return false
+	}
+	t := l.fast.Load()
+	if t == nil {
+		return false
+	}
+	fs := (*t)[env.SessionID]
+	if fs == nil || !l.pass(ev.frame, *env) {
+		return false
+	}
+	for l.inflight.Load() != 0 {
+		select {
+		case <-l.caughtUp: // the loop handled this link's last event
+		case <-done:
+			return false
+		}
+	}
+	e.gate.Lock()
+	defer e.gate.Unlock()
+	if l.fast.Load() != t {
+		// The loop changed the table meanwhile (it replaces it whole:
+		// the same table means the same sessions).
+		if fs = l.table()[env.SessionID]; fs == nil {
+			return false
+		}
+	}
+	m := editorMsg{body: ev.frame, oneLine: true}
+	if e.b.Redact != nil {
+		m.body = e.b.Redact(m.body)
+	}
+	if !e.out.trySend(m) {
+		return false
+	}
+	if fs.record {
+		st := e.b.Sessions.Store
+		if update, ok := recordBody(ev.frame, fs.prefix); ok {
+			st.AppendSessionUpdate(env.SessionID, update)
+		} else {
+			st.AppendUpdate(env.SessionID, update)
+		}
+	}
+	fs.updates++
+	fs.bytes += len(env.Params)
+	return true
+}
+
+// sessionPrefix is how the params of s's updates start as relays write
+// them: {"sessionId":…,"update":.
+func sessionPrefix(s *session) []byte {
+	if s.b.updPrefix == nil {
+		s.b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
+	}
+	return s.b.updPrefix
+}
+
+// recordBody returns what the store records of an update the editor is
+// sent as body: the params' update member (ok) when the params are exactly
+// prefix, update and "}" as relays write them; else the params, or the
+// whole notification when it is not framed as relays frame it (the store
+// gives the params back on load either way; no parsing per update).
+func recordBody(body, prefix []byte) (_ []byte, ok bool) {
+	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
+		body = body[len(updateHead) : len(body)-1]
+	}
+	if bytes.HasPrefix(body, prefix) && len(body) > len(prefix) && body[len(body)-1] == '}' {
+		return body[len(prefix) : len(body)-1], true
+	}
+	return body, false
+}

@@ -1,0 +1,204 @@
+package bridge_test
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/tidwall/gjson"
+)
+
+// A turn's updates take the fast path (the link's goroutine writes them)
+// while messages of the same turn that need the loop (an agent request, an
+// update the engine must repair, the prompt's answer) go through it. The
+// editor and the store must still get everything in the agent's order, the
+// prompt's answer last, and a load must replay all of it.
+func TestFastPath_OrderWithTheLoopsMessages(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mu sync.Mutex
+	streamed, one := 0, 0 // updates the fast path passed, and the loop
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.Sessions = &bridge.Durable{Store: st}
+		b.OnSessionBulk = true
+		b.OnSession = func(ev bridge.SessionEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch ev.Kind {
+			case bridge.SessionStreamed:
+				streamed += ev.Updates
+			case bridge.SessionUpdate:
+				one++
+			}
+		}
+	})
+	// The agent replays nothing itself: a load is the bridge's, from the store.
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
+	sid := h.newSession("1")
+
+	chunk := func(text string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}`, sid, text)
+	}
+	var want []string // the texts, in the agent's order
+	for turn := range 3 {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, 10+turn, sid))
+		prompt := h.agentRecv()
+		var sent []string
+		stream := func(prefix string, n int) {
+			for i := range n {
+				text := fmt.Sprintf("%s%d.%d ", prefix, turn, i)
+				sent = append(sent, text)
+				h.agentSend(chunk(text))
+			}
+		}
+		stream("a", 300)
+		// A request of the agent's: the loop's.
+		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p%d","method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t1"},"options":[{"optionId":"ok","name":"OK","kind":"allow_once"}]}}`, turn, sid))
+		sent = append(sent, "<permission>")
+		// A pretty-printed update: put on one line, and counted as a
+		// repair, by the loop.
+		text := fmt.Sprintf("b%d ", turn)
+		h.agentSend(strings.Replace(chunk(text), `"params":`, "\n  \"params\": ", 1))
+		sent = append(sent, text)
+		stream("c", 300)
+		h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+
+		for i, w := range sent {
+			got := h.recv()
+			if w == "<permission>" {
+				if gjson.Get(got, "method").Str != "session/request_permission" {
+					t.Fatalf("turn %d message %d = %s, want the permission request", turn, i, got)
+				}
+				h.send(`{"jsonrpc":"2.0","id":` + gjson.Get(got, "id").Raw + `,"result":{"outcome":{"outcome":"selected","optionId":"ok"}}}`)
+				continue
+			}
+			if txt := gjson.Get(got, "params.update.content.text").Str; txt != w {
+				t.Fatalf("turn %d message %d = %s, want the update %q", turn, i, got, w)
+			}
+			want = append(want, w)
+		}
+		if got := h.recv(); gjson.Get(got, "id").Int() != int64(10+turn) || gjson.Get(got, "result.stopReason").Str != "end_turn" {
+			t.Fatalf("turn %d: after its updates = %s, want the prompt's answer", turn, got)
+		}
+		if got := h.agentRecv(); gjson.Get(got, "result.outcome.optionId").Str != "ok" {
+			t.Fatalf("the agent got %s, want the permission answer", got)
+		}
+	}
+
+	// A load right away replays every update written, in order.
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, sid))
+	var replayed strings.Builder
+	for {
+		got := h.recv()
+		if gjson.Get(got, "id").Int() == 20 {
+			if gjson.Get(got, "error").Exists() {
+				t.Fatalf("load = %s", got)
+			}
+			break
+		}
+		if gjson.Get(got, "params.update.sessionUpdate").Str == "agent_message_chunk" {
+			replayed.WriteString(gjson.Get(got, "params.update.content.text").Str)
+		}
+	}
+	if got, w := replayed.String(), strings.Join(want, ""); got != w {
+		t.Errorf("load replayed %d bytes of agent text, want %d:\n got %.200s…\nwant %.200s…", len(got), len(w), got, w)
+	}
+	h.close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed+one != len(want) {
+		t.Errorf("OnSession was told of %d updates (%d streamed, %d one by one), want %d", streamed+one, streamed, one, len(want))
+	}
+	if streamed == 0 {
+		t.Error("no update took the fast path")
+	}
+	if one < 3 {
+		t.Errorf("%d updates went through the loop, want at least the 3 pretty-printed ones", one)
+	}
+}
+
+// A hook that wants every update's body (OnSession without OnSessionBulk)
+// gets them all, one by one: the fast path stays off.
+func TestFastPath_OffForHooksThatWantEveryUpdate(t *testing.T) {
+	var mu sync.Mutex
+	kinds := map[bridge.SessionEventKind]int{}
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.OnSession = func(ev bridge.SessionEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			kinds[ev.Kind]++
+		}
+	})
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	req := h.agentRecv()
+	const n = 500
+	for i := range n {
+		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, sid, i))
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	for range n + 1 {
+		h.recv()
+	}
+	h.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if kinds[bridge.SessionUpdate] != n || kinds[bridge.SessionStreamed] != 0 {
+		t.Errorf("OnSession got %d SessionUpdate and %d SessionStreamed events, want %d and 0", kinds[bridge.SessionUpdate], kinds[bridge.SessionStreamed], n)
+	}
+}
+
+// A turn that streamed more than a few MiB hands the garbage it left back
+// to the OS when it ends (a collection and a release, in the background):
+// the runtime would keep the pages for minutes. With the pacer off, only
+// that release collects.
+func TestFastPath_LongTurnGivesMemoryBack(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	h := newHarness(t, nil)
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	req := h.agentRecv()
+	text := strings.Repeat("x", 4<<10)
+	const n = 2500 // 10 MiB of updates
+	go func() {
+		for range n {
+			h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}`, sid, text))
+		}
+	}()
+	for range n {
+		h.recv()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.NumGC
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("prompt answer = %s", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		runtime.ReadMemStats(&ms)
+		if ms.NumGC > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no collection ran after a 10 MiB turn ended: its memory stays with the process")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
