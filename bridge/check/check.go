@@ -146,6 +146,8 @@ func (r Result) Failed() bool {
 type Report struct {
 	Agent   string   `json:"agent"`
 	Results []Result `json:"results"`
+	// Interrupted says why the run stopped early (a signal), when it did.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Failed reports whether any mandatory scenario failed or could not run.
@@ -219,12 +221,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return rep, err
+		if ctx.Err() != nil {
+			break
 		}
 		res, found := runOne(ctx, &o, s, seen)
 		rep.Results = append(rep.Results, res)
 		seen = append(seen, found...)
+	}
+	if err := ctx.Err(); err != nil {
+		rep.Interrupted = context.Cause(ctx).Error()
+		return rep, fmt.Errorf("check interrupted (%w): the report covers the scenarios run so far", err)
 	}
 	return rep, nil
 }
@@ -241,9 +247,7 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
-	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	p, err := dialPeer(dctx, o)
+	p, err := dialPeer(ctx, o)
 	if err != nil {
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
 		return res, nil
@@ -257,7 +261,12 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 		found = r.findings(s.ID)
 	}
 	res.Status, res.Reason = v.status, v.reason
-	if v.status == Fail || v.status == NotRun {
+	if err := ctx.Err(); err != nil {
+		// The connection was closed under the scenario: its verdict
+		// says nothing about the agent.
+		res.Status, res.Reason = NotRun, "interrupted ("+context.Cause(ctx).Error()+") before the scenario ended"
+	}
+	if res.Status == Fail || res.Status == NotRun {
 		if len(v.lines) > 0 || len(v.extra) == 0 {
 			res.Transcript = excerpt(p.messages(), v.lines)
 		}

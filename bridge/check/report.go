@@ -26,7 +26,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	verdict := "ok"
-	if r.Failed() {
+	switch {
+	case r.Interrupted != "":
+		verdict = "INTERRUPTED (" + r.Interrupted + "); the scenarios after the last line did not run"
+	case r.Failed():
 		verdict = "FAILED (a mandatory scenario failed or could not run)"
 	}
 	_, err := fmt.Fprintf(w, "%d passed, %d failed, %d skipped, %d not run: %s\n",

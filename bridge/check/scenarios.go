@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,7 +173,7 @@ func scInitialize(r *run) verdict {
 	// Negotiation: asked for a version it cannot know, the agent answers
 	// the latest version it supports, which is at most the one asked for.
 	r.close()
-	p2, err := dialPeer(context.Background(), r.opts)
+	p2, err := dialPeer(r.ctx, r.opts)
 	if err != nil {
 		return notRun("cannot reach the agent a second time: %v", err)
 	}

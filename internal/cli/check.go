@@ -78,12 +78,11 @@ func checkAction(c *cli.Context) error {
 		PermissionPrompt: c.String("permission-prompt"),
 		Cwd:              c.String("cwd"),
 	})
-	if err != nil {
-		if rep == nil {
-			return launch.UsageError{Err: err}
-		}
-		return err
+	if err != nil && rep == nil {
+		return launch.UsageError{Err: err}
 	}
+	// Interrupted (SIGINT, SIGTERM), the report still says what was found.
+	interrupted := err
 	if f := c.String("junit"); f != "" {
 		out, err := os.Create(f)
 		if err != nil {
@@ -104,6 +103,9 @@ func checkAction(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if interrupted != nil {
+		return launch.ReportedError{Err: interrupted}
 	}
 	if rep.Failed() {
 		return launch.ReportedError{Err: fmt.Errorf("check: a mandatory scenario failed")}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -73,6 +74,9 @@ func compareAction(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if err := c.Context.Err(); err != nil {
+		return launch.ReportedError{Err: fmt.Errorf("compare interrupted (%w): the report covers what was played so far", context.Cause(c.Context))}
 	}
 	if c.Bool("exit-code") && len(cmp.Differences) > 0 {
 		return launch.ReportedError{Err: fmt.Errorf("compare: %d difference(s)", len(cmp.Differences))}
