@@ -203,3 +203,57 @@ func TestCheck_Usage(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck_BridgeRepairOfADanglingPermission: in front of an agent that
+// ends a cancelled turn without waiting for its permission request, the
+// bridge withdraws the request with $/cancel_request before the turn's
+// answer (acp-spec.md §13.2). check must accept the repair the shim
+// makes, not contradict it.
+func TestCheck_BridgeRepairOfADanglingPermission(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	env := []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(flawed.DanglingPermission)}
+	direct, _, out := runCheck(t, env, "--only", "cancel-permission", "--", exe)
+	if s := direct.status("cancel-permission"); s != "FAIL" {
+		t.Fatalf("directly: cancel-permission %s, want FAIL\n%s", s, out)
+	}
+	bridged, _, out := runCheck(t, env, "--only", "cancel-permission", "--", BridgeBin, "--", exe)
+	if s := bridged.status("cancel-permission"); s != "PASS" {
+		t.Fatalf("behind the bridge: cancel-permission %s, want PASS\n%s", s, out)
+	}
+}
+
+// TestCheck_ExitStatus: the exit status counts capability failures (an
+// agent that sends relative paths or another session's id), and follows
+// --fail-on and --baseline.
+func TestCheck_ExitStatus(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	baseline := filepath.Join(t.TempDir(), "baseline")
+	for _, d := range []flawed.Defect{flawed.RelativePaths, flawed.ForeignSession} {
+		env := []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(d)}
+		for _, c := range []struct {
+			flags    []string
+			baseline string
+			want     int
+		}{
+			{nil, "", 1},
+			{[]string{"--fail-on", "mandatory"}, "", 0},
+			{nil, "client-requests # " + string(d), 0},
+			{nil, "client-requests\nunknown-method # fixed long ago", 1},
+		} {
+			args := c.flags
+			if c.baseline != "" {
+				if err := os.WriteFile(baseline, []byte(c.baseline), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--baseline", baseline)
+			}
+			args = append(args, "--only", "client-requests,unknown-method", "--", exe)
+			rep, code, out := runCheck(t, env, args...)
+			if code != c.want || rep.status("client-requests") != "FAIL" {
+				t.Errorf("%s %q baseline %q: exit %d, want %d\n%s", d, c.flags, c.baseline, code, c.want, out)
+			}
+		}
+	}
+}

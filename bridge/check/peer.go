@@ -271,7 +271,7 @@ func (p *peer) response(id string, d time.Duration) (Msg, error) {
 func (p *peer) call(method string, params any) (Msg, error) {
 	id, err := p.request(method, params)
 	if err != nil {
-		return Msg{}, err
+		return Msg{}, fmt.Errorf("%s: cannot send it (has the agent exited?): %w", method, err)
 	}
 	m, err := p.response(id, p.opts.Timeout)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,6 +122,74 @@ func (r *run) updatesBetween(sid string, from, to int) []int {
 		}
 	}
 	return out
+}
+
+// sessionLevel are the update kinds that belong to the session rather
+// than to a turn: the spec lets an agent send them at any time, after a
+// turn's answer too. Every other kind (chunks, tool calls, plans, shapes
+// no editor knows) is the turn's content, which must stop with its answer.
+var sessionLevel = map[string]bool{
+	"available_commands_update": true,
+	"current_mode_update":       true,
+	"config_option_update":      true,
+	"session_info_update":       true,
+	"usage_update":              true,
+}
+
+// turnContentBetween lists the indexes of sid's updates in (from, to)
+// that carry turn content (not a session-level kind).
+func (r *run) turnContentBetween(sid string, from, to int) []int {
+	var out []int
+	msgs := r.messages()
+	for _, n := range r.updatesBetween(sid, from, to) {
+		u := msgs[n].Get("params.update")
+		kind := u.Get("sessionUpdate").Str
+		if kind == "" {
+			kind = u.Get("@type").Str // judged by prompt-stream and schema
+		}
+		if !sessionLevel[kind] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// editorDrops says why an editor built on the official ACP SDK would drop
+// m without a word, or "" when it takes m: a frame without
+// "jsonrpc":"2.0" is no JSON-RPC message to it, and a session/update whose
+// params do not match the schema never reaches its handler.
+func editorDrops(m Msg) string {
+	if v := m.Get("jsonrpc"); v.Str != "2.0" {
+		return fmt.Sprintf(`"jsonrpc" is %s, not "2.0": the SDK does not take it for a JSON-RPC message`, orAbsent(v))
+	}
+	if m.method != "session/update" {
+		return ""
+	}
+	s, err := LoadSchema()
+	if err != nil {
+		return ""
+	}
+	params := []byte(m.Get("params").Raw)
+	if len(params) == 0 {
+		params = []byte("null")
+	}
+	if probs := s.Validate(s.NotificationDef("session/update"), params); len(probs) > 0 {
+		return "its params do not match SessionNotification (params." + probs[0] + "): the SDK's editor drops it"
+	}
+	return ""
+}
+
+// dropped returns the lines of ns an SDK editor drops, and why, as
+// "#N: reason".
+func (r *run) dropped(ns []int) (lines []int, why []string) {
+	msgs := r.messages()
+	for _, n := range ns {
+		if d := editorDrops(msgs[n]); d != "" {
+			lines = append(lines, n)
+			why = append(why, fmt.Sprintf("#%d: %s", n, d))
+		}
+	}
+	return lines, why
 }
 
 func waitErr(what string, err error) string {
@@ -248,13 +317,20 @@ func scPromptStream(r *run) verdict {
 	if !stopReasons[stop] {
 		return fail([]int{m.N}, "stopReason is %s, want one of end_turn, max_tokens, max_turn_requests, refusal, cancelled", m.Get("result.stopReason").Raw)
 	}
+	if d := editorDrops(m); d != "" {
+		return fail([]int{m.N}, "an SDK-based editor never sees the prompt's answer: %s", d)
+	}
 	ups := r.updatesBetween(r.sid, 0, m.N)
 	if len(ups) == 0 {
 		return fail([]int{m.N}, "no session/update before the prompt's answer; the editor shows nothing for the turn")
 	}
+	if bad, why := r.dropped(ups); len(bad) > 0 {
+		return fail(bad, "%d of the turn's %d session/update(s) are dropped by an editor built on the official SDK, so it shows %s: %s",
+			len(bad), len(ups), map[bool]string{true: "nothing for the turn", false: "part of the turn"}[len(bad) == len(ups)], strings.Join(firstN(why, 3), " | "))
+	}
 	r.settle()
-	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
-		return fail(append([]int{m.N}, late...), "%d session/update(s) after the prompt's answer; the editor has closed the turn", len(late))
+	if late := r.turnContentBetween(r.sid, m.N, -1); len(late) > 0 {
+		return fail(append([]int{m.N}, late...), "%d session/update(s) of turn content after the prompt's answer; the editor has closed the turn", len(late))
 	}
 	return pass("%d update(s), then %s", len(ups), stop)
 }
@@ -310,8 +386,10 @@ func scCancel(r *run) verdict {
 	}
 	took := m.At - cn.At
 	r.settle()
-	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
-		return fail(append([]int{m.N}, late...), "%d session/update(s) after the cancelled turn's answer", len(late))
+	// Session-level updates (available commands, mode) may come at any
+	// time; only the cancelled turn's own content must stop.
+	if late := r.turnContentBetween(r.sid, m.N, -1); len(late) > 0 {
+		return fail(append([]int{m.N}, late...), "%d session/update(s) of turn content after the cancelled turn's answer", len(late))
 	}
 	return pass("cancelled %s after session/cancel", took.Round(time.Millisecond))
 }
@@ -342,9 +420,23 @@ func scCancelPermission(r *run) verdict {
 	// end: the agent has a request outstanding in it. A conformant agent
 	// stays silent, so this costs the whole window; it is generous so that
 	// a slow machine cannot hide an early answer.
+	// Withdrawing the request with $/cancel_request first is the spec's
+	// own cascade (acp-spec.md §13.2): the client answers it -32800 and
+	// the turn may end.
 	window := max(r.opts.Quiet, time.Second)
-	if x, err := r.await(window, func(x Msg) bool { return x.IsResponse() && x.id == id }); err == nil {
-		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome", m.id)
+	withdrawn := -1
+	if x, err := r.await(window, func(x Msg) bool {
+		if !x.Out && x.method == "$/cancel_request" && x.Get("params.requestId").Raw == m.id && withdrawn < 0 {
+			withdrawn = x.N
+			r.held = slices.DeleteFunc(r.held, func(h Msg) bool { return h.id == m.id })
+			r.reply(m.id, nil, -32800, "Request cancelled")
+		}
+		return x.IsResponse() && x.id == id
+	}); err == nil {
+		if withdrawn >= 0 {
+			return pass("the agent withdrew its permission request with $/cancel_request before ending the turn")
+		}
+		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome, or withdraw the request with $/cancel_request first", m.id)
 	}
 	r.answerHeld()
 	if _, err := r.await(r.opts.Timeout, func(m Msg) bool {
@@ -366,27 +458,58 @@ func scConcurrentPrompt(r *run) verdict {
 	if !ok {
 		return v
 	}
-	idB, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	b, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt))
 	if err != nil {
 		return notRun("sending the second prompt: %v", err)
 	}
-	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		return m.IsResponse() && (m.id == idA || m.id == idB)
-	})
+	bN := len(r.messages()) - 1
 	defer func() {
 		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.drain(r.opts.Quiet)
 	}()
+	isAnswer := func(m Msg) bool { return m.IsResponse() && (m.id == idA || m.id == b) }
+	// An agent that refuses the second prompt does so at once; give it a
+	// moment, then end the first turn with session/cancel.
+	m, err := r.await(max(r.opts.Quiet, time.Second), isAnswer)
+	if errors.Is(err, errTimeout) {
+		if _, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+			return notRun("sending session/cancel: %v", err)
+		}
+		r.holdPermissions = true
+		r.answerHeld()
+		m, err = r.await(r.opts.Timeout, isAnswer)
+	}
 	if err != nil {
-		return notRun("%s", waitErr("neither prompt was answered", err))
+		return fail(nil, "%s", waitErr("neither prompt was answered", err))
+	}
+	if m.id == b {
+		if m.IsError() {
+			return pass("the second prompt was refused: %s", m.Get("error.message").Str)
+		}
+		return fail([]int{bN, m.N}, "the second prompt on the session was answered while the first was still running; one session runs one turn at a time")
+	}
+	// The first turn is over. The second prompt, queued, must still be
+	// answered, and its work must come after the first turn's answer.
+	aN := m.N
+	mb, err := r.response(b, r.opts.Timeout)
+	if err != nil {
+		return fail([]int{bN, aN}, "%s; every request gets exactly one answer", waitErr("the second prompt was never answered after the first turn ended", err))
 	}
 	switch {
-	case m.id == idA:
-		return pass("the first turn ended before the second was answered (%s)", m.Get("result.stopReason").Str+m.Get("error.message").Str)
-	case m.IsError():
-		return pass("the second prompt was refused: %s", m.Get("error.message").Str)
+	case mb.IsError():
+		return pass("the second prompt was refused: %s", mb.Get("error.message").Str)
+	case mb.Get("result.stopReason").Str == "cancelled":
+		return pass("the second prompt was queued and cancelled with the first turn")
 	}
-	return fail([]int{m.N}, "the second prompt on the session was served while the first was still running; one session runs one turn at a time")
+	if after := r.turnContentBetween(r.sid, aN, mb.N); len(after) == 0 {
+		lines := []int{bN}
+		if during := r.turnContentBetween(r.sid, bN, aN); len(during) > 0 {
+			lines = append(lines, during[len(during)-1])
+		}
+		return fail(append(lines, aN, mb.N), "the second prompt was answered %s with no update after the first turn's answer: its work ran while the first turn was still running; one session runs one turn at a time",
+			mb.Get("result.stopReason").Raw)
+	}
+	return pass("the second prompt was queued: it ran after the first turn ended")
 }
 
 func scUnknownMethod(r *run) verdict {
@@ -418,8 +541,13 @@ func scNotification(r *run) verdict {
 	}
 	r.settle()
 	for _, m := range r.messages()[from:] {
-		if m.Out || !m.IsResponse() {
+		if m.Out || !m.obj || m.method != "" {
 			continue
+		}
+		// Anything without a method is an answer; one with no id, or an
+		// id of no client request, can only answer a notification.
+		if m.id == "" {
+			return fail([]int{m.N}, "an answer without an id (%s): a notification was answered; notifications get no answer, not even an error", firstKey(m, "error", "result"))
 		}
 		if _, ours := r.methodOf(m.id); !ours {
 			return fail([]int{m.N}, "a response that answers none of the client's requests: a notification was answered")
@@ -623,6 +751,23 @@ func (r *run) agentSent(id string, before int) bool {
 		}
 	}
 	return false
+}
+
+// firstKey names the first of keys that m has.
+func firstKey(m Msg, keys ...string) string {
+	for _, k := range keys {
+		if m.Get(k).Exists() {
+			return "an " + k + " object"
+		}
+	}
+	return "no result, no error"
+}
+
+func firstN(xs []string, n int) []string {
+	if len(xs) > n {
+		return append(xs[:n:n], fmt.Sprintf("… and %d more", len(xs)-n))
+	}
+	return xs
 }
 
 func orAbsent(v gjson.Result) string {

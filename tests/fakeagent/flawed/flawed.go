@@ -33,10 +33,18 @@
 //	no-parse-error             malformed JSON gets no answer
 //	dies-on-garbage            malformed JSON ends the agent
 //	concurrent-prompts         a second prompt on a busy session runs alongside the first
+//	concurrent-work            a second prompt on a busy session runs alongside the first, its answer held until the first is answered
+//	drop-second-prompt         a second prompt on a busy session is never answered
+//	idless-error-answers       every notification is answered with an error object that has no id
 //	relative-paths             fs/read_text_file names a relative path
 //	foreign-session            an agent→client request names another session's id
 //	schema-violation           an agent_message_chunk whose content is a string
 //	unknown-session-ok         a prompt for an unknown session id is served
+//
+// Quirks are conformant behaviours real agents show that a checker might
+// mistake for defects; switched on like defects, they must fail nothing:
+//
+//	late-session-updates       an available_commands_update right after a cancelled turn's answer (session-level updates may come at any time)
 //
 // Conformant behaviour: initialize answers protocolVersion 1 with
 // agentCapabilities (loadSession false, promptCapabilities) and may be sent
@@ -69,6 +77,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +116,9 @@ const (
 	NoParseError             Defect = "no-parse-error"
 	DiesOnGarbage            Defect = "dies-on-garbage"
 	ConcurrentPrompts        Defect = "concurrent-prompts"
+	ConcurrentWork           Defect = "concurrent-work"
+	DropSecondPrompt         Defect = "drop-second-prompt"
+	IdlessErrorAnswers       Defect = "idless-error-answers"
 	RelativePaths            Defect = "relative-paths"
 	ForeignSession           Defect = "foreign-session"
 	SchemaViolation          Defect = "schema-violation"
@@ -120,9 +132,16 @@ var All = []Defect{
 	SnakeCase, AtTypeUpdates, CanceledSpelling, EndTurnAfterCancel,
 	IgnoreCancel, LateUpdates, EarlyUpdates, DanglingPermission,
 	UnstableVariants, UnsupportedClientMethods, NullResults, WrongUnknownCode,
-	NoParseError, DiesOnGarbage, ConcurrentPrompts, RelativePaths,
+	NoParseError, DiesOnGarbage, ConcurrentPrompts, ConcurrentWork,
+	DropSecondPrompt, IdlessErrorAnswers, RelativePaths,
 	ForeignSession, SchemaViolation, UnknownSessionOK,
 }
+
+// LateSessionUpdates is the quirk of the package comment.
+const LateSessionUpdates Defect = "late-session-updates"
+
+// Quirks lists the quirks, in the order of the package comment.
+var Quirks = []Defect{LateSessionUpdates}
 
 // EnvDefects is the environment variable RunStdio reads the defects from.
 const EnvDefects = "FLAWED_DEFECTS"
@@ -138,7 +157,7 @@ type Set map[Defect]bool
 func Parse(list string) (Set, error) {
 	s := Set{}
 	known := map[Defect]bool{}
-	for _, d := range All {
+	for _, d := range append(slices.Clone(All), Quirks...) {
 		known[d] = true
 	}
 	for _, f := range strings.Split(list, ",") {
@@ -241,6 +260,9 @@ type session struct {
 	id, cwd string
 	running int           // prompts running (more than one only under concurrent-prompts)
 	cancel  chan struct{} // closed by session/cancel while running
+	// idle is closed when the running turn is answered (concurrent-work
+	// holds a second prompt's answer until then).
+	idle chan struct{}
 }
 
 // msg is an incoming JSON-RPC message, loosely typed so that invalid ones
@@ -435,6 +457,9 @@ func (a *agent) notification(method string, params json.RawMessage) {
 	if a.on(AnswerNotifications) {
 		a.send(map[string]any{"id": nil, "result": map[string]any{}})
 	}
+	if a.on(IdlessErrorAnswers) {
+		a.send(map[string]any{"error": map[string]any{"code": -32601, "message": "Method not found: " + method}})
+	}
 	if method != "session/cancel" {
 		return // unknown notifications are ignored
 	}
@@ -603,7 +628,16 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		return
 	}
 	cancel := s.cancel
-	if s.running == 0 || !a.on(ConcurrentPrompts) {
+	alongside := a.on(ConcurrentPrompts) || a.on(ConcurrentWork)
+	if s.running > 0 && a.on(DropSecondPrompt) {
+		a.mu.Unlock()
+		return
+	}
+	var wait chan struct{} // closed when the turn this one runs alongside is answered
+	if s.running > 0 && a.on(ConcurrentWork) {
+		wait = s.idle
+	}
+	if s.running == 0 || !alongside {
 		if s.running > 0 {
 			a.mu.Unlock()
 			a.fail(id, -32602, fmt.Sprintf("Invalid params: session %q already has a prompt running; wait for its answer or cancel it", s.id))
@@ -611,7 +645,9 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		}
 		s.cancel = make(chan struct{})
 		cancel = s.cancel
+		s.idle = make(chan struct{})
 	}
+	idle, first := s.idle, s.running == 0
 	s.running++
 	caps := a.clientCaps
 	a.mu.Unlock()
@@ -626,6 +662,9 @@ func (a *agent) prompt(id, params json.RawMessage) {
 	go func() {
 		defer a.wg.Done()
 		stop := a.run(s, text, caps, cancel)
+		if wait != nil {
+			<-wait
+		}
 		a.mu.Lock()
 		s.running--
 		a.mu.Unlock()
@@ -633,6 +672,12 @@ func (a *agent) prompt(id, params json.RawMessage) {
 			return
 		}
 		a.answerPrompt(id, s.id, stop)
+		if first {
+			close(idle)
+		}
+		if stop == a.cancelled() && a.on(LateSessionUpdates) {
+			a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		}
 	}()
 }
 
