@@ -31,7 +31,7 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "b", Usage: "agent B: a `COMMAND` line or a ws:// URL"},
 			&cli.GenericFlag{Name: "prompt", Usage: "a prompt `TEXT` (repeatable, in order)", Value: &promptList{}},
 			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
-			&cli.BoolFlag{Name: "exit-code", Usage: "exit with status 1 when the agents differ"},
+			&cli.BoolFlag{Name: "exit-code", Usage: "exit with status 1 when the agents differ or a session could not be played to the end"},
 			&cli.BoolFlag{Name: "text", Usage: "compare the merged message text too, not only the shape"},
 			&cli.DurationFlag{Name: "latency-tolerance", Usage: "report latencies that differ by more than `DURATION` as differences"},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long (`DURATION`) to wait for any one answer", Value: 30 * time.Second},
@@ -80,6 +80,9 @@ func compareAction(c *cli.Context) error {
 	}
 	if c.Bool("exit-code") && len(cmp.Differences) > 0 {
 		return launch.ReportedError{Err: fmt.Errorf("compare: %d difference(s)", len(cmp.Differences))}
+	}
+	if c.Bool("exit-code") && cmp.Incomplete() {
+		return launch.ReportedError{Err: fmt.Errorf("compare: a session could not be played to the end, so the agents were not compared")}
 	}
 	return nil
 }
