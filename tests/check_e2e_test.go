@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
 )
 
@@ -254,6 +255,38 @@ func TestCheck_ExitStatus(t *testing.T) {
 			if code != c.want || rep.status("client-requests") != "FAIL" {
 				t.Errorf("%s %q baseline %q: exit %d, want %d\n%s", d, c.flags, c.baseline, code, c.want, out)
 			}
+		}
+	}
+}
+
+// TestCheck_TraceDirKeepsEveryScenario: with --trace-dir, every scenario's
+// transcript is kept as a trace, and each acp-bridge that check starts
+// (one per scenario) writes its own trace beside it instead of all of
+// them rewriting one file; --transcripts prints passing transcripts.
+func TestCheck_TraceDirKeepsEveryScenario(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	dir := t.TempDir()
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--trace-dir", dir, "--transcripts",
+		"--only", "prompt-stream,cancel", "--", BridgeBin, "--no-sessions", "--", exe)
+	if code != 0 || rep.status("prompt-stream") != "PASS" || rep.status("cancel") != "PASS" {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, `acp-check/barrier`) { // only transcripts hold it
+		t.Errorf("--transcripts: no transcript of the passing scenarios in the report\n%s", out)
+	}
+	for _, id := range []string{"prompt-stream", "cancel"} {
+		own, err := trace.ReadFile(filepath.Join(dir, id+".ndjson"))
+		if err != nil || !slices.ContainsFunc(own, func(r trace.Record) bool { return r.Method == "session/prompt" && r.Dir == "out" }) {
+			t.Errorf("%s: check's own trace: %v, %d records", id, err, len(own))
+		}
+		bridged, _ := filepath.Glob(filepath.Join(dir, id+".bridge-*.ndjson"))
+		if len(bridged) != 1 {
+			t.Fatalf("%s: bridge traces %v, want one", id, bridged)
+		}
+		recs, err := trace.ReadFile(bridged[0])
+		if err != nil || !slices.ContainsFunc(recs, func(r trace.Record) bool { return r.Method == "session/prompt" && r.Hop == "agent" }) {
+			t.Errorf("%s: the bridge's trace %s: %v, %d records", id, bridged[0], err, len(recs))
 		}
 	}
 }

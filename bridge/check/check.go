@@ -75,6 +75,13 @@ type Options struct {
 	// Cwd is the sessions' working directory; a temporary directory with a
 	// hello.txt when empty.
 	Cwd string
+	// TraceDir, when set, keeps every scenario's whole wire transcript as a
+	// trace file, DIR/SCENARIO.ndjson, and has an acp-bridge under test
+	// write its own trace beside it (DIR/SCENARIO.bridge-PID.ndjson).
+	TraceDir string
+	// Transcripts puts every scenario's whole transcript in the report,
+	// passing ones too; by default only a failure's offending lines are.
+	Transcripts bool
 }
 
 // Default prompts: plain requests a real agent handles, worded so that the
@@ -279,6 +286,7 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
+	ctx = withScenario(ctx, s.ID)
 	p, err := dialPeer(ctx, o)
 	if err != nil {
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
@@ -304,6 +312,19 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 		}
 		res.Transcript = append(res.Transcript, v.extra...)
 		res.Diagnostics = diag
+	}
+	if o.Transcripts {
+		res.Transcript = nil
+		for _, m := range p.messages() {
+			res.Transcript = append(res.Transcript, FormatLine(m))
+		}
+		res.Transcript = append(res.Transcript, v.extra...)
+		res.Diagnostics = diag
+	}
+	if o.TraceDir != "" {
+		if err := writeTranscript(o.TraceDir, s.ID, p.start, p.messages()); err != nil {
+			res.Diagnostics += err.Error() + "\n"
+		}
 	}
 	return res, found
 }

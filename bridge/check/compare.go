@@ -32,6 +32,9 @@ type CompareOptions struct {
 	// (to first update, to end of turn) that differs by more than this;
 	// otherwise latencies are only reported.
 	LatencyTolerance time.Duration
+	// TraceDir, when set, keeps each side's wire transcript as a trace
+	// file, DIR/a.ndjson and DIR/b.ndjson (see Options.TraceDir).
+	TraceDir string
 }
 
 // CancelPrefix marks a prompt compare cancels.
@@ -94,15 +97,17 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	var c Comparison
 	var wg sync.WaitGroup
 	for _, side := range []struct {
-		d   Dialer
-		rec *Recording
-	}{{o.A, &c.A}, {o.B, &c.B}} {
+		name string
+		d    Dialer
+		rec  *Recording
+	}{{"a", o.A, &c.A}, {"b", o.B, &c.B}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			opts := base
 			opts.Dialer = side.d
-			*side.rec = record(ctx, &opts, o)
+			opts.TraceDir = o.TraceDir
+			*side.rec = record(withScenario(ctx, side.name), &opts, o)
 		}()
 	}
 	wg.Wait()
@@ -118,6 +123,13 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 		return rec
 	}
 	defer p.close()
+	if opts.TraceDir != "" {
+		defer func() {
+			if err := writeTranscript(opts.TraceDir, scenarioOf(ctx), p.start, p.messages()); err != nil && rec.Error == "" {
+				rec.Error = err.Error()
+			}
+		}()
+	}
 	r := &run{peer: p}
 	m, err := r.call("initialize", initParams(1))
 	if err != nil {

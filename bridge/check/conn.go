@@ -54,6 +54,9 @@ type Command struct {
 	// StopGrace is how long Close waits between SIGTERM and SIGKILL; 0
 	// means 2 s.
 	StopGrace time.Duration
+	// TraceDir, when set, names the trace of an acp-bridge under test
+	// after the scenario it serves (see EnvTrace).
+	TraceDir string
 }
 
 func (c Command) String() string { return strings.Join(c.Args, " ") }
@@ -77,6 +80,9 @@ func (c Command) Dial(ctx context.Context) (Conn, error) {
 	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if c.TraceDir != "" {
+		cmd.Env = append(cmd.Env, bridgeTraceEnv(c.TraceDir, scenarioOf(ctx)))
+	}
 	cmd.Dir = c.Dir
 	setProcessGroup(cmd)
 	// The pipes are *os.File, which the child inherits directly: exec

@@ -42,6 +42,8 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
 			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.StringFlag{Name: "trace-dir", Usage: "keep every scenario's wire transcript as a trace in `DIR` (SCENARIO.ndjson, for 'acp-bridge trace view' and 'replay'); an acp-bridge under test writes its own trace beside it (SCENARIO.bridge-PID.ndjson)"},
+			&cli.BoolFlag{Name: "transcripts", Usage: "print every scenario's whole transcript, passing ones too"},
 			&cli.StringFlag{Name: "fail-on", Usage: "the `TIERS` whose failures fail the run (comma-separated: mandatory, capability, advisory, informational)", Value: "mandatory,capability"},
 			&cli.StringFlag{Name: "baseline", Usage: "an expected-failures `FILE`: one scenario id per line, # comments; a listed scenario that passes fails the run (stale baseline)"},
 		),
@@ -62,6 +64,7 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	d = withTraceDir(d, c.String("trace-dir"))
 	var only []string
 	for _, s := range c.StringSlice("only") {
 		for _, f := range strings.Split(s, ",") {
@@ -97,6 +100,8 @@ func checkAction(c *cli.Context) error {
 		FilePrompt:       c.String("file-prompt"),
 		PermissionPrompt: c.String("permission-prompt"),
 		Cwd:              c.String("cwd"),
+		TraceDir:         c.String("trace-dir"),
+		Transcripts:      c.Bool("transcripts"),
 	})
 	if err != nil && rep == nil {
 		return launch.UsageError{Err: err}
@@ -149,6 +154,16 @@ func dialerFrom(url string, args []string) (check.Dialer, error) {
 		return check.Command{Args: args, Env: scratchSessions()}, nil
 	}
 	return nil, launch.Usagef("no agent: give an agent command after -- (acp-bridge check -- my-agent --acp) or --url ws://…")
+}
+
+// withTraceDir has an agent command d starts name its acp-bridge trace
+// after the scenario, in dir.
+func withTraceDir(d check.Dialer, dir string) check.Dialer {
+	if cmd, ok := d.(check.Command); ok && dir != "" {
+		cmd.TraceDir = dir
+		return cmd
+	}
+	return d
 }
 
 // scratchSessions is the environment check and compare give the agents

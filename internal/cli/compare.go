@@ -37,6 +37,7 @@ func compareCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Usage: "how long (`DURATION`) to wait for any one answer", Value: 30 * time.Second},
 			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel a \"" + check.CancelPrefix + "\" prompt after its first update, or after `DURATION`", Value: time.Second},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.StringFlag{Name: "trace-dir", Usage: "keep each side's wire transcript as a trace in `DIR` (a.ndjson, b.ndjson); an acp-bridge under test writes its own beside it (a.bridge-PID.ndjson)"},
 		},
 		Action: compareAction,
 	}
@@ -56,13 +57,14 @@ func compareAction(c *cli.Context) error {
 		return err
 	}
 	cmp, err := check.Compare(c.Context, check.CompareOptions{
-		A: a, B: b,
+		A: withTraceDir(a, c.String("trace-dir")), B: withTraceDir(b, c.String("trace-dir")),
 		Prompts:          prompts,
 		Timeout:          c.Duration("timeout"),
 		CancelAfter:      c.Duration("cancel-after"),
 		Cwd:              c.String("cwd"),
 		Text:             c.Bool("text"),
 		LatencyTolerance: c.Duration("latency-tolerance"),
+		TraceDir:         c.String("trace-dir"),
 	})
 	if err != nil {
 		return err
