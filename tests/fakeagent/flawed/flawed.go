@@ -582,6 +582,11 @@ func (a *agent) newSession(id, params json.RawMessage) {
 		a.fail(id, -32602, fmt.Sprintf("Invalid params: cwd %q must be an absolute path", p.Cwd))
 		return
 	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		// As real agents do: they run tools there.
+		a.fail(id, -32602, fmt.Sprintf("Invalid params: cwd %q is not a directory", p.Cwd))
+		return
+	}
 	a.mu.Lock()
 	a.nextSession++
 	sid := "flawed-" + strconv.Itoa(a.nextSession)
