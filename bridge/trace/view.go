@@ -89,6 +89,7 @@ type openKey struct {
 type openReq struct {
 	i               int
 	method, session string
+	tns             int64
 }
 
 // NewView writes the page's head to w and returns the View to add records to.
@@ -117,7 +118,7 @@ func (v *View) Add(r Record) error {
 		row.Label = label(r)
 		switch r.Kind {
 		case KindRequest:
-			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session}
+			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session, r.TNs}
 		case KindResponse, KindError:
 			other := "in"
 			if r.Dir == "in" {
@@ -128,6 +129,8 @@ func (v *View) Add(r Record) error {
 				delete(v.open, k)
 				row.Pair = req.i
 				row.Method = req.method
+				// The request→response latency, on the response's arrow.
+				row.Label += " · " + latency(r.TNs-req.tns)
 				if row.Session == "" {
 					row.Session = req.session
 				}
@@ -170,14 +173,39 @@ func WriteHTML(w io.Writer, title string, recs []Record) error {
 	return v.Close()
 }
 
-// label is the text on an arrow.
+// latency renders a request→response time for an arrow.
+func latency(ns int64) string {
+	ms := float64(max(ns, 0)) / 1e6
+	switch {
+	case ms < 10:
+		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+	case ms < 10000:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
+}
+
+// label is the text on an arrow: a session/update names its kind, as
+// every notification arrow would otherwise read the same.
 func label(r Record) string {
 	id := ""
 	if len(r.ID) > 0 {
 		id = " #" + string(r.ID)
 	}
 	switch r.Kind {
-	case KindRequest, KindNotification:
+	case KindNotification:
+		if r.Method == "session/update" {
+			u := gjson.GetBytes(r.Msg, "params.update")
+			kind := u.Get("sessionUpdate").Str
+			if kind == "" {
+				kind = u.Get("@type").Str
+			}
+			if kind != "" {
+				return r.Method + " " + kind
+			}
+		}
+		return r.Method + id
+	case KindRequest:
 		return r.Method + id
 	case KindResponse:
 		return "result" + id

@@ -158,3 +158,36 @@ func TestView_PanelTextRoundTrips(t *testing.T) {
 		t.Errorf("panel text = %q, want %q", got, want.String())
 	}
 }
+
+// Arrows say what they carry: a session/update its kind (the sessionUpdate
+// or a legacy @type), a response the time since its request.
+func TestView_UpdateKindsAndLatencies(t *testing.T) {
+	mk := func(dir string, tns int64, msg string) Record {
+		r := Record{Hop: "agent", Dir: dir, Link: 1, TNs: tns}
+		Classify(&r, []byte(msg))
+		return r
+	}
+	recs := []Record{
+		mk("out", 1_000_000, `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s"}}`),
+		mk("in", 2_000_000, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t"}}}`),
+		mk("in", 3_000_000, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"@type":"agent_message_text","text":"x"}}}`),
+		mk("in", 1_235_000_000, `{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`),
+		mk("in", 1_236_000_000, `{"jsonrpc":"2.0","id":99,"result":{}}`), // answers nothing: no latency
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, "t", recs); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<span class="label">session/update tool_call</span>`,
+		`<span class="label">session/update agent_message_text</span>`,
+		`<span class="label">result #7 · 1234 ms</span>`,
+		`<span class="label">result #99</span>`,
+		`scrollIntoView`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}
