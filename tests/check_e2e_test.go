@@ -72,7 +72,13 @@ func TestCheck_FlawedChild(t *testing.T) {
 	t.Parallel()
 	exe := selfExe(t)
 	junit := filepath.Join(t.TempDir(), "check.xml")
-	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--junit", junit, "--", exe)
+	// The reference agent with its quirks: conformant behaviours, all of
+	// which must pass (none skip).
+	var quirks []string
+	for _, q := range flawed.Quirks {
+		quirks = append(quirks, string(q))
+	}
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + strings.Join(quirks, ",")}, "--junit", junit, "--", exe)
 	if code != 0 || rep.Failed {
 		t.Fatalf("conformant flawed agent: exit %d\n%s", code, out)
 	}
@@ -106,7 +112,7 @@ func TestCheck_FlawedChild(t *testing.T) {
 
 func TestCheck_FlawedWebSocket(t *testing.T) {
 	t.Parallel()
-	srv := flawed.NewWSServer(flawed.Set{flawed.StdoutNoise: true})
+	srv := flawed.NewWSServer(flawed.Set{flawed.StdoutNoise: true, flawed.SessionMethods: true})
 	defer srv.Close()
 	rep, code, out := runCheck(t, nil, "--url", srv.URL)
 	if code != 1 || rep.status("stdout-purity") != "FAIL" {

@@ -69,14 +69,15 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.AnswerNotifications:   {"notification": Fail, "schema": Fail},
 	flawed.NullIDResponses:       {"schema": Fail},
 	flawed.MissingJSONRPC:        {"prompt-stream": Fail, "schema": Fail},
-	flawed.ResultAndError:        {"prompt-stream": Fail, "cancel": Fail, "schema": Fail},
+	flawed.ResultAndError:        {"prompt-stream": Fail, "cancel": Fail, "session-resume": Fail, "schema": Fail},
 	flawed.StdoutNoise:           {"stdout-purity": Fail},
 	flawed.StringProtocolVersion: {"initialize": Fail, "schema": Fail},
 	flawed.BadProtocolVersion:    {"initialize": Fail},
 	flawed.SnakeCase: {"session-new": Fail, "schema": Fail,
 		// Without a sessionId nothing session-bound can run.
 		"prompt-stream": NotRun, "cancel": NotRun, "cancel-permission": NotRun, "concurrent-prompt": NotRun,
-		"set-mode": NotRun, "client-requests": NotRun},
+		"set-mode": NotRun, "client-requests": NotRun,
+		"session-load": NotRun, "session-resume": NotRun, "session-list": NotRun, "session-close": NotRun},
 	flawed.AtTypeUpdates:            {"prompt-stream": Fail, "schema": Fail},
 	flawed.CanceledSpelling:         {"cancel": Fail, "schema": Fail},
 	flawed.EndTurnAfterCancel:       {"cancel": Fail},
@@ -98,6 +99,10 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.ForeignSession:           {"client-requests": Fail},
 	flawed.SchemaViolation:          {"prompt-stream": Fail, "schema": Fail},
 	flawed.UnknownSessionOK:         {"unknown-session": Fail},
+	flawed.LoadWithoutHistory:       {"session-load": Fail},
+	flawed.ResumeReplaysHistory:     {"session-resume": Fail},
+	flawed.CloseKeepsServing:        {"session-close": Fail},
+	flawed.ListOmitsSessions:        {"session-list": Fail},
 }
 
 // TestCheck_EachDefectFailsItsScenarios checks every defect of the flawed
@@ -114,7 +119,9 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 		for _, d := range flawed.All {
 			t.Run(string(d), func(t *testing.T) {
 				t.Parallel()
-				rep := runCheck(t, testOptions(flawedDialer(flawed.Set{d: true})))
+				// On the reference agent that serves the session methods,
+				// so that their scenarios run rather than skip.
+				rep := runCheck(t, testOptions(flawedDialer(flawed.Set{d: true, flawed.SessionMethods: true})))
 				mu.Lock()
 				reports[d] = rep
 				mu.Unlock()

@@ -19,6 +19,8 @@ type run struct {
 	sid  string
 	// prior are the schema findings of the scenarios run before this one.
 	prior []finding
+	// authenticated is set once check has called authenticate.
+	authenticated bool
 }
 
 // finding is one message that does not match the schema.
@@ -76,9 +78,11 @@ func (r *run) initialize() (Msg, error) {
 	return m, nil
 }
 
-// newSession runs session/new in the options' cwd.
+// newSession runs session/new in the options' cwd. An agent that answers
+// auth_required (-32000) is authenticated first with its first agent-run
+// auth method, as an editor does, and asked again.
 func (r *run) newSession() (Msg, error) {
-	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	m, err := r.sessionNew()
 	if err != nil {
 		return m, err
 	}
@@ -91,6 +95,38 @@ func (r *run) newSession() (Msg, error) {
 	}
 	r.sid = sid.Str
 	return m, nil
+}
+
+// sessionNew sends session/new, authenticating first when the agent asks
+// for it; only a missing answer is an error.
+func (r *run) sessionNew() (Msg, error) {
+	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	if err != nil {
+		return m, err
+	}
+	if m.IsError() && m.Get("error.code").Int() == -32000 && r.authMethod() != "" && !r.authenticated {
+		r.authenticated = true
+		a, err := r.call("authenticate", map[string]any{"methodId": r.authMethod()})
+		if err != nil {
+			return a, err
+		}
+		if a.IsError() {
+			return a, fmt.Errorf("session/new answered auth_required, and authenticate with %q failed: %s", r.authMethod(), a.Get("error").Raw)
+		}
+		return r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	}
+	return m, nil
+}
+
+// authMethod is the first auth method the agent runs itself (no type, or
+// type "agent"): the only kind check can use without a user.
+func (r *run) authMethod() string {
+	for _, m := range r.init.Get("authMethods").Array() {
+		if t := m.Get("type").Str; t == "" || t == "agent" {
+			return m.Get("id").Str
+		}
+	}
+	return ""
 }
 
 // setup initializes and opens a session; a failure is the scenario's NOT RUN.
@@ -217,6 +253,12 @@ var scenarios = []Scenario{
 	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scStdoutPurity},
 	{"set-mode", Capability, "session/set_mode answers an object", scSetMode},
 	{"client-requests", Capability, "agent→client requests are well formed", scClientRequests},
+	{"session-load", Capability, "session/load replays the conversation before its answer", scSessionLoad},
+	{"session-resume", Capability, "session/resume answers without replaying, and the session serves prompts", scSessionResume},
+	{"session-list", Capability, "session/list lists the open session with its cwd", scSessionList},
+	{"session-close", Capability, "session/close frees the session: a prompt for it is then an error", scSessionClose},
+	{"auth", Informational, "what authentication the agent asks for, and whether it works", scAuth},
+	{"capabilities", Informational, "what the agent advertises", scCapabilities},
 	// Last: it reports the schema findings of every scenario before it.
 	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v1 schema", scSchema},
 }
@@ -564,7 +606,7 @@ func scMalformed(r *run) verdict {
 	if err != nil {
 		return notRun("sending malformed JSON: %v", err)
 	}
-	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	m, err := r.sessionNew()
 	if err != nil {
 		return fail([]int{g.N}, "%s", waitErr("after a malformed line, session/new", err))
 	}
@@ -865,4 +907,190 @@ func scClientRequests(r *run) verdict {
 		return skip("the agent sent no request to the client for %q or %q", r.opts.FilePrompt, r.opts.PermissionPrompt)
 	}
 	return pass("%d request(s) to the client, all well formed", n)
+}
+
+// promptOnce sends the prompt and waits for its answer and a quiet period.
+func (r *run) promptOnce() (Msg, error) {
+	m, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err == nil {
+		r.settle()
+	}
+	return m, err
+}
+
+// sessionParams are the params of session/load and session/resume.
+func (r *run) sessionParams() map[string]any {
+	return map[string]any{"sessionId": r.sid, "cwd": r.opts.Cwd, "mcpServers": []any{}}
+}
+
+func scSessionLoad(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.loadSession").Bool() {
+		return skip("the agent does not advertise loadSession")
+	}
+	if _, err := r.promptOnce(); err != nil {
+		return notRun("%s", waitErr("the prompt before session/load", err))
+	}
+	from := len(r.messages())
+	m, err := r.call("session/load", r.sessionParams())
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/load", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/load of the session just used failed although loadSession is advertised")
+	}
+	if res := m.Get("result"); res.Exists() && res.Type != gjson.Null && !res.IsObject() {
+		return fail([]int{m.N}, "session/load answered result %s, want an object", res.Raw)
+	}
+	replayed := r.updatesBetween(r.sid, from-1, m.N)
+	if len(replayed) == 0 {
+		return fail([]int{m.N}, "session/load replayed no update before its answer: the editor shows an empty conversation (the agent must replay the whole conversation, then answer)")
+	}
+	return pass("%d update(s) replayed before the answer", len(replayed))
+}
+
+func scSessionResume(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.resume").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.resume")
+	}
+	if _, err := r.promptOnce(); err != nil {
+		return notRun("%s", waitErr("the prompt before session/resume", err))
+	}
+	from := len(r.messages())
+	m, err := r.call("session/resume", r.sessionParams())
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/resume", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/resume of the session just used failed although sessionCapabilities.resume is advertised")
+	}
+	if replayed := r.turnContentBetween(r.sid, from-1, m.N); len(replayed) > 0 {
+		return fail(append(replayed, m.N), "session/resume replayed %d update(s) of the conversation; unlike session/load it must not (the editor would show it twice)", len(replayed))
+	}
+	p, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err != nil {
+		return fail(nil, "%s", waitErr("a prompt on the resumed session", err))
+	}
+	if p.IsError() {
+		return fail([]int{m.N, p.N}, "a prompt on the resumed session failed")
+	}
+	return pass("resumed without replay; the session serves prompts")
+}
+
+func scSessionList(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.list").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.list")
+	}
+	params := map[string]any{}
+	var lines []int
+	for page := 0; page < 20; page++ {
+		m, err := r.call("session/list", params)
+		if err != nil {
+			return fail(lines, "%s", waitErr("session/list", err))
+		}
+		lines = append(lines, m.N)
+		if m.IsError() {
+			return fail(lines, "session/list failed although sessionCapabilities.list is advertised")
+		}
+		ss := m.Get("result.sessions")
+		if !ss.IsArray() {
+			return fail(lines, "session/list answered sessions %s, want an array", orAbsent(ss))
+		}
+		for _, s := range ss.Array() {
+			if s.Get("sessionId").Str != r.sid {
+				continue
+			}
+			if cwd := s.Get("cwd").Str; cwd != r.opts.Cwd {
+				return fail(lines, "session/list gives the session cwd %s, want %q", orAbsent(s.Get("cwd")), r.opts.Cwd)
+			}
+			return pass("the session is listed with its cwd")
+		}
+		next := m.Get("result.nextCursor")
+		if next.Type != gjson.String {
+			break
+		}
+		params = map[string]any{"cursor": next.Str}
+	}
+	return fail(lines, "session/list does not list the session %q just created", r.sid)
+}
+
+func scSessionClose(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.close").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.close")
+	}
+	m, err := r.call("session/close", map[string]any{"sessionId": r.sid})
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/close", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/close of an open session failed although sessionCapabilities.close is advertised")
+	}
+	p, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err != nil {
+		return fail([]int{m.N}, "%s", waitErr("a prompt for the closed session", err))
+	}
+	if !p.IsError() {
+		return fail([]int{m.N, p.N}, "a prompt for the closed session was served; session/close frees the session")
+	}
+	return pass("closed; a prompt for it is refused (error %d)", p.Get("error.code").Int())
+}
+
+func scAuth(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	var methods []string
+	for _, m := range r.init.Get("authMethods").Array() {
+		t := m.Get("type").Str
+		if t == "" {
+			t = "agent"
+		}
+		methods = append(methods, fmt.Sprintf("%s (%s)", m.Get("id").Str, t))
+	}
+	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/new", err))
+	}
+	required := m.IsError() && m.Get("error.code").Int() == -32000
+	switch {
+	case !required && len(methods) == 0:
+		return pass("no authentication asked for")
+	case !required:
+		return pass("auth methods %s advertised; session/new works without authenticate", strings.Join(methods, ", "))
+	case len(methods) == 0:
+		return fail([]int{m.N}, "session/new answered auth_required but authMethods is empty: an editor has no way to authenticate")
+	}
+	if r.authMethod() == "" {
+		return pass("auth methods %s; session/new answered auth_required, and check can run none of them itself", strings.Join(methods, ", "))
+	}
+	if _, err := r.newSession(); err != nil {
+		return fail(nil, "session/new answered auth_required; %v", err)
+	}
+	return pass("auth methods %s; session/new answered auth_required, and worked after authenticate with %q", strings.Join(methods, ", "), r.authMethod())
+}
+
+func scCapabilities(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	var caps []string
+	flatten("agentCapabilities", r.init.Get("agentCapabilities"), &caps)
+	for i, c := range caps {
+		caps[i] = strings.TrimPrefix(c, "agentCapabilities.")
+	}
+	if len(caps) == 0 {
+		return pass("nothing beyond the baseline (prompts of text and resource links)")
+	}
+	return pass("%s", strings.Join(caps, ", "))
 }
