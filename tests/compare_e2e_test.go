@@ -93,4 +93,9 @@ func TestCompare_BrokenAgentsNeverPass(t *testing.T) {
 	if code != 1 || strings.Contains(out, "\nno differences\n") || !strings.Contains(out, "could not be played to the end") {
 		t.Fatalf("--a false --b false --exit-code: exit %d, want 1 and no \"no differences\"\n%s", code, out)
 	}
+	out, code = runCompare(t, nil, "--json", "--exit-code", "--a", falseBin, "--b", falseBin, "--prompt", "hello")
+	var c struct{ Incomplete bool }
+	if err := json.Unmarshal([]byte(out), &c); err != nil || code != 1 || !c.Incomplete {
+		t.Fatalf("--json: exit %d, incomplete %v (%v)\n%s", code, c.Incomplete, err, out)
+	}
 }

@@ -562,9 +562,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 // nothing about what was not played, so never a pass.
 func (c *Comparison) Incomplete() bool { return c.A.Error != "" || c.B.Error != "" }
 
-// WriteJSON writes the comparison as one JSON document.
+// WriteJSON writes the comparison as one JSON document; "incomplete" is
+// true when a session could not be played to the end.
 func (c *Comparison) WriteJSON(w io.Writer) error {
+	out := struct {
+		*Comparison
+		Incomplete bool `json:"incomplete"`
+	}{c, c.Incomplete()}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(c)
+	return enc.Encode(out)
 }
