@@ -400,7 +400,10 @@ func ParseBaseline(r io.Reader) ([]string, error) {
 			expected = append(expected, id)
 		}
 	}
-	return expected, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the baseline (one scenario id per line): %w", err)
+	}
+	return expected, nil
 }
 
 // ApplyBaseline marks the results of the scenarios in expected as

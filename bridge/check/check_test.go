@@ -293,3 +293,34 @@ func TestCheck_FailOnAndBaseline(t *testing.T) {
 		t.Error("ParseTiers accepted an unknown tier")
 	}
 }
+
+// FuzzParseBaseline: any baseline file either parses into known scenario
+// ids, each from a line's words outside its comment, or is refused naming
+// the line; so is any --fail-on list.
+func FuzzParseBaseline(f *testing.F) {
+	f.Add("cancel # flaky on CI\n\nschema\n", "mandatory,capability")
+	f.Add("no-such\n", "advisory, informational")
+	f.Add("# only a comment", ",")
+	f.Fuzz(func(t *testing.T, file, tiers string) {
+		ids, err := ParseBaseline(strings.NewReader(file))
+		if err != nil {
+			if !strings.Contains(err.Error(), "line ") && !strings.Contains(err.Error(), "reading the baseline") {
+				t.Fatalf("error without its line: %v", err)
+			}
+		}
+		for _, id := range ids {
+			if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
+				t.Fatalf("unknown id %q accepted", id)
+			}
+		}
+		ts, err := ParseTiers(tiers)
+		if err == nil && len(ts) == 0 {
+			t.Fatal("no tier and no error")
+		}
+		for _, tr := range ts {
+			if !slices.Contains(allTiers, tr) {
+				t.Fatalf("unknown tier %q accepted", tr)
+			}
+		}
+	})
+}
