@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
 )
 
@@ -71,7 +72,13 @@ func TestCheck_FlawedChild(t *testing.T) {
 	t.Parallel()
 	exe := selfExe(t)
 	junit := filepath.Join(t.TempDir(), "check.xml")
-	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--junit", junit, "--", exe)
+	// The reference agent with its quirks: conformant behaviours, all of
+	// which must pass (none skip).
+	var quirks []string
+	for _, q := range flawed.Quirks {
+		quirks = append(quirks, string(q))
+	}
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + strings.Join(quirks, ",")}, "--junit", junit, "--", exe)
 	if code != 0 || rep.Failed {
 		t.Fatalf("conformant flawed agent: exit %d\n%s", code, out)
 	}
@@ -105,7 +112,7 @@ func TestCheck_FlawedChild(t *testing.T) {
 
 func TestCheck_FlawedWebSocket(t *testing.T) {
 	t.Parallel()
-	srv := flawed.NewWSServer(flawed.Set{flawed.StdoutNoise: true})
+	srv := flawed.NewWSServer(flawed.Set{flawed.StdoutNoise: true, flawed.SessionMethods: true})
 	defer srv.Close()
 	rep, code, out := runCheck(t, nil, "--url", srv.URL)
 	if code != 1 || rep.status("stdout-purity") != "FAIL" {
@@ -200,6 +207,92 @@ func TestCheck_Usage(t *testing.T) {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
 			t.Errorf("%q: %v, want exit 2 saying %q\n%s", c.args, err, c.want, out)
+		}
+	}
+}
+
+// TestCheck_BridgeRepairOfADanglingPermission: in front of an agent that
+// ends a cancelled turn without waiting for its permission request, the
+// bridge withdraws the request with $/cancel_request before the turn's
+// answer (acp-spec.md §13.2). check must accept the repair the shim
+// makes, not contradict it.
+func TestCheck_BridgeRepairOfADanglingPermission(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	env := []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(flawed.DanglingPermission)}
+	direct, _, out := runCheck(t, env, "--only", "cancel-permission", "--", exe)
+	if s := direct.status("cancel-permission"); s != "FAIL" {
+		t.Fatalf("directly: cancel-permission %s, want FAIL\n%s", s, out)
+	}
+	bridged, _, out := runCheck(t, env, "--only", "cancel-permission", "--", BridgeBin, "--", exe)
+	if s := bridged.status("cancel-permission"); s != "PASS" {
+		t.Fatalf("behind the bridge: cancel-permission %s, want PASS\n%s", s, out)
+	}
+}
+
+// TestCheck_ExitStatus: the exit status counts capability failures (an
+// agent that sends relative paths or another session's id), and follows
+// --fail-on and --baseline.
+func TestCheck_ExitStatus(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	baseline := filepath.Join(t.TempDir(), "baseline")
+	for _, d := range []flawed.Defect{flawed.RelativePaths, flawed.ForeignSession} {
+		env := []string{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(d)}
+		for _, c := range []struct {
+			flags    []string
+			baseline string
+			want     int
+		}{
+			{nil, "", 1},
+			{[]string{"--fail-on", "mandatory"}, "", 0},
+			{nil, "client-requests # " + string(d), 0},
+			{nil, "client-requests\nunknown-method # fixed long ago", 1},
+		} {
+			args := c.flags
+			if c.baseline != "" {
+				if err := os.WriteFile(baseline, []byte(c.baseline), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--baseline", baseline)
+			}
+			args = append(args, "--only", "client-requests,unknown-method", "--", exe)
+			rep, code, out := runCheck(t, env, args...)
+			if code != c.want || rep.status("client-requests") != "FAIL" {
+				t.Errorf("%s %q baseline %q: exit %d, want %d\n%s", d, c.flags, c.baseline, code, c.want, out)
+			}
+		}
+	}
+}
+
+// TestCheck_TraceDirKeepsEveryScenario: with --trace-dir, every scenario's
+// transcript is kept as a trace, and each acp-bridge that check starts
+// (one per scenario) writes its own trace beside it instead of all of
+// them rewriting one file; --transcripts prints passing transcripts.
+func TestCheck_TraceDirKeepsEveryScenario(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	dir := t.TempDir()
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--trace-dir", dir, "--transcripts",
+		"--only", "prompt-stream,cancel", "--", BridgeBin, "--no-sessions", "--", exe)
+	if code != 0 || rep.status("prompt-stream") != "PASS" || rep.status("cancel") != "PASS" {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, `acp-check/barrier`) { // only transcripts hold it
+		t.Errorf("--transcripts: no transcript of the passing scenarios in the report\n%s", out)
+	}
+	for _, id := range []string{"prompt-stream", "cancel"} {
+		own, err := trace.ReadFile(filepath.Join(dir, id+".ndjson"))
+		if err != nil || !slices.ContainsFunc(own, func(r trace.Record) bool { return r.Method == "session/prompt" && r.Dir == "out" }) {
+			t.Errorf("%s: check's own trace: %v, %d records", id, err, len(own))
+		}
+		bridged, _ := filepath.Glob(filepath.Join(dir, id+".bridge-*.ndjson"))
+		if len(bridged) != 1 {
+			t.Fatalf("%s: bridge traces %v, want one", id, bridged)
+		}
+		recs, err := trace.ReadFile(bridged[0])
+		if err != nil || !slices.ContainsFunc(recs, func(r trace.Record) bool { return r.Method == "session/prompt" && r.Hop == "agent" }) {
+			t.Errorf("%s: the bridge's trace %s: %v, %d records", id, bridged[0], err, len(recs))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
@@ -76,5 +77,25 @@ func TestCompare_CLI(t *testing.T) {
 	out, code = runCompare(t, env, "--a", exe, "--b", srv.URL, "--prompt", "!cancel wait-cancel")
 	if code != 0 || !bytes.Contains([]byte(out), []byte("1 difference(s)")) {
 		t.Fatalf("without --exit-code: exit %d\n%s", code, out)
+	}
+}
+
+// TestCompare_BrokenAgentsNeverPass: two agents that cannot be played
+// (they exit at once, identically) are not "no differences": --exit-code
+// fails and the text says nothing was compared.
+func TestCompare_BrokenAgentsNeverPass(t *testing.T) {
+	t.Parallel()
+	falseBin, err := exec.LookPath("false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCompare(t, nil, "--exit-code", "--a", falseBin, "--b", falseBin, "--prompt", "hello")
+	if code != 1 || strings.Contains(out, "\nno differences\n") || !strings.Contains(out, "could not be played to the end") {
+		t.Fatalf("--a false --b false --exit-code: exit %d, want 1 and no \"no differences\"\n%s", code, out)
+	}
+	out, code = runCompare(t, nil, "--json", "--exit-code", "--a", falseBin, "--b", falseBin, "--prompt", "hello")
+	var c struct{ Incomplete bool }
+	if err := json.Unmarshal([]byte(out), &c); err != nil || code != 1 || !c.Incomplete {
+		t.Fatalf("--json: exit %d, incomplete %v (%v)\n%s", code, c.Incomplete, err, out)
 	}
 }

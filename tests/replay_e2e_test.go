@@ -1,15 +1,18 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // replayTransport runs `acp-bridge replay TRACE --stdio` as the agent.
@@ -262,5 +265,109 @@ func TestReplay_AsEditor(t *testing.T) {
 	}
 	if n := strings.Count(out, "differs from the recording:"); n != 1 {
 		t.Errorf("%d steps reported, want only the changed one\n%s", n, out)
+	}
+}
+
+// TestReplay_AsEditorCheckRecording replays, as the editor, a session that
+// check recorded (--trace-dir) against the flawed agent: its temporary
+// cwd is gone, and the replay gives the live agent a fresh one; and when
+// the live agent streams one update more than the recording, the replay
+// still waits for each answer before sending the next request and reports
+// exactly that count, not a cascade of misaligned frames.
+func TestReplay_AsEditorCheckRecording(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	dir := t.TempDir()
+	if rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--trace-dir", dir, "--only", "prompt-stream", "--", exe); code != 0 || rep.status("prompt-stream") != "PASS" {
+		t.Fatalf("recording: exit %d\n%s", code, out)
+	}
+	rec := filepath.Join(dir, "prompt-stream.ndjson")
+	run := func(trace string) (string, int) {
+		cmd := exec.Command(BridgeBin, "replay", trace, "--as", "editor", "--timeout", "20s", "--", exe)
+		cmd.Env = hermeticEnv(t, []string{"FAKE_AGENT=flawed"})
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	if out, code := run(rec); code != 0 || !strings.Contains(out, "matches the recording") {
+		t.Fatalf("the same agent, its recorded cwd gone: exit %d\n%s", code, out)
+	}
+
+	// The recording with one streamed chunk fewer than the agent sends.
+	data, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	dropped := false
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if !dropped && strings.Contains(l, `"text":", ","type":"text"`) {
+			dropped = true
+			continue
+		}
+		kept = append(kept, l)
+	}
+	if !dropped {
+		t.Fatalf("no \", \" chunk in the recording:\n%s", data)
+	}
+	short := filepath.Join(t.TempDir(), "short.ndjson")
+	if err := os.WriteFile(short, []byte(strings.Join(kept, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(short)
+	if code != 1 || !strings.Contains(out, "the agent sent 3 update(s) and notification(s) where the recording has 2") {
+		t.Fatalf("one update more: exit %d, want 1 and the count reported\n%s", code, out)
+	}
+	if n := strings.Count(out, "step "); n != 1 || !strings.Contains(out, `extra:   {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"flawed-1","update":{"content":{"text":", "`) || strings.Contains(out, "missing:") {
+		t.Errorf("%d steps reported, want only the one with the extra update, naming it\n%s", n, out)
+	}
+}
+
+// TestReplay_SpeedAndIgnore: --speed scales the recorded delays of the agent's
+// replies (0: none), and --ignore leaves a per-run nonce out of matching,
+// in agent mode.
+func TestReplay_SpeedAndIgnore(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "slow.ndjson")
+	rec := `{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"agent","dir":"out","kind":"request","method":"initialize","id":1,"msg":{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"nonce":"run-1"}}}}
+{"t_ns":1500000000,"time":"2026-01-01T00:00:01.5Z","hop":"agent","dir":"in","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}}
+`
+	if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	answer := func(args ...string) (time.Duration, string) {
+		cmd := exec.Command(BridgeBin, append([]string{"replay", path, "--stdio", "--ignore", "params._meta.nonce"}, args...)...)
+		cmd.Env = hermeticEnv(t, nil)
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"nonce":"run-2"}}}`+"\n")
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		took := time.Since(start)
+		in.Close()
+		cmd.Wait()
+		if !strings.Contains(line, `"result":{"protocolVersion":1}`) {
+			t.Fatalf("replay %q answered %q\n%s", args, line, errb.String())
+		}
+		return took, line
+	}
+	if took, _ := answer(); took < 1400*time.Millisecond {
+		t.Errorf("as recorded: answered after %v, want 1.5 s", took)
+	}
+	if took, _ := answer("--speed", "0"); took > time.Second {
+		t.Errorf("--speed 0: answered after %v, want at once", took)
+	}
+	if took, _ := answer("--speed", "3"); took < 400*time.Millisecond || took > 1400*time.Millisecond {
+		t.Errorf("--speed 3: answered after %v, want about 0.5 s", took)
 	}
 }

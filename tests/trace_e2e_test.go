@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -199,5 +200,49 @@ func TestTrace_BadMax(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--trace-max") {
 		t.Errorf("exit %v, output %s; want status 2 naming --trace-max", err, out)
+	}
+}
+
+// TestTrace_ExportOTLP: a trace the bridge recorded exports as OTLP/JSON
+// spans, one invoke_agent span per turn.
+func TestTrace_ExportOTLP(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "run.trace")
+	e := NewEditor(t, ChildTransport("acp"), EditorOptions{Args: []string{"--trace", path}})
+	sid := e.Start(t)
+	for _, p := range []string{"hello", "stream 3"} {
+		if _, err := e.Prompt(ctxT(t), sid, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopBridge(t, e.Bridge)
+	out := filepath.Join(t.TempDir(), "spans.json")
+	cmd := exec.Command(BridgeBin, "trace", "export", path, "-o", out)
+	cmd.Env = hermeticEnv(t, nil)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("trace export: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		ResourceSpans []struct {
+			ScopeSpans []struct {
+				Spans []struct{ Name, TraceID, SpanID string }
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &doc); err != nil || len(doc.ResourceSpans) != 1 {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	turns := 0
+	for _, s := range doc.ResourceSpans[0].ScopeSpans[0].Spans {
+		if s.Name == "invoke_agent" {
+			turns++
+		}
+	}
+	if turns != 2 {
+		t.Errorf("%d invoke_agent spans, want one per turn (2)\n%s", turns, data)
 	}
 }

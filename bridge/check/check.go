@@ -16,8 +16,10 @@
 package check
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +34,9 @@ const (
 	Mandatory  Tier = "mandatory"
 	Capability Tier = "capability"
 	Advisory   Tier = "advisory"
+	// Informational scenarios report what the agent offers; they never
+	// fail (unless --fail-on names them).
+	Informational Tier = "informational"
 )
 
 // Status is a scenario's verdict.
@@ -70,6 +75,13 @@ type Options struct {
 	// Cwd is the sessions' working directory; a temporary directory with a
 	// hello.txt when empty.
 	Cwd string
+	// TraceDir, when set, keeps every scenario's whole wire transcript as a
+	// trace file, DIR/SCENARIO.ndjson, and has an acp-bridge under test
+	// write its own trace beside it (DIR/SCENARIO.bridge-PID.ndjson).
+	TraceDir string
+	// Transcripts puts every scenario's whole transcript in the report,
+	// passing ones too; by default only a failure's offending lines are.
+	Transcripts bool
 }
 
 // Default prompts: plain requests a real agent handles, worded so that the
@@ -134,24 +146,53 @@ type Result struct {
 	Transcript []string `json:"transcript,omitempty"`
 	// Diagnostics is what the agent said on the side (stderr, exit).
 	Diagnostics string `json:"diagnostics,omitempty"`
+	// Expected is set when a baseline lists the scenario as failing.
+	Expected bool `json:"expected_failure,omitempty"`
 }
 
-// Failed reports whether the result fails the run: a mandatory scenario
-// that failed or could not run.
-func (r Result) Failed() bool {
-	return r.Tier == Mandatory && (r.Status == Fail || r.Status == NotRun)
+// DefaultFailOn are the tiers whose failures fail a run unless told
+// otherwise: a capability the agent advertises and gets wrong breaks
+// editors as surely as a mandatory rule.
+var DefaultFailOn = []Tier{Mandatory, Capability}
+
+// Failed reports whether the result fails a run with the default tiers.
+func (r Result) Failed() bool { return r.FailsOn(DefaultFailOn) }
+
+// FailsOn reports whether the result fails a run that fails on tiers: a
+// scenario of one of them that failed or could not run.
+func (r Result) FailsOn(tiers []Tier) bool {
+	return !r.Expected && slices.Contains(tiers, r.Tier) && (r.Status == Fail || r.Status == NotRun)
 }
 
 // Report is a whole run.
 type Report struct {
 	Agent   string   `json:"agent"`
 	Results []Result `json:"results"`
+	// Interrupted says why the run stopped early (a signal), when it did.
+	Interrupted string `json:"interrupted,omitempty"`
+	// FailOn are the tiers whose failures fail the run; DefaultFailOn
+	// when empty.
+	FailOn []Tier `json:"fail_on,omitempty"`
+	// Stale lists the baseline's expected failures that passed.
+	Stale []string `json:"stale_baseline,omitempty"`
 }
 
-// Failed reports whether any mandatory scenario failed or could not run.
+// failOn returns the tiers that fail the run.
+func (r *Report) failOn() []Tier {
+	if len(r.FailOn) == 0 {
+		return DefaultFailOn
+	}
+	return r.FailOn
+}
+
+// Failed reports whether a scenario of a failing tier failed or could not
+// run.
 func (r *Report) Failed() bool {
+	if len(r.Stale) > 0 {
+		return true
+	}
 	for _, x := range r.Results {
-		if x.Failed() {
+		if x.FailsOn(r.failOn()) {
 			return true
 		}
 	}
@@ -219,12 +260,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return rep, err
+		if ctx.Err() != nil {
+			break
 		}
 		res, found := runOne(ctx, &o, s, seen)
 		rep.Results = append(rep.Results, res)
 		seen = append(seen, found...)
+	}
+	if err := ctx.Err(); err != nil {
+		rep.Interrupted = context.Cause(ctx).Error()
+		return rep, fmt.Errorf("check interrupted (%w): the report covers the scenarios run so far", err)
 	}
 	return rep, nil
 }
@@ -241,9 +286,8 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
-	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	p, err := dialPeer(dctx, o)
+	ctx = withScenario(ctx, s.ID)
+	p, err := dialPeer(ctx, o)
 	if err != nil {
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
 		return res, nil
@@ -257,12 +301,30 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 		found = r.findings(s.ID)
 	}
 	res.Status, res.Reason = v.status, v.reason
-	if v.status == Fail || v.status == NotRun {
+	if err := ctx.Err(); err != nil {
+		// The connection was closed under the scenario: its verdict
+		// says nothing about the agent.
+		res.Status, res.Reason = NotRun, "interrupted ("+context.Cause(ctx).Error()+") before the scenario ended"
+	}
+	if res.Status == Fail || res.Status == NotRun {
 		if len(v.lines) > 0 || len(v.extra) == 0 {
 			res.Transcript = excerpt(p.messages(), v.lines)
 		}
 		res.Transcript = append(res.Transcript, v.extra...)
 		res.Diagnostics = diag
+	}
+	if o.Transcripts {
+		res.Transcript = nil
+		for _, m := range p.messages() {
+			res.Transcript = append(res.Transcript, FormatLine(m))
+		}
+		res.Transcript = append(res.Transcript, v.extra...)
+		res.Diagnostics = diag
+	}
+	if o.TraceDir != "" {
+		if err := writeTranscript(o.TraceDir, s.ID, p.start, p.messages()); err != nil {
+			res.Diagnostics += err.Error() + "\n"
+		}
 	}
 	return res, found
 }
@@ -299,4 +361,66 @@ func FormatLine(m Msg) string {
 		raw = raw[:400] + fmt.Sprintf("… (%d bytes)", len(m.Raw))
 	}
 	return fmt.Sprintf("#%-3d %8.3fs %s %s", m.N, m.At.Seconds(), dir, raw)
+}
+
+// ParseTiers reads a comma-separated list of tier names (--fail-on).
+func ParseTiers(list string) ([]Tier, error) {
+	var out []Tier
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		t := Tier(f)
+		if !slices.Contains(allTiers, t) {
+			return nil, fmt.Errorf("unknown tier %q (tiers: mandatory, capability, advisory, informational)", f)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no tier given (tiers: mandatory, capability, advisory, informational)")
+	}
+	return out, nil
+}
+
+var allTiers = []Tier{Mandatory, Capability, Advisory, Informational}
+
+// ParseBaseline reads an expected-failures file: one scenario id per line,
+// "#" starting a comment. An unknown id is an error, so that a typo
+// cannot hide a failure.
+func ParseBaseline(r io.Reader) ([]string, error) {
+	var expected []string
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		for _, id := range strings.Fields(line) {
+			if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
+				return nil, fmt.Errorf("line %d: unknown scenario %q (known: %s)", n, id, strings.Join(ids(), ", "))
+			}
+			expected = append(expected, id)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the baseline (one scenario id per line): %w", err)
+	}
+	return expected, nil
+}
+
+// ApplyBaseline marks the results of the scenarios in expected as
+// expected failures: a FAIL or NOT RUN there no longer fails the run. A
+// scenario in expected that ran and passed makes the baseline stale,
+// which fails the run until the entry is removed: a fixed defect must not
+// stay silently excused.
+func (r *Report) ApplyBaseline(expected []string) {
+	for i, x := range r.Results {
+		if !slices.Contains(expected, x.ID) {
+			continue
+		}
+		switch x.Status {
+		case Fail, NotRun:
+			r.Results[i].Expected = true
+		case Pass:
+			r.Stale = append(r.Stale, x.ID)
+		}
+	}
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +44,11 @@ func dump(rep *Report) string {
 }
 
 func TestCheck_ConformantAgentPassesAll(t *testing.T) {
-	rep := runCheck(t, testOptions(flawedDialer(nil)))
+	set := flawed.Set{}
+	for _, q := range flawed.Quirks {
+		set[q] = true // conformant too: they must fail nothing
+	}
+	rep := runCheck(t, testOptions(flawedDialer(set)))
 	if len(rep.Results) != len(scenarios) {
 		t.Fatalf("%d results for %d scenarios", len(rep.Results), len(scenarios))
 	}
@@ -61,67 +68,132 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.NoReinit:              {"reinitialize": Fail},
 	flawed.AnswerNotifications:   {"notification": Fail, "schema": Fail},
 	flawed.NullIDResponses:       {"schema": Fail},
-	flawed.MissingJSONRPC:        {"schema": Fail},
-	flawed.ResultAndError:        {"prompt-stream": Fail, "cancel": Fail, "schema": Fail},
+	flawed.MissingJSONRPC:        {"prompt-stream": Fail, "schema": Fail},
+	flawed.ResultAndError:        {"prompt-stream": Fail, "cancel": Fail, "session-resume": Fail, "schema": Fail},
 	flawed.StdoutNoise:           {"stdout-purity": Fail},
 	flawed.StringProtocolVersion: {"initialize": Fail, "schema": Fail},
 	flawed.BadProtocolVersion:    {"initialize": Fail},
 	flawed.SnakeCase: {"session-new": Fail, "schema": Fail,
 		// Without a sessionId nothing session-bound can run.
 		"prompt-stream": NotRun, "cancel": NotRun, "cancel-permission": NotRun, "concurrent-prompt": NotRun,
-		"set-mode": NotRun, "client-requests": NotRun},
-	flawed.AtTypeUpdates:            {"schema": Fail},
+		"set-mode": NotRun, "client-requests": NotRun,
+		"session-load": NotRun, "session-resume": NotRun, "session-list": NotRun, "session-close": NotRun},
+	flawed.AtTypeUpdates:            {"prompt-stream": Fail, "schema": Fail},
 	flawed.CanceledSpelling:         {"cancel": Fail, "schema": Fail},
 	flawed.EndTurnAfterCancel:       {"cancel": Fail},
 	flawed.IgnoreCancel:             {"cancel": Fail, "cancel-permission": Fail},
 	flawed.LateUpdates:              {"prompt-stream": Fail, "cancel": Fail},
 	flawed.EarlyUpdates:             {"session-new": Fail},
 	flawed.DanglingPermission:       {"cancel-permission": Fail},
-	flawed.UnstableVariants:         {"schema": Fail},
+	flawed.UnstableVariants:         {"prompt-stream": Fail, "schema": Fail},
 	flawed.UnsupportedClientMethods: {"client-requests": Fail},
 	flawed.NullResults:              {"set-mode": Fail, "schema": Fail},
 	flawed.WrongUnknownCode:         {"unknown-method": Fail},
 	flawed.NoParseError:             {"malformed-json": Fail},
 	flawed.DiesOnGarbage:            {"malformed-json": Fail},
 	flawed.ConcurrentPrompts:        {"concurrent-prompt": Fail},
+	flawed.ConcurrentWork:           {"concurrent-prompt": Fail},
+	flawed.DropSecondPrompt:         {"concurrent-prompt": Fail},
+	flawed.IdlessErrorAnswers:       {"notification": Fail, "schema": Fail},
 	flawed.RelativePaths:            {"client-requests": Fail},
 	flawed.ForeignSession:           {"client-requests": Fail},
-	flawed.SchemaViolation:          {"schema": Fail},
+	flawed.SchemaViolation:          {"prompt-stream": Fail, "schema": Fail},
 	flawed.UnknownSessionOK:         {"unknown-session": Fail},
+	flawed.LoadWithoutHistory:       {"session-load": Fail},
+	flawed.ResumeReplaysHistory:     {"session-resume": Fail},
+	flawed.CloseKeepsServing:        {"session-close": Fail},
+	flawed.ListOmitsSessions:        {"session-list": Fail},
 }
 
+// TestCheck_EachDefectFailsItsScenarios checks every defect of the flawed
+// agent alone, and the reference agent with its quirks: each verdict must
+// be the table's (no false pass, no false fail), and the README's table
+// of verdicts must be what check says.
 func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 	if got, want := slices.Sorted(maps.Keys(defectFails)), slices.Sorted(slices.Values(flawed.All)); !slices.Equal(got, want) {
 		t.Fatalf("defect table covers %v, the flawed agent has %v", got, want)
 	}
-	for _, d := range flawed.All {
-		t.Run(string(d), func(t *testing.T) {
-			t.Parallel()
-			rep := runCheck(t, testOptions(flawedDialer(flawed.Set{d: true})))
-			want := defectFails[d]
-			for _, r := range rep.Results {
-				w, ok := want[r.ID]
-				if !ok {
-					w = Pass
+	var mu sync.Mutex
+	reports := map[flawed.Defect]*Report{}
+	t.Run("defects", func(t *testing.T) {
+		for _, d := range flawed.All {
+			t.Run(string(d), func(t *testing.T) {
+				t.Parallel()
+				// On the reference agent that serves the session methods,
+				// so that their scenarios run rather than skip.
+				rep := runCheck(t, testOptions(flawedDialer(flawed.Set{d: true, flawed.SessionMethods: true})))
+				mu.Lock()
+				reports[d] = rep
+				mu.Unlock()
+				want := defectFails[d]
+				for _, r := range rep.Results {
+					w, ok := want[r.ID]
+					if !ok {
+						w = Pass
+					}
+					if r.Status != w {
+						t.Errorf("%s: %s (%s), want %s", r.ID, r.Status, r.Reason, w)
+					}
+					if r.Duration <= 0 {
+						t.Errorf("%s: duration %v", r.ID, r.Duration)
+					}
+					if r.Status == Fail && len(r.Transcript) == 0 {
+						t.Errorf("%s: FAIL without transcript lines", r.ID)
+					}
 				}
-				if r.Status != w {
-					t.Errorf("%s: %s (%s), want %s", r.ID, r.Status, r.Reason, w)
+				if !rep.Failed() && slices.ContainsFunc(rep.Results, Result.Failed) {
+					t.Error("Report.Failed disagrees with its results")
 				}
-				if r.Duration <= 0 {
-					t.Errorf("%s: duration %v", r.ID, r.Duration)
+				if t.Failed() {
+					t.Logf("report:\n%s", dump(rep))
 				}
-				if r.Status == Fail && len(r.Transcript) == 0 {
-					t.Errorf("%s: FAIL without transcript lines", r.ID)
-				}
-			}
-			if !rep.Failed() && slices.ContainsFunc(rep.Results, Result.Failed) {
-				t.Error("Report.Failed disagrees with its results")
-			}
-			if t.Failed() {
-				t.Logf("report:\n%s", dump(rep))
-			}
-		})
+			})
+		}
+	})
+	if t.Failed() || len(reports) != len(flawed.All) {
+		return
 	}
+	table := verdictTable(reports)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok1 := strings.Cut(string(readme), tableBegin+"\n")
+	inREADME, _, ok2 := strings.Cut(rest, tableEnd)
+	if !ok1 || !ok2 || inREADME != table {
+		t.Errorf("README's verdict table (between %s and %s) is not what check says; it should read:\n%s", tableBegin, tableEnd, table)
+	}
+}
+
+const (
+	tableBegin = "<!-- check verdicts: kept by TestCheck_EachDefectFailsItsScenarios -->"
+	tableEnd   = "<!-- end of check verdicts -->"
+)
+
+// verdictTable renders check's verdict on each defect as a Markdown table.
+func verdictTable(reports map[flawed.Defect]*Report) string {
+	var b strings.Builder
+	b.WriteString("| agent | scenarios not passing (tier) | exit |\n|---|---|---|\n")
+	var quirks []string
+	for _, q := range flawed.Quirks {
+		quirks = append(quirks, "`"+string(q)+"`")
+	}
+	fmt.Fprintf(&b, "| reference agent (with %s) | none | 0 |\n", strings.Join(quirks, ", "))
+	for _, d := range flawed.All {
+		rep := reports[d]
+		var not []string
+		for _, r := range rep.Results {
+			if r.Status != Pass {
+				not = append(not, fmt.Sprintf("%s %s (%s)", r.ID, r.Status, r.Tier))
+			}
+		}
+		exit := 0
+		if rep.Failed() {
+			exit = 1
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %d |\n", d, strings.Join(not, ", "), exit)
+	}
+	return b.String()
 }
 
 func TestCheck_SchemaFailureNamesTheField(t *testing.T) {
@@ -176,4 +248,79 @@ func TestCheck_JUnitParses(t *testing.T) {
 			t.Errorf("session-new has no <failure>")
 		}
 	}
+}
+
+// TestCheck_FailOnAndBaseline: which failures fail a run. A capability
+// failure does by default; --fail-on chooses the tiers; a baseline
+// excuses the failures it lists and fails the run when one of them passed.
+func TestCheck_FailOnAndBaseline(t *testing.T) {
+	o := testOptions(flawedDialer(flawed.Set{flawed.RelativePaths: true, flawed.NoReinit: true}))
+	o.Only = []string{"client-requests", "reinitialize", "unknown-method"}
+	rep := runCheck(t, o)
+	if rep.Results[0].Status != Fail || rep.Results[2].Status != Fail {
+		t.Fatalf("report:\n%s", dump(rep))
+	}
+	for _, tc := range []struct {
+		failOn   []Tier
+		baseline []string
+		failed   bool
+	}{
+		{nil, nil, true}, // capability fails by default
+		{[]Tier{Mandatory}, nil, false},
+		{[]Tier{Mandatory, Advisory}, []string{"client-requests"}, true},
+		{nil, []string{"client-requests"}, false},
+		{nil, []string{"client-requests", "unknown-method"}, true}, // stale: unknown-method passes
+		{[]Tier{Mandatory}, []string{"unknown-method"}, true},
+	} {
+		r := *rep
+		r.Results = slices.Clone(rep.Results)
+		r.FailOn = tc.failOn
+		r.ApplyBaseline(tc.baseline)
+		if r.Failed() != tc.failed {
+			t.Errorf("fail-on %v, baseline %v: Failed() = %v, want %v\n%s", tc.failOn, tc.baseline, r.Failed(), tc.failed, dump(&r))
+		}
+		if slices.Contains(tc.baseline, "unknown-method") && !strings.Contains(dump(&r), "stale baseline: unknown-method") {
+			t.Errorf("the report does not name the stale entry:\n%s", dump(&r))
+		}
+	}
+	if _, err := ParseBaseline(strings.NewReader("cancel # flaky\n\nno-such\n")); err == nil || !strings.Contains(err.Error(), `line 3: unknown scenario "no-such"`) {
+		t.Errorf("ParseBaseline of an unknown id: %v", err)
+	}
+	if ids, err := ParseBaseline(strings.NewReader("# comment\ncancel  schema # both\n")); err != nil || !slices.Equal(ids, []string{"cancel", "schema"}) {
+		t.Errorf("ParseBaseline = %q, %v", ids, err)
+	}
+	if _, err := ParseTiers("mandatory,optional"); err == nil {
+		t.Error("ParseTiers accepted an unknown tier")
+	}
+}
+
+// FuzzParseBaseline: any baseline file either parses into known scenario
+// ids, each from a line's words outside its comment, or is refused naming
+// the line; so is any --fail-on list.
+func FuzzParseBaseline(f *testing.F) {
+	f.Add("cancel # flaky on CI\n\nschema\n", "mandatory,capability")
+	f.Add("no-such\n", "advisory, informational")
+	f.Add("# only a comment", ",")
+	f.Fuzz(func(t *testing.T, file, tiers string) {
+		ids, err := ParseBaseline(strings.NewReader(file))
+		if err != nil {
+			if !strings.Contains(err.Error(), "line ") && !strings.Contains(err.Error(), "reading the baseline") {
+				t.Fatalf("error without its line: %v", err)
+			}
+		}
+		for _, id := range ids {
+			if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
+				t.Fatalf("unknown id %q accepted", id)
+			}
+		}
+		ts, err := ParseTiers(tiers)
+		if err == nil && len(ts) == 0 {
+			t.Fatal("no tier and no error")
+		}
+		for _, tr := range ts {
+			if !slices.Contains(allTiers, tr) {
+				t.Fatalf("unknown tier %q accepted", tr)
+			}
+		}
+	})
 }

@@ -32,6 +32,9 @@ type CompareOptions struct {
 	// (to first update, to end of turn) that differs by more than this;
 	// otherwise latencies are only reported.
 	LatencyTolerance time.Duration
+	// TraceDir, when set, keeps each side's wire transcript as a trace
+	// file, DIR/a.ndjson and DIR/b.ndjson (see Options.TraceDir).
+	TraceDir string
 }
 
 // CancelPrefix marks a prompt compare cancels.
@@ -45,7 +48,11 @@ type Recording struct {
 	// Capabilities are the initialize result's protocolVersion and
 	// agentCapabilities, and session/new's modes, flattened to path=value.
 	Capabilities []string `json:"capabilities"`
-	Turns        []Turn   `json:"turns"`
+	// Setup are the events between initialize and the first prompt:
+	// updates sent before session/new was answered ("early …") and those
+	// sent after it, such as the available commands.
+	Setup []string `json:"setup"`
+	Turns []Turn   `json:"turns"`
 }
 
 // Turn is one prompt's normalised turn.
@@ -90,15 +97,17 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	var c Comparison
 	var wg sync.WaitGroup
 	for _, side := range []struct {
-		d   Dialer
-		rec *Recording
-	}{{o.A, &c.A}, {o.B, &c.B}} {
+		name string
+		d    Dialer
+		rec  *Recording
+	}{{"a", o.A, &c.A}, {"b", o.B, &c.B}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			opts := base
 			opts.Dialer = side.d
-			*side.rec = record(ctx, &opts, o)
+			opts.TraceDir = o.TraceDir
+			*side.rec = record(withScenario(ctx, side.name), &opts, o)
 		}()
 	}
 	wg.Wait()
@@ -107,13 +116,20 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 }
 
 func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
-	rec := Recording{Agent: opts.Dialer.String(), Capabilities: []string{}, Turns: []Turn{}}
+	rec := Recording{Agent: opts.Dialer.String(), Capabilities: []string{}, Setup: []string{}, Turns: []Turn{}}
 	p, err := dialPeer(ctx, opts)
 	if err != nil {
 		rec.Error = err.Error()
 		return rec
 	}
 	defer p.close()
+	if opts.TraceDir != "" {
+		defer func() {
+			if err := writeTranscript(opts.TraceDir, scenarioOf(ctx), p.start, p.messages()); err != nil && rec.Error == "" {
+				rec.Error = err.Error()
+			}
+		}()
+	}
 	r := &run{peer: p}
 	m, err := r.call("initialize", initParams(1))
 	if err != nil {
@@ -126,10 +142,32 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 	}
 	flatten("protocolVersion", m.Get("result.protocolVersion"), &rec.Capabilities)
 	flatten("agentCapabilities", m.Get("result.agentCapabilities"), &rec.Capabilities)
+	from := len(r.messages())
 	nm, err := r.newSession()
 	if err != nil {
 		rec.Error = err.Error()
 		return rec
+	}
+	r.settle()
+	ids := map[string]string{} // toolCallId → tcN
+	for _, m := range r.messages()[from:] {
+		if m.Out || !m.IsNotification() && !m.IsRequest() {
+			continue
+		}
+		ev := "notification " + m.method
+		switch {
+		case m.method == "session/update":
+			ev, _, _ = updateEvent(m.Get("params.update"), ids)
+			if sid := m.Get("params.sessionId").Str; sid != r.sid {
+				ev += " for another session"
+			}
+		case m.IsRequest():
+			ev = "request " + m.method
+		}
+		if m.N < nm.N {
+			ev = "early " + ev
+		}
+		rec.Setup = append(rec.Setup, ev)
 	}
 	var modes []string
 	for _, md := range nm.Get("result.modes.availableModes").Array() {
@@ -139,7 +177,6 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 		rec.Capabilities = append(rec.Capabilities, "modes="+strings.Join(modes, ","))
 	}
 	sort.Strings(rec.Capabilities)
-	ids := map[string]string{} // toolCallId → tcN
 	for _, text := range o.Prompts {
 		turn, err := r.turn(text, ids)
 		rec.Turns = append(rec.Turns, turn)
@@ -306,15 +343,23 @@ func toolID(id string, ids map[string]string) string {
 	return n
 }
 
-// flatten appends path=value for every leaf of v.
+// flatten appends path=value for every leaf of v. An empty object is a
+// leaf ("sessionCapabilities.close={}" advertises session/close); false
+// and null are left out, as the spec reads an absent capability and an
+// explicit false alike, and so is an object of nothing but those.
 func flatten(path string, v gjson.Result, out *[]string) {
 	switch {
-	case !v.Exists():
-	case v.IsObject():
+	case !v.Exists(), v.Type == gjson.Null, v.Type == gjson.False:
+	case v.IsObject() && len(v.Map()) > 0:
 		v.ForEach(func(k, x gjson.Result) bool {
 			flatten(path+"."+k.Str, x, out)
 			return true
 		})
+	case v.IsObject():
+		// A member's empty object is a marker; the root's says nothing.
+		if strings.Contains(path, ".") {
+			*out = append(*out, path+"={}")
+		}
 	default:
 		*out = append(*out, path+"="+v.Raw)
 	}
@@ -333,6 +378,9 @@ func diff(a, b *Recording, o CompareOptions) []Difference {
 		if !ca[k] || !cb[k] {
 			ds = append(ds, Difference{"capabilities", present(ca[k], k), present(cb[k], k)})
 		}
+	}
+	for _, d := range eventDiff(a.Setup, b.Setup) {
+		ds = append(ds, Difference{"session setup", d[0], d[1]})
 	}
 	for i := 0; i < max(len(a.Turns), len(b.Turns)); i++ {
 		if i >= len(a.Turns) || i >= len(b.Turns) {
@@ -491,8 +539,15 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "%s: %s\n", side.Agent, side.Error)
 		}
 	}
+	if c.Incomplete() {
+		fmt.Fprintln(w, "a session could not be played to the end: nothing after that point was compared")
+	}
 	if len(c.Differences) == 0 {
-		_, err := fmt.Fprintln(w, "no differences")
+		msg := "no differences"
+		if c.Incomplete() {
+			msg = "no differences in what was played"
+		}
+		_, err := fmt.Fprintln(w, msg)
 		return err
 	}
 	fmt.Fprintf(w, "%d difference(s):\n", len(c.Differences))
@@ -502,9 +557,19 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	return nil
 }
 
-// WriteJSON writes the comparison as one JSON document.
+// Incomplete reports whether either agent's session stopped early (it
+// could not start, did not answer, or broke): a comparison that proves
+// nothing about what was not played, so never a pass.
+func (c *Comparison) Incomplete() bool { return c.A.Error != "" || c.B.Error != "" }
+
+// WriteJSON writes the comparison as one JSON document; "incomplete" is
+// true when a session could not be played to the end.
 func (c *Comparison) WriteJSON(w io.Writer) error {
+	out := struct {
+		*Comparison
+		Incomplete bool `json:"incomplete"`
+	}{c, c.Incomplete()}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(c)
+	return enc.Encode(out)
 }

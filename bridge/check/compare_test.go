@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
 )
 
@@ -101,5 +103,44 @@ func TestCompare_JSONRoundTrip(t *testing.T) {
 	var back Comparison
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Differences) != 1 {
 		t.Fatalf("JSON round trip: %v %+v", err, back)
+	}
+}
+
+// TestCompare_CapabilitiesFlatten: an empty object is a capability (it
+// must not vanish), and false or null read as absent, as the spec reads
+// them.
+func TestCompare_CapabilitiesFlatten(t *testing.T) {
+	caps := func(js string) []string {
+		var out []string
+		flatten("agentCapabilities", gjson.Parse(js), &out)
+		return out
+	}
+	for _, tc := range []struct {
+		a, b   string
+		differ bool
+	}{
+		{`{"sessionCapabilities":{"close":{}}}`, `{"sessionCapabilities":{}}`, true},
+		{`{"sessionCapabilities":{"close":{}}}`, `{}`, true},
+		{`{"sessionCapabilities":{"close":{},"list":{}}}`, `{"sessionCapabilities":{"list":{}}}`, true},
+		{`{"loadSession":false}`, `{}`, false},
+		{`{"loadSession":null,"promptCapabilities":{"image":false}}`, `{"promptCapabilities":{}}`, true}, // an empty object is a marker; one of only false is not
+		{`{"loadSession":true}`, `{}`, true},
+		{`{"mcpCapabilities":{"http":false,"sse":false}}`, `{}`, false},
+	} {
+		a, b := &Recording{Capabilities: caps(tc.a)}, &Recording{Capabilities: caps(tc.b)}
+		ds := diff(a, b, CompareOptions{})
+		if (len(ds) > 0) != tc.differ {
+			t.Errorf("%s vs %s: differences %+v (flattened %q, %q), want differ=%v", tc.a, tc.b, ds, a.Capabilities, b.Capabilities, tc.differ)
+		}
+	}
+}
+
+// TestCompare_SetupUpdatesCompared: updates an agent sends before the
+// session/new answer are part of the comparison.
+func TestCompare_SetupUpdatesCompared(t *testing.T) {
+	c := compareFlawed(t, nil, flawed.Set{flawed.EarlyUpdates: true}, "hello")
+	want := Difference{"session setup", "-", "#1 early available_commands_update"}
+	if len(c.Differences) != 1 || c.Differences[0] != want {
+		t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, text(c))
 	}
 }

@@ -41,45 +41,107 @@ type Conn interface {
 
 // Command starts args as a child agent per connection, with env added to
 // this process's environment and dir as its working directory.
+//
+// The agent runs in a process group of its own and is stopped the way the
+// bridge stops its agents (legacy.Process): stdin closed, then SIGTERM to
+// the whole group, then SIGKILL after StopGrace; so a wrapper script's
+// helper that outlives stdin's end cannot keep a run waiting, and a
+// wrapper's own cleanup gets its chance to run.
 type Command struct {
 	Args []string
 	Env  []string
 	Dir  string
+	// StopGrace is how long Close waits between SIGTERM and SIGKILL; 0
+	// means 2 s.
+	StopGrace time.Duration
+	// TraceDir, when set, names the trace of an acp-bridge under test
+	// after the scenario it serves (see EnvTrace).
+	TraceDir string
 }
 
 func (c Command) String() string { return strings.Join(c.Args, " ") }
+
+const (
+	defaultStopGrace = 2 * time.Second
+	// stdinExitWait is how long Close waits for the agent to exit on its
+	// own once its stdin is closed, before signalling its group.
+	stdinExitWait = 250 * time.Millisecond
+	// reapWait bounds the wait for the kernel to report a SIGKILLed agent.
+	reapWait = time.Second
+)
 
 // Dial starts the agent.
 func (c Command) Dial(ctx context.Context) (Conn, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("no agent command")
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(c.Args[0], c.Args[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	if c.TraceDir != "" {
+		cmd.Env = append(cmd.Env, bridgeTraceEnv(c.TraceDir, scenarioOf(ctx)))
+	}
 	cmd.Dir = c.Dir
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+	setProcessGroup(cmd)
+	// The pipes are *os.File, which the child inherits directly: exec
+	// starts no copying goroutine, so Wait cannot block on a grandchild
+	// that holds stdout or stderr open. WaitDelay caps it anyway.
+	cmd.WaitDelay = time.Second
+	var files []*os.File
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	p := &procConn{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<16), exited: make(chan struct{})}
-	cmd.Stderr = &p.stderr
-	if err := cmd.Start(); err != nil {
+	fail := func(err error) (Conn, error) {
+		for _, f := range files {
+			f.Close()
+		}
 		return nil, fmt.Errorf("starting the agent %q: %w", c.Args[0], err)
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	// The child has its own copies; ours would keep the pipes open.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	p := &procConn{cmd: cmd, grace: c.StopGrace, stdin: inW, stdout: outR, stderrR: errR,
+		out: bufio.NewReaderSize(outR, 1<<16), exited: make(chan struct{})}
+	if p.grace <= 0 {
+		p.grace = defaultStopGrace
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
+	go func() { _, _ = io.Copy(&p.stderr, errR) }()
 	return p, nil
 }
 
 type procConn struct {
 	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	grace   time.Duration
+	stdin   *os.File
+	stdout  *os.File
+	stderrR *os.File
 	out     *bufio.Reader
 	stderr  tailBuffer
 	exited  chan struct{}
@@ -97,22 +159,44 @@ func (p *procConn) Recv() ([]byte, error) {
 	if len(line) > 0 {
 		return bytes.TrimSuffix(line, []byte("\n")), nil
 	}
+	if errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
 	return nil, err
 }
 
-// Close closes the agent's stdin, gives it a moment to exit on its own,
-// then kills it.
+// Close stops the agent in stages, as the bridge stops its own: stdin
+// closed; SIGTERM to the process group if the agent is still running
+// after a moment; SIGKILL to the group after the grace. Whatever the agent
+// left behind in its group is killed, and the pipes are closed, so Close
+// returns within about grace+1.5 s whatever the agent and its children do.
 func (p *procConn) Close() error {
 	p.once.Do(func() {
 		p.stdin.Close()
-		select {
-		case <-p.exited:
-		case <-time.After(2 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
+		if !p.waitExit(stdinExitWait) {
+			_ = terminateGroup(p.cmd.Process)
+			if !p.waitExit(p.grace) {
+				_ = killGroup(p.cmd.Process)
+				p.waitExit(reapWait)
+			}
 		}
+		// The agent has gone; what is left of its group is ours to end.
+		_ = killGroup(p.cmd.Process)
+		p.stdout.Close()
+		p.stderrR.Close()
 	})
 	return nil
+}
+
+func (p *procConn) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (p *procConn) Diagnostics() string {

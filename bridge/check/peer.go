@@ -84,6 +84,9 @@ type peer struct {
 	conn  Conn
 	start time.Time
 	opts  *Options
+	// ctx is the run's context; stopWatch releases its close-on-cancel.
+	ctx       context.Context
+	stopWatch func() bool
 
 	mu         sync.Mutex
 	transcript []Msg
@@ -102,13 +105,18 @@ type peer struct {
 	held            []Msg
 }
 
+// dialPeer connects to the agent, giving the dial o.Timeout. Cancelling
+// ctx (a signal) closes the connection, which ends every wait on it.
 func dialPeer(ctx context.Context, o *Options) (*peer, error) {
-	c, err := o.Dialer.Dial(ctx)
+	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	c, err := o.Dialer.Dial(dctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &peer{conn: c, start: time.Now(), opts: o, signal: make(chan struct{}, 1),
+	p := &peer{conn: c, start: time.Now(), opts: o, ctx: ctx, signal: make(chan struct{}, 1),
 		sent: map[string]string{}, answers: map[string]int{}}
+	p.stopWatch = context.AfterFunc(ctx, func() { c.Close() })
 	go p.read()
 	return p, nil
 }
@@ -148,7 +156,10 @@ func (p *peer) wake() {
 	}
 }
 
-func (p *peer) close() { p.conn.Close() }
+func (p *peer) close() {
+	p.stopWatch()
+	p.conn.Close()
+}
 
 // record appends an outgoing message to the transcript and sends it.
 func (p *peer) write(raw []byte) (Msg, error) {
@@ -260,7 +271,7 @@ func (p *peer) response(id string, d time.Duration) (Msg, error) {
 func (p *peer) call(method string, params any) (Msg, error) {
 	id, err := p.request(method, params)
 	if err != nil {
-		return Msg{}, err
+		return Msg{}, fmt.Errorf("%s: cannot send it (has the agent exited?): %w", method, err)
 	}
 	m, err := p.response(id, p.opts.Timeout)
 	if err != nil {

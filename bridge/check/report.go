@@ -15,7 +15,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	counts := map[Status]int{}
 	for _, x := range r.Results {
 		counts[x.Status]++
-		fmt.Fprintf(w, "%-7s  %-10s  %-18s  %s\n", x.Status, x.Tier, x.ID, x.Reason)
+		reason := x.Reason
+		if x.Expected {
+			reason = "(expected by the baseline) " + reason
+		}
+		fmt.Fprintf(w, "%-7s  %-10s  %-18s  %s\n", x.Status, x.Tier, x.ID, reason)
 		for _, l := range x.Transcript {
 			fmt.Fprintf(w, "         | %s\n", l)
 		}
@@ -25,9 +29,21 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 	}
+	for _, id := range r.Stale {
+		fmt.Fprintf(w, "stale baseline: %s passed but the baseline expects it to fail; remove it from the baseline\n", id)
+	}
 	verdict := "ok"
-	if r.Failed() {
-		verdict = "FAILED (a mandatory scenario failed or could not run)"
+	switch {
+	case r.Interrupted != "":
+		verdict = "INTERRUPTED (" + r.Interrupted + "); the scenarios after the last line did not run"
+	case len(r.Stale) > 0:
+		verdict = "FAILED (the baseline is stale)"
+	case r.Failed():
+		var tiers []string
+		for _, t := range r.failOn() {
+			tiers = append(tiers, string(t))
+		}
+		verdict = "FAILED (a scenario of a failing tier, " + strings.Join(tiers, " or ") + ", failed or could not run)"
 	}
 	_, err := fmt.Fprintf(w, "%d passed, %d failed, %d skipped, %d not run: %s\n",
 		counts[Pass], counts[Fail], counts[Skip], counts[NotRun], verdict)

@@ -1,11 +1,11 @@
 package check
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +19,8 @@ type run struct {
 	sid  string
 	// prior are the schema findings of the scenarios run before this one.
 	prior []finding
+	// authenticated is set once check has called authenticate.
+	authenticated bool
 }
 
 // finding is one message that does not match the schema.
@@ -76,9 +78,11 @@ func (r *run) initialize() (Msg, error) {
 	return m, nil
 }
 
-// newSession runs session/new in the options' cwd.
+// newSession runs session/new in the options' cwd. An agent that answers
+// auth_required (-32000) is authenticated first with its first agent-run
+// auth method, as an editor does, and asked again.
 func (r *run) newSession() (Msg, error) {
-	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	m, err := r.sessionNew()
 	if err != nil {
 		return m, err
 	}
@@ -91,6 +95,38 @@ func (r *run) newSession() (Msg, error) {
 	}
 	r.sid = sid.Str
 	return m, nil
+}
+
+// sessionNew sends session/new, authenticating first when the agent asks
+// for it; only a missing answer is an error.
+func (r *run) sessionNew() (Msg, error) {
+	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	if err != nil {
+		return m, err
+	}
+	if m.IsError() && m.Get("error.code").Int() == -32000 && r.authMethod() != "" && !r.authenticated {
+		r.authenticated = true
+		a, err := r.call("authenticate", map[string]any{"methodId": r.authMethod()})
+		if err != nil {
+			return a, err
+		}
+		if a.IsError() {
+			return a, fmt.Errorf("session/new answered auth_required, and authenticate with %q failed: %s", r.authMethod(), a.Get("error").Raw)
+		}
+		return r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	}
+	return m, nil
+}
+
+// authMethod is the first auth method the agent runs itself (no type, or
+// type "agent"): the only kind check can use without a user.
+func (r *run) authMethod() string {
+	for _, m := range r.init.Get("authMethods").Array() {
+		if t := m.Get("type").Str; t == "" || t == "agent" {
+			return m.Get("id").Str
+		}
+	}
+	return ""
 }
 
 // setup initializes and opens a session; a failure is the scenario's NOT RUN.
@@ -124,6 +160,74 @@ func (r *run) updatesBetween(sid string, from, to int) []int {
 	return out
 }
 
+// sessionLevel are the update kinds that belong to the session rather
+// than to a turn: the spec lets an agent send them at any time, after a
+// turn's answer too. Every other kind (chunks, tool calls, plans, shapes
+// no editor knows) is the turn's content, which must stop with its answer.
+var sessionLevel = map[string]bool{
+	"available_commands_update": true,
+	"current_mode_update":       true,
+	"config_option_update":      true,
+	"session_info_update":       true,
+	"usage_update":              true,
+}
+
+// turnContentBetween lists the indexes of sid's updates in (from, to)
+// that carry turn content (not a session-level kind).
+func (r *run) turnContentBetween(sid string, from, to int) []int {
+	var out []int
+	msgs := r.messages()
+	for _, n := range r.updatesBetween(sid, from, to) {
+		u := msgs[n].Get("params.update")
+		kind := u.Get("sessionUpdate").Str
+		if kind == "" {
+			kind = u.Get("@type").Str // judged by prompt-stream and schema
+		}
+		if !sessionLevel[kind] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// editorDrops says why an editor built on the official ACP SDK would drop
+// m without a word, or "" when it takes m: a frame without
+// "jsonrpc":"2.0" is no JSON-RPC message to it, and a session/update whose
+// params do not match the schema never reaches its handler.
+func editorDrops(m Msg) string {
+	if v := m.Get("jsonrpc"); v.Str != "2.0" {
+		return fmt.Sprintf(`"jsonrpc" is %s, not "2.0": the SDK does not take it for a JSON-RPC message`, orAbsent(v))
+	}
+	if m.method != "session/update" {
+		return ""
+	}
+	s, err := LoadSchema()
+	if err != nil {
+		return ""
+	}
+	params := []byte(m.Get("params").Raw)
+	if len(params) == 0 {
+		params = []byte("null")
+	}
+	if probs := s.Validate(s.NotificationDef("session/update"), params); len(probs) > 0 {
+		return "its params do not match SessionNotification (params." + probs[0] + "): the SDK's editor drops it"
+	}
+	return ""
+}
+
+// dropped returns the lines of ns an SDK editor drops, and why, as
+// "#N: reason".
+func (r *run) dropped(ns []int) (lines []int, why []string) {
+	msgs := r.messages()
+	for _, n := range ns {
+		if d := editorDrops(msgs[n]); d != "" {
+			lines = append(lines, n)
+			why = append(why, fmt.Sprintf("#%d: %s", n, d))
+		}
+	}
+	return lines, why
+}
+
 func waitErr(what string, err error) string {
 	if errors.Is(err, errEOF) {
 		return what + ": the agent closed the connection (exited?)"
@@ -149,6 +253,12 @@ var scenarios = []Scenario{
 	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scStdoutPurity},
 	{"set-mode", Capability, "session/set_mode answers an object", scSetMode},
 	{"client-requests", Capability, "agent→client requests are well formed", scClientRequests},
+	{"session-load", Capability, "session/load replays the conversation before its answer", scSessionLoad},
+	{"session-resume", Capability, "session/resume answers without replaying, and the session serves prompts", scSessionResume},
+	{"session-list", Capability, "session/list lists the open session with its cwd", scSessionList},
+	{"session-close", Capability, "session/close frees the session: a prompt for it is then an error", scSessionClose},
+	{"auth", Informational, "what authentication the agent asks for, and whether it works", scAuth},
+	{"capabilities", Informational, "what the agent advertises", scCapabilities},
 	// Last: it reports the schema findings of every scenario before it.
 	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v1 schema", scSchema},
 }
@@ -174,7 +284,7 @@ func scInitialize(r *run) verdict {
 	// Negotiation: asked for a version it cannot know, the agent answers
 	// the latest version it supports, which is at most the one asked for.
 	r.close()
-	p2, err := dialPeer(context.Background(), r.opts)
+	p2, err := dialPeer(r.ctx, r.opts)
 	if err != nil {
 		return notRun("cannot reach the agent a second time: %v", err)
 	}
@@ -249,13 +359,20 @@ func scPromptStream(r *run) verdict {
 	if !stopReasons[stop] {
 		return fail([]int{m.N}, "stopReason is %s, want one of end_turn, max_tokens, max_turn_requests, refusal, cancelled", m.Get("result.stopReason").Raw)
 	}
+	if d := editorDrops(m); d != "" {
+		return fail([]int{m.N}, "an SDK-based editor never sees the prompt's answer: %s", d)
+	}
 	ups := r.updatesBetween(r.sid, 0, m.N)
 	if len(ups) == 0 {
 		return fail([]int{m.N}, "no session/update before the prompt's answer; the editor shows nothing for the turn")
 	}
+	if bad, why := r.dropped(ups); len(bad) > 0 {
+		return fail(bad, "%d of the turn's %d session/update(s) are dropped by an editor built on the official SDK, so it shows %s: %s",
+			len(bad), len(ups), map[bool]string{true: "nothing for the turn", false: "part of the turn"}[len(bad) == len(ups)], strings.Join(firstN(why, 3), " | "))
+	}
 	r.settle()
-	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
-		return fail(append([]int{m.N}, late...), "%d session/update(s) after the prompt's answer; the editor has closed the turn", len(late))
+	if late := r.turnContentBetween(r.sid, m.N, -1); len(late) > 0 {
+		return fail(append([]int{m.N}, late...), "%d session/update(s) of turn content after the prompt's answer; the editor has closed the turn", len(late))
 	}
 	return pass("%d update(s), then %s", len(ups), stop)
 }
@@ -311,8 +428,10 @@ func scCancel(r *run) verdict {
 	}
 	took := m.At - cn.At
 	r.settle()
-	if late := r.updatesBetween(r.sid, m.N, -1); len(late) > 0 {
-		return fail(append([]int{m.N}, late...), "%d session/update(s) after the cancelled turn's answer", len(late))
+	// Session-level updates (available commands, mode) may come at any
+	// time; only the cancelled turn's own content must stop.
+	if late := r.turnContentBetween(r.sid, m.N, -1); len(late) > 0 {
+		return fail(append([]int{m.N}, late...), "%d session/update(s) of turn content after the cancelled turn's answer", len(late))
 	}
 	return pass("cancelled %s after session/cancel", took.Round(time.Millisecond))
 }
@@ -343,9 +462,23 @@ func scCancelPermission(r *run) verdict {
 	// end: the agent has a request outstanding in it. A conformant agent
 	// stays silent, so this costs the whole window; it is generous so that
 	// a slow machine cannot hide an early answer.
+	// Withdrawing the request with $/cancel_request first is the spec's
+	// own cascade (acp-spec.md §13.2): the client answers it -32800 and
+	// the turn may end.
 	window := max(r.opts.Quiet, time.Second)
-	if x, err := r.await(window, func(x Msg) bool { return x.IsResponse() && x.id == id }); err == nil {
-		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome", m.id)
+	withdrawn := -1
+	if x, err := r.await(window, func(x Msg) bool {
+		if !x.Out && x.method == "$/cancel_request" && x.Get("params.requestId").Raw == m.id && withdrawn < 0 {
+			withdrawn = x.N
+			r.held = slices.DeleteFunc(r.held, func(h Msg) bool { return h.id == m.id })
+			r.reply(m.id, nil, -32800, "Request cancelled")
+		}
+		return x.IsResponse() && x.id == id
+	}); err == nil {
+		if withdrawn >= 0 {
+			return pass("the agent withdrew its permission request with $/cancel_request before ending the turn")
+		}
+		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome, or withdraw the request with $/cancel_request first", m.id)
 	}
 	r.answerHeld()
 	if _, err := r.await(r.opts.Timeout, func(m Msg) bool {
@@ -367,27 +500,58 @@ func scConcurrentPrompt(r *run) verdict {
 	if !ok {
 		return v
 	}
-	idB, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	b, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt))
 	if err != nil {
 		return notRun("sending the second prompt: %v", err)
 	}
-	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		return m.IsResponse() && (m.id == idA || m.id == idB)
-	})
+	bN := len(r.messages()) - 1
 	defer func() {
 		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.drain(r.opts.Quiet)
 	}()
+	isAnswer := func(m Msg) bool { return m.IsResponse() && (m.id == idA || m.id == b) }
+	// An agent that refuses the second prompt does so at once; give it a
+	// moment, then end the first turn with session/cancel.
+	m, err := r.await(max(r.opts.Quiet, time.Second), isAnswer)
+	if errors.Is(err, errTimeout) {
+		if _, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
+			return notRun("sending session/cancel: %v", err)
+		}
+		r.holdPermissions = true
+		r.answerHeld()
+		m, err = r.await(r.opts.Timeout, isAnswer)
+	}
 	if err != nil {
-		return notRun("%s", waitErr("neither prompt was answered", err))
+		return fail(nil, "%s", waitErr("neither prompt was answered", err))
+	}
+	if m.id == b {
+		if m.IsError() {
+			return pass("the second prompt was refused: %s", m.Get("error.message").Str)
+		}
+		return fail([]int{bN, m.N}, "the second prompt on the session was answered while the first was still running; one session runs one turn at a time")
+	}
+	// The first turn is over. The second prompt, queued, must still be
+	// answered, and its work must come after the first turn's answer.
+	aN := m.N
+	mb, err := r.response(b, r.opts.Timeout)
+	if err != nil {
+		return fail([]int{bN, aN}, "%s; every request gets exactly one answer", waitErr("the second prompt was never answered after the first turn ended", err))
 	}
 	switch {
-	case m.id == idA:
-		return pass("the first turn ended before the second was answered (%s)", m.Get("result.stopReason").Str+m.Get("error.message").Str)
-	case m.IsError():
-		return pass("the second prompt was refused: %s", m.Get("error.message").Str)
+	case mb.IsError():
+		return pass("the second prompt was refused: %s", mb.Get("error.message").Str)
+	case mb.Get("result.stopReason").Str == "cancelled":
+		return pass("the second prompt was queued and cancelled with the first turn")
 	}
-	return fail([]int{m.N}, "the second prompt on the session was served while the first was still running; one session runs one turn at a time")
+	if after := r.turnContentBetween(r.sid, aN, mb.N); len(after) == 0 {
+		lines := []int{bN}
+		if during := r.turnContentBetween(r.sid, bN, aN); len(during) > 0 {
+			lines = append(lines, during[len(during)-1])
+		}
+		return fail(append(lines, aN, mb.N), "the second prompt was answered %s with no update after the first turn's answer: its work ran while the first turn was still running; one session runs one turn at a time",
+			mb.Get("result.stopReason").Raw)
+	}
+	return pass("the second prompt was queued: it ran after the first turn ended")
 }
 
 func scUnknownMethod(r *run) verdict {
@@ -419,8 +583,13 @@ func scNotification(r *run) verdict {
 	}
 	r.settle()
 	for _, m := range r.messages()[from:] {
-		if m.Out || !m.IsResponse() {
+		if m.Out || !m.obj || m.method != "" {
 			continue
+		}
+		// Anything without a method is an answer; one with no id, or an
+		// id of no client request, can only answer a notification.
+		if m.id == "" {
+			return fail([]int{m.N}, "an answer without an id (%s): a notification was answered; notifications get no answer, not even an error", firstKey(m, "error", "result"))
 		}
 		if _, ours := r.methodOf(m.id); !ours {
 			return fail([]int{m.N}, "a response that answers none of the client's requests: a notification was answered")
@@ -437,7 +606,7 @@ func scMalformed(r *run) verdict {
 	if err != nil {
 		return notRun("sending malformed JSON: %v", err)
 	}
-	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	m, err := r.sessionNew()
 	if err != nil {
 		return fail([]int{g.N}, "%s", waitErr("after a malformed line, session/new", err))
 	}
@@ -626,6 +795,23 @@ func (r *run) agentSent(id string, before int) bool {
 	return false
 }
 
+// firstKey names the first of keys that m has.
+func firstKey(m Msg, keys ...string) string {
+	for _, k := range keys {
+		if m.Get(k).Exists() {
+			return "an " + k + " object"
+		}
+	}
+	return "no result, no error"
+}
+
+func firstN(xs []string, n int) []string {
+	if len(xs) > n {
+		return append(xs[:n:n], fmt.Sprintf("… and %d more", len(xs)-n))
+	}
+	return xs
+}
+
 func orAbsent(v gjson.Result) string {
 	if !v.Exists() {
 		return "nothing"
@@ -721,4 +907,190 @@ func scClientRequests(r *run) verdict {
 		return skip("the agent sent no request to the client for %q or %q", r.opts.FilePrompt, r.opts.PermissionPrompt)
 	}
 	return pass("%d request(s) to the client, all well formed", n)
+}
+
+// promptOnce sends the prompt and waits for its answer and a quiet period.
+func (r *run) promptOnce() (Msg, error) {
+	m, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err == nil {
+		r.settle()
+	}
+	return m, err
+}
+
+// sessionParams are the params of session/load and session/resume.
+func (r *run) sessionParams() map[string]any {
+	return map[string]any{"sessionId": r.sid, "cwd": r.opts.Cwd, "mcpServers": []any{}}
+}
+
+func scSessionLoad(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.loadSession").Bool() {
+		return skip("the agent does not advertise loadSession")
+	}
+	if _, err := r.promptOnce(); err != nil {
+		return notRun("%s", waitErr("the prompt before session/load", err))
+	}
+	from := len(r.messages())
+	m, err := r.call("session/load", r.sessionParams())
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/load", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/load of the session just used failed although loadSession is advertised")
+	}
+	if res := m.Get("result"); res.Exists() && res.Type != gjson.Null && !res.IsObject() {
+		return fail([]int{m.N}, "session/load answered result %s, want an object", res.Raw)
+	}
+	replayed := r.updatesBetween(r.sid, from-1, m.N)
+	if len(replayed) == 0 {
+		return fail([]int{m.N}, "session/load replayed no update before its answer: the editor shows an empty conversation (the agent must replay the whole conversation, then answer)")
+	}
+	return pass("%d update(s) replayed before the answer", len(replayed))
+}
+
+func scSessionResume(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.resume").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.resume")
+	}
+	if _, err := r.promptOnce(); err != nil {
+		return notRun("%s", waitErr("the prompt before session/resume", err))
+	}
+	from := len(r.messages())
+	m, err := r.call("session/resume", r.sessionParams())
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/resume", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/resume of the session just used failed although sessionCapabilities.resume is advertised")
+	}
+	if replayed := r.turnContentBetween(r.sid, from-1, m.N); len(replayed) > 0 {
+		return fail(append(replayed, m.N), "session/resume replayed %d update(s) of the conversation; unlike session/load it must not (the editor would show it twice)", len(replayed))
+	}
+	p, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err != nil {
+		return fail(nil, "%s", waitErr("a prompt on the resumed session", err))
+	}
+	if p.IsError() {
+		return fail([]int{m.N, p.N}, "a prompt on the resumed session failed")
+	}
+	return pass("resumed without replay; the session serves prompts")
+}
+
+func scSessionList(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.list").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.list")
+	}
+	params := map[string]any{}
+	var lines []int
+	for page := 0; page < 20; page++ {
+		m, err := r.call("session/list", params)
+		if err != nil {
+			return fail(lines, "%s", waitErr("session/list", err))
+		}
+		lines = append(lines, m.N)
+		if m.IsError() {
+			return fail(lines, "session/list failed although sessionCapabilities.list is advertised")
+		}
+		ss := m.Get("result.sessions")
+		if !ss.IsArray() {
+			return fail(lines, "session/list answered sessions %s, want an array", orAbsent(ss))
+		}
+		for _, s := range ss.Array() {
+			if s.Get("sessionId").Str != r.sid {
+				continue
+			}
+			if cwd := s.Get("cwd").Str; cwd != r.opts.Cwd {
+				return fail(lines, "session/list gives the session cwd %s, want %q", orAbsent(s.Get("cwd")), r.opts.Cwd)
+			}
+			return pass("the session is listed with its cwd")
+		}
+		next := m.Get("result.nextCursor")
+		if next.Type != gjson.String {
+			break
+		}
+		params = map[string]any{"cursor": next.Str}
+	}
+	return fail(lines, "session/list does not list the session %q just created", r.sid)
+}
+
+func scSessionClose(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	if !r.init.Get("agentCapabilities.sessionCapabilities.close").Exists() {
+		return skip("the agent does not advertise sessionCapabilities.close")
+	}
+	m, err := r.call("session/close", map[string]any{"sessionId": r.sid})
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/close", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "session/close of an open session failed although sessionCapabilities.close is advertised")
+	}
+	p, err := r.call("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	if err != nil {
+		return fail([]int{m.N}, "%s", waitErr("a prompt for the closed session", err))
+	}
+	if !p.IsError() {
+		return fail([]int{m.N, p.N}, "a prompt for the closed session was served; session/close frees the session")
+	}
+	return pass("closed; a prompt for it is refused (error %d)", p.Get("error.code").Int())
+}
+
+func scAuth(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	var methods []string
+	for _, m := range r.init.Get("authMethods").Array() {
+		t := m.Get("type").Str
+		if t == "" {
+			t = "agent"
+		}
+		methods = append(methods, fmt.Sprintf("%s (%s)", m.Get("id").Str, t))
+	}
+	m, err := r.call("session/new", map[string]any{"cwd": r.opts.Cwd, "mcpServers": []any{}})
+	if err != nil {
+		return fail(nil, "%s", waitErr("session/new", err))
+	}
+	required := m.IsError() && m.Get("error.code").Int() == -32000
+	switch {
+	case !required && len(methods) == 0:
+		return pass("no authentication asked for")
+	case !required:
+		return pass("auth methods %s advertised; session/new works without authenticate", strings.Join(methods, ", "))
+	case len(methods) == 0:
+		return fail([]int{m.N}, "session/new answered auth_required but authMethods is empty: an editor has no way to authenticate")
+	}
+	if r.authMethod() == "" {
+		return pass("auth methods %s; session/new answered auth_required, and check can run none of them itself", strings.Join(methods, ", "))
+	}
+	if _, err := r.newSession(); err != nil {
+		return fail(nil, "session/new answered auth_required; %v", err)
+	}
+	return pass("auth methods %s; session/new answered auth_required, and worked after authenticate with %q", strings.Join(methods, ", "), r.authMethod())
+}
+
+func scCapabilities(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	var caps []string
+	flatten("agentCapabilities", r.init.Get("agentCapabilities"), &caps)
+	for i, c := range caps {
+		caps[i] = strings.TrimPrefix(c, "agentCapabilities.")
+	}
+	if len(caps) == 0 {
+		return pass("nothing beyond the baseline (prompts of text and resource links)")
+	}
+	return pass("%s", strings.Join(caps, ", "))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -21,8 +22,15 @@ type EditorReplay struct {
 	agentIDs map[string]json.RawMessage // recorded id of an agent request → live id
 	sessions map[string]string          // recorded session id → live
 	// Ignore lists dotted paths (result._meta.pid) left out of the
-	// comparison: values that differ between two runs of the same agent.
+	// comparison: values that differ between two runs of the same agent;
+	// a component may be an array index or * (see Replay.Ignore).
 	Ignore []string
+	// Cwd, when set, replaces the recorded working directory (the first
+	// params.cwd the recording sends) in every frame sent, and in the
+	// recorded frames compared: the recording's temporary directory is
+	// usually gone.
+	Cwd  string
+	cwds []cwdPair
 }
 
 // NewEditorReplay returns the editor side of link in recs.
@@ -46,9 +54,34 @@ func (e *EditorReplay) Next() (frame []byte, send, done bool) {
 	r := e.recs[e.pos]
 	e.pos++
 	if r.Dir == "in" {
-		return r.Message(), false, false
+		return mapCwds(r.Message(), e.cwds, false), false, false
 	}
-	return e.rewrite(r), true, false
+	if e.Cwd != "" && len(e.cwds) == 0 {
+		if c := gjson.GetBytes(r.Msg, "params.cwd"); c.Type == gjson.String && c.Str != "" && c.Str != e.Cwd {
+			e.cwds = []cwdPair{{rec: c.Str, live: e.Cwd}}
+		}
+	}
+	return mapCwds(e.rewrite(r), e.cwds, false), true, false
+}
+
+// NextIn returns the next step when it is a recorded frame of the
+// agent's, advancing past it; ok is false (and nothing advances) when the
+// next step is a frame to send or the recording is over.
+func (e *EditorReplay) NextIn() (frame []byte, ok bool) {
+	if e.pos >= len(e.recs) || e.recs[e.pos].Dir != "in" {
+		return nil, false
+	}
+	frame, _, _ = e.Next()
+	return frame, true
+}
+
+// Gap is the recorded time between the last step Next returned and the
+// one before it.
+func (e *EditorReplay) Gap() time.Duration {
+	if e.pos < 2 {
+		return 0
+	}
+	return time.Duration(max(0, e.recs[e.pos-1].TNs-e.recs[e.pos-2].TNs))
 }
 
 // Position is the index (from 1) of the last step Next returned.
@@ -98,8 +131,8 @@ func (e *EditorReplay) Compare(recorded, live []byte) []string {
 			}
 		}
 		for _, p := range e.Ignore {
-			deletePath(wm, p)
-			deletePath(gm, p)
+			deleteAt(wm, strings.Split(p, "."))
+			deleteAt(gm, strings.Split(p, "."))
 		}
 	}
 	var diffs []string
@@ -155,18 +188,6 @@ func (e *EditorReplay) diff(path string, want, got any, out *[]string) {
 			*out = append(*out, fmt.Sprintf("%s: expected %s, got %s", orRoot(path), short(want), short(got)))
 		}
 	}
-}
-
-func deletePath(m map[string]any, path string) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			return
-		}
-		m = next
-	}
-	delete(m, parts[len(parts)-1])
 }
 
 func join(path, k string) string {

@@ -1,10 +1,13 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -24,6 +27,12 @@ import (
 // recorded answers carry the live request ids; ids of the agent's own
 // requests are kept, so the bridge answers them with the recorded ids.
 //
+// What else always varies between runs is left out with Ignore (a
+// harness's per-run nonce in the prompt: params.prompt.*.text), and paths
+// under the recorded working directory match the same paths under the
+// live one: the replay learns both from session/new (or load, resume) and
+// rewrites the recorded directory to the live one in what it sends back.
+//
 // A Replay is not safe for concurrent use: one connection drives it.
 type Replay struct {
 	// Opening is what the agent sent before the bridge sent anything.
@@ -31,7 +40,15 @@ type Replay struct {
 	steps   []step
 	next    int
 	ids     map[string]json.RawMessage // recorded request id → live id
+	// Ignore lists dotted paths left out of the comparison; a path
+	// component is a member name, an array index, or * for every member
+	// or element (params.prompt.*.text).
+	Ignore []string
+	cwds   []cwdPair // recorded working directory → live, learnt
 }
+
+// cwdPair maps a recorded working directory to the live one.
+type cwdPair struct{ rec, live string }
 
 type step struct {
 	expect  Record
@@ -105,7 +122,8 @@ func (rp *Replay) Handle(frame []byte) ([]Reply, error) {
 	s := rp.steps[rp.next]
 	var live Record
 	Classify(&live, frame)
-	if !matches(s.expect, live) {
+	learnCwd(&rp.cwds, s.expect.Msg, live.Msg)
+	if !matchesWith(s.expect, live, rp.Ignore, rp.cwds) {
 		return nil, &Mismatch{Index: rp.next + 1, Expected: s.expect.Message(), Actual: frame}
 	}
 	rp.next++
@@ -114,7 +132,7 @@ func (rp *Replay) Handle(frame []byte) ([]Reply, error) {
 	}
 	out := make([]Reply, 0, len(s.replies))
 	for _, r := range s.replies {
-		out = append(out, Reply{Frame: rp.rewrite(r.Frame), After: r.After})
+		out = append(out, Reply{Frame: mapCwds(rp.rewrite(r.Frame), rp.cwds, false), After: r.After})
 	}
 	return out, nil
 }
@@ -142,15 +160,26 @@ func sortOf(kind string) string {
 	return kind
 }
 
-func matches(want, got Record) bool {
+func matches(want, got Record) bool { return matchesWith(want, got, nil, nil) }
+
+// matchesWith is matches with the paths of ignore left out and the
+// recorded working directories in want read as the live ones.
+func matchesWith(want, got Record, ignore []string, cwds []cwdPair) bool {
 	if sortOf(want.Kind) != sortOf(got.Kind) || want.Method != got.Method {
 		return false
 	}
 	if want.Kind == KindFrame || len(want.Msg) == 0 || len(got.Msg) == 0 {
 		return true
 	}
+	w, g := []byte(want.Msg), []byte(got.Msg)
+	if len(cwds) > 0 {
+		w = mapCwds(w, cwds, false)
+	}
+	if len(ignore) > 0 {
+		w, g = withoutPaths(w, ignore), withoutPaths(g, ignore)
+	}
 	for _, p := range []string{"params", "result", "error"} {
-		if !sameJSON(gjson.GetBytes(want.Msg, p), gjson.GetBytes(got.Msg, p)) {
+		if !sameJSON(gjson.GetBytes(w, p), gjson.GetBytes(g, p)) {
 			return false
 		}
 	}
@@ -163,6 +192,117 @@ func matches(want, got Record) bool {
 // where a trace recorded before asked for 1; the recorded answer then
 // says which version the agent spoke).
 var volatile = []string{"cwd", "clientInfo", "info", "protocolVersion"}
+
+// withoutPaths returns msg with the values at paths removed.
+func withoutPaths(msg []byte, paths []string) []byte {
+	var v any
+	if json.Unmarshal(msg, &v) != nil {
+		return msg
+	}
+	for _, p := range paths {
+		deleteAt(v, strings.Split(p, "."))
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return msg
+	}
+	return out
+}
+
+// deleteAt removes the value at path from v: a member name, an array
+// index, or * for all of them, per component.
+func deleteAt(v any, path []string) {
+	if len(path) == 0 {
+		return
+	}
+	head, last := path[0], len(path) == 1
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if head != "*" && head != k {
+				continue
+			}
+			if last {
+				delete(x, k)
+			} else {
+				deleteAt(c, path[1:])
+			}
+		}
+	case []any:
+		for i, c := range x {
+			if head != "*" && head != strconv.Itoa(i) {
+				continue
+			}
+			if last {
+				x[i] = nil // an element keeps its place: the others' indexes stay
+			} else {
+				deleteAt(c, path[1:])
+			}
+		}
+	}
+}
+
+// learnCwd records the working directory a recorded frame and its live
+// counterpart name (params.cwd of session/new, load, resume), so that
+// paths under the recorded one can be read as paths under the live one.
+func learnCwd(cwds *[]cwdPair, rec, live []byte) {
+	rc, lc := gjson.GetBytes(rec, "params.cwd"), gjson.GetBytes(live, "params.cwd")
+	if rc.Type != gjson.String || lc.Type != gjson.String || rc.Str == "" || lc.Str == "" || rc.Str == lc.Str {
+		return
+	}
+	for _, c := range *cwds {
+		if c.rec == rc.Str {
+			return
+		}
+	}
+	*cwds = append(*cwds, cwdPair{rec: rc.Str, live: lc.Str})
+	// Longest first, so that a nested directory is mapped before its parent.
+	slices.SortFunc(*cwds, func(a, b cwdPair) int { return len(b.rec) - len(a.rec) })
+}
+
+// isNameByte reports whether c may continue a file name.
+func isNameByte(c byte) bool {
+	return c == '.' || c == '-' || c == '_' || c == '~' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c >= 0x80
+}
+
+// mapCwds rewrites, in the JSON frame b, every string that is a recorded
+// working directory or a path under one to the live directory (the
+// reverse with back). Only whole path prefixes are rewritten: /tmp/a does
+// not touch /tmp/ab.
+func mapCwds(b []byte, cwds []cwdPair, back bool) []byte {
+	for _, c := range cwds {
+		from, to := c.rec, c.live
+		if back {
+			from, to = to, from
+		}
+		fq, _ := json.Marshal(from)
+		tq, _ := json.Marshal(to)
+		fq, tq = fq[1:len(fq)-1], tq[1:len(tq)-1] // inside a JSON string
+		var out []byte
+		last := 0 // b[:last] is in out already
+		for at := 0; ; {
+			i := bytes.Index(b[at:], fq)
+			if i < 0 {
+				break
+			}
+			i += at
+			end := i + len(fq)
+			// A whole path: nothing of a longer name before or after; a
+			// slash before only as in file:///.
+			before := i == 0 || !isNameByte(b[i-1]) && (b[i-1] != '/' || i >= 2 && b[i-2] == '/')
+			if before && (end == len(b) || !isNameByte(b[end])) {
+				out = append(append(out, b[last:i]...), tq...)
+				last = end
+			}
+			at = end
+		}
+		rest := b[last:]
+		if out != nil {
+			b = append(out, rest...)
+		}
+	}
+	return b
+}
 
 func sameJSON(a, b gjson.Result) bool {
 	if a.Exists() != b.Exists() {
@@ -203,6 +343,13 @@ func NewSet(recs []Record, links ...int) *Set {
 		s.cands = append(s.cands, NewReplay(recs, l))
 	}
 	return s
+}
+
+// SetIgnore sets every candidate's Ignore.
+func (s *Set) SetIgnore(paths []string) {
+	for _, c := range s.cands {
+		c.Ignore = paths
+	}
 }
 
 // Opening is what the first candidate's agent sent before the bridge spoke.

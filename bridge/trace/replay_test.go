@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -108,4 +110,79 @@ func TestReplayInitializeAcrossVersions(t *testing.T) {
 	if _, err := rp.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"clientCapabilities":{}}}`)); err == nil {
 		t.Error("an initialize with other capabilities matched")
 	}
+}
+
+// What always varies between runs: a per-run nonce in the prompt is left
+// out with Ignore, and paths under the recorded working directory match
+// the same paths under the live one, in what the bridge sends and in the
+// recorded replies sent back.
+func TestReplayIgnoreAndCwd(t *testing.T) {
+	recs := []Record{
+		rec("out", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp/run-1","mcpServers":[]}}`, 0),
+		rec("in", `{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}`, 1),
+		rec("out", `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"nonce 111: read /tmp/run-1/a.txt"},{"type":"resource_link","uri":"file:///tmp/run-1/b.txt","name":"b"}]}}`, 2),
+		rec("in", `{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/tmp/run-1/a.txt"}}`, 3),
+		rec("out", `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"see /tmp/run-10/x"}]}}`, 4),
+	}
+	live := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp/run-2","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"nonce 222: read /tmp/run-2/a.txt"},{"type":"resource_link","uri":"file:///tmp/run-2/b.txt","name":"b"}]}}`,
+	}
+	rp := NewReplay(recs, 1)
+	if _, err := rp.Handle([]byte(live[0])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rp.Handle([]byte(live[1])); err == nil {
+		t.Fatal("a different nonce matched without --ignore")
+	}
+	rp.Ignore = []string{"params.prompt.0.text"}
+	out, err := rp.Handle([]byte(live[1]))
+	if err != nil {
+		t.Fatalf("with the nonce's text ignored and the cwd mapped: %v", err)
+	}
+	if len(out) != 1 || !strings.Contains(string(out[0].Frame), `"path":"/tmp/run-2/a.txt"`) {
+		t.Fatalf("the recorded fs request was not moved to the live cwd: %q", out)
+	}
+	// Only whole path prefixes move: /tmp/run-10 is not under /tmp/run-1.
+	rp.Ignore = nil
+	if _, err := rp.Handle([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"see /tmp/run-20/x"}]}}`)); err == nil {
+		t.Fatal("/tmp/run-10 was read as under /tmp/run-1")
+	}
+	if _, err := rp.Handle([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"see /tmp/run-10/x"}]}}`)); err != nil {
+		t.Fatalf("an unrelated path: %v", err)
+	}
+
+	// * matches every element.
+	rp = NewReplay(recs, 1)
+	rp.Ignore = []string{"params.prompt.*.text", "params.prompt.*.uri"}
+	rp.Handle([]byte(live[0]))
+	if _, err := rp.Handle([]byte(strings.ReplaceAll(live[1], "/tmp/run-2", "/elsewhere"))); err != nil {
+		t.Fatalf("params.prompt.*: %v", err)
+	}
+}
+
+// FuzzMapCwds: rewriting working directories in a frame never panics,
+// keeps valid JSON valid, and maps back to the input when the live
+// directory does not occur in it.
+func FuzzMapCwds(f *testing.F) {
+	f.Add([]byte(`{"params":{"cwd":"/tmp/a","path":"/tmp/a/b","x":"/tmp/ab"}}`), "/tmp/a", "/var/x")
+	f.Add([]byte(`"\u002ftmp\/a"`), "/tmp/a", "/t")
+	f.Fuzz(func(t *testing.T, b []byte, from, to string) {
+		// Working directories are absolute paths, and a "/" is only ever
+		// inside a JSON string.
+		if !strings.HasPrefix(from, "/") || !strings.HasPrefix(to, "/") || from == to {
+			return
+		}
+		pairs := []cwdPair{{rec: from, live: to}}
+		out := mapCwds(b, pairs, false)
+		if json.Valid(b) && !json.Valid(out) {
+			t.Fatalf("%q → %q: invalid JSON", b, out)
+		}
+		if !strings.Contains(string(b), to) && !strings.Contains(to, from) && !strings.Contains(from, to) {
+			if back := mapCwds(out, pairs, true); !bytes.Equal(back, b) {
+				t.Fatalf("%q → %q → %q", b, out, back)
+			}
+		}
+		withoutPaths(b, []string{from, "*." + to})
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -53,13 +54,25 @@ type viewRow struct {
 	Pretty string
 }
 
-type viewHead struct{ Title string }
+type viewHead struct {
+	Title string
+	// Page counts a paged view's pages from 1 (0: not paged); Prev is the
+	// previous page's file name.
+	Page int
+	Prev string
+}
 
 type viewTail struct {
 	Sessions []string
 	Methods  []string
 	Stats    string
+	Next     string // the next page's file name
 }
+
+// ViewPageSize is how many records a page of WriteViewFile holds: one
+// page of 50,000 messages was 67 MB and took a browser a minute to load;
+// 5,000 took 3.4 s, so a page holds fewer than that.
+const ViewPageSize = 2000
 
 // A View writes a trace as one self-contained HTML page (inline CSS and
 // script, no network): a sequence diagram with editor, bridge and agent
@@ -77,6 +90,8 @@ type View struct {
 	methods  []string
 	seen     map[string]bool // "s"+session, "m"+method: in the lists
 	pretty   bytes.Buffer
+	title    string
+	page     int
 }
 
 type openKey struct {
@@ -89,12 +104,30 @@ type openKey struct {
 type openReq struct {
 	i               int
 	method, session string
+	tns             int64
 }
 
 // NewView writes the page's head to w and returns the View to add records to.
 func NewView(w io.Writer, title string) (*View, error) {
-	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}}
+	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}, title: title}
 	return v, viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title})
+}
+
+// NextPage ends the page being written with a link to the next one, named
+// next, and starts that page on w with a link back to prev. Record
+// numbers and the pairing of requests with their responses go on across
+// pages; the filters and counts are the page's own.
+func (v *View) NextPage(next string, w io.Writer, prev string) error {
+	if err := v.closePage(next); err != nil {
+		return err
+	}
+	if v.page == 0 {
+		v.page = 1
+	}
+	v.page++
+	v.w = bufio.NewWriter(w)
+	v.arrows, v.notes, v.sessions, v.methods, v.seen = 0, 0, nil, nil, map[string]bool{}
+	return viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: v.title, Page: v.page, Prev: prev})
 }
 
 // Add writes r's row.
@@ -117,7 +150,7 @@ func (v *View) Add(r Record) error {
 		row.Label = label(r)
 		switch r.Kind {
 		case KindRequest:
-			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session}
+			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session, r.TNs}
 		case KindResponse, KindError:
 			other := "in"
 			if r.Dir == "in" {
@@ -128,6 +161,8 @@ func (v *View) Add(r Record) error {
 				delete(v.open, k)
 				row.Pair = req.i
 				row.Method = req.method
+				// The request→response latency, on the response's arrow.
+				row.Label += " · " + latency(r.TNs-req.tns)
 				if row.Session == "" {
 					row.Session = req.session
 				}
@@ -146,10 +181,15 @@ func (v *View) Add(r Record) error {
 }
 
 // Close writes the page's end and flushes it.
-func (v *View) Close() error {
+func (v *View) Close() error { return v.closePage("") }
+
+func (v *View) closePage(next string) error {
 	slices.Sort(v.methods)
-	tail := viewTail{Sessions: v.sessions, Methods: v.methods,
-		Stats: fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)}
+	stats := fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)
+	if v.page > 0 || next != "" {
+		stats = fmt.Sprintf("page %d: %s (records #%d to #%d)", max(v.page, 1), stats, v.n-v.arrows-v.notes, v.n-1)
+	}
+	tail := viewTail{Sessions: v.sessions, Methods: v.methods, Stats: stats, Next: next}
 	if err := viewTmpl.ExecuteTemplate(v.w, "tail", tail); err != nil {
 		return err
 	}
@@ -170,14 +210,39 @@ func WriteHTML(w io.Writer, title string, recs []Record) error {
 	return v.Close()
 }
 
-// label is the text on an arrow.
+// latency renders a request→response time for an arrow.
+func latency(ns int64) string {
+	ms := float64(max(ns, 0)) / 1e6
+	switch {
+	case ms < 10:
+		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+	case ms < 10000:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
+}
+
+// label is the text on an arrow: a session/update names its kind, as
+// every notification arrow would otherwise read the same.
 func label(r Record) string {
 	id := ""
 	if len(r.ID) > 0 {
 		id = " #" + string(r.ID)
 	}
 	switch r.Kind {
-	case KindRequest, KindNotification:
+	case KindNotification:
+		if r.Method == "session/update" {
+			u := gjson.GetBytes(r.Msg, "params.update")
+			kind := u.Get("sessionUpdate").Str
+			if kind == "" {
+				kind = u.Get("@type").Str
+			}
+			if kind != "" {
+				return r.Method + " " + kind
+			}
+		}
+		return r.Method + id
+	case KindRequest:
 		return r.Method + id
 	case KindResponse:
 		return "result" + id
@@ -331,9 +396,10 @@ func valueEnd(src []byte, i int) (end, levels int) {
 }
 
 // WriteViewFile writes the trace at in as a page at out, one record at a
-// time, and returns how many records it read. The page holds every message
-// of the trace, so it gets the trace's permissions; out is never a
-// symbolic link followed.
+// time, and returns how many records it read. Past ViewPageSize records
+// it goes on in OUT-2.html, OUT-3.html…, each page linking to the next
+// and back. The pages hold every message of the trace, so they get the
+// trace's permissions; out is never a symbolic link followed.
 func WriteViewFile(in, out string) (int, error) {
 	src, err := os.Open(in)
 	if err != nil {
@@ -345,31 +411,49 @@ func WriteViewFile(in, out string) (int, error) {
 		return 0, err
 	}
 	perm := st.Mode().Perm()
-	dst, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, perm)
-	if err != nil {
-		if isLoop(err) {
-			return 0, fmt.Errorf("%s is a symbolic link; name the page's file itself", out)
+	var files []*os.File
+	create := func(name string) (*os.File, error) {
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, perm)
+		if err != nil {
+			if isLoop(err) {
+				return nil, fmt.Errorf("%s is a symbolic link; name the page's file itself", name)
+			}
+			return nil, err
 		}
-		return 0, err
+		files = append(files, f)
+		// An existing file keeps its mode through O_CREATE: set the trace's.
+		return f, f.Chmod(perm)
 	}
-	// An existing file keeps its mode through O_CREATE: set the trace's.
-	err = dst.Chmod(perm)
-	n := 0
-	if err == nil {
-		n, err = copyView(NewReader(src), dst, filepath.Base(in))
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
+	n, err := copyView(NewReader(src), out, filepath.Base(in), create)
+	for _, f := range files {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
-		os.Remove(out)
+		for _, f := range files {
+			os.Remove(f.Name())
+		}
 		return 0, err
 	}
 	return n, nil
 }
 
-func copyView(r *Reader, w io.Writer, title string) (int, error) {
-	v, err := NewView(w, title)
+// PageName is the file name of page k (from 1) of a view written to out.
+func PageName(out string, k int) string {
+	if k <= 1 {
+		return out
+	}
+	base := strings.TrimSuffix(out, ".html")
+	return base + "-" + strconv.Itoa(k) + ".html"
+}
+
+func copyView(r *Reader, out, title string, create func(string) (*os.File, error)) (int, error) {
+	f, err := create(out)
+	if err != nil {
+		return 0, err
+	}
+	v, err := NewView(f, title)
 	if err != nil {
 		return 0, err
 	}
@@ -381,6 +465,17 @@ func copyView(r *Reader, w io.Writer, title string) (int, error) {
 		}
 		if err != nil {
 			return n, err
+		}
+		if n > 0 && n%ViewPageSize == 0 {
+			page := n/ViewPageSize + 1
+			next := PageName(out, page)
+			f, err := create(next)
+			if err != nil {
+				return n, err
+			}
+			if err := v.NextPage(filepath.Base(next), f, filepath.Base(PageName(out, page-1))); err != nil {
+				return n, err
+			}
 		}
 		if err := v.Add(rec); err != nil {
 			return n, err

@@ -3,6 +3,9 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -156,5 +159,96 @@ func TestView_PanelTextRoundTrips(t *testing.T) {
 	json.Indent(&want, []byte(msg), "", "  ")
 	if got != want.String() {
 		t.Errorf("panel text = %q, want %q", got, want.String())
+	}
+}
+
+// Arrows say what they carry: a session/update its kind (the sessionUpdate
+// or a legacy @type), a response the time since its request.
+func TestView_UpdateKindsAndLatencies(t *testing.T) {
+	mk := func(dir string, tns int64, msg string) Record {
+		r := Record{Hop: "agent", Dir: dir, Link: 1, TNs: tns}
+		Classify(&r, []byte(msg))
+		return r
+	}
+	recs := []Record{
+		mk("out", 1_000_000, `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s"}}`),
+		mk("in", 2_000_000, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t"}}}`),
+		mk("in", 3_000_000, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"@type":"agent_message_text","text":"x"}}}`),
+		mk("in", 1_235_000_000, `{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`),
+		mk("in", 1_236_000_000, `{"jsonrpc":"2.0","id":99,"result":{}}`), // answers nothing: no latency
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, "t", recs); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<span class="label">session/update tool_call</span>`,
+		`<span class="label">session/update agent_message_text</span>`,
+		`<span class="label">result #7 · 1234 ms</span>`,
+		`<span class="label">result #99</span>`,
+		`scrollIntoView`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+}
+
+// A long trace is viewed as pages of ViewPageSize records, each linked to
+// the next and back, each a page a browser loads at once (a single page of
+// 50,000 messages was 67 MB and took a minute; any trace is now pages of
+// at most ViewPageSize records); numbering and request/response pairing go
+// on across pages. Three pages, the last holding the odd records, make
+// the class: a 50,000-message trace is 25 of them.
+func TestWriteViewFile_Pages(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "big.trace")
+	var b bytes.Buffer
+	const n = 2*ViewPageSize + 2
+	b.WriteString(`{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"in","kind":"request","method":"session/prompt","id":1,"session":"s","msg":{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}}` + "\n")
+	for i := 1; i < n-1; i++ {
+		fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"notification","method":"session/update","session":"s","msg":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d of the model's answer"}}}}}`+"\n", i*1000, i)
+	}
+	fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}}`+"\n", n*1000)
+	if err := os.WriteFile(in, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "big.html")
+	got, err := WriteViewFile(in, out)
+	if err != nil || got != n {
+		t.Fatalf("WriteViewFile = %d, %v", got, err)
+	}
+	pages := (n + ViewPageSize - 1) / ViewPageSize
+	for k := 1; k <= pages+1; k++ {
+		page, err := os.ReadFile(PageName(out, k))
+		if k == pages+1 {
+			if err == nil {
+				t.Errorf("page %d exists, want %d pages", k, pages)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("page %d: %v", k, err)
+		}
+		s := string(page)
+		if size := len(page); size > 4<<20 {
+			t.Errorf("page %d is %d bytes", k, size)
+		}
+		if arrows := strings.Count(s, `<div class="arrow `); arrows > ViewPageSize {
+			t.Errorf("page %d has %d arrows", k, arrows)
+		}
+		if first := fmt.Sprintf(`id="r%d"`, (k-1)*ViewPageSize); !strings.Contains(s, first) {
+			t.Errorf("page %d lacks record #%d", k, (k-1)*ViewPageSize)
+		}
+		if hasNext := strings.Contains(s, `href="`+filepath.Base(PageName(out, k+1))+`">next page`); hasNext != (k < pages) {
+			t.Errorf("page %d: next link %v", k, hasNext)
+		}
+		if hasPrev := strings.Contains(s, `href="`+filepath.Base(PageName(out, k-1))+`">← previous page`); hasPrev != (k > 1) {
+			t.Errorf("page %d: previous link %v", k, hasPrev)
+		}
+		if k == pages && !strings.Contains(s, `data-pair="0"`) {
+			t.Error("the last page's answer is not paired with the request on page 1")
+		}
 	}
 }

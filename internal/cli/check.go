@@ -27,7 +27,9 @@ func checkCommand() *cli.Command {
 		ArgsUsage: "[-- COMMAND [ARGS...]]",
 		Description: "Runs each scenario on a fresh agent process (or WebSocket connection) and prints one line per\n" +
 			"scenario with its tier (mandatory, capability, advisory) and reason; a failure shows the offending\n" +
-			"lines of the wire transcript. Exit status 1 when a mandatory scenario failed or could not run.\n" +
+			"lines of the wire transcript. Exit status 1 when a scenario of a --fail-on tier (mandatory and\n" +
+			"capability by default) failed or could not run and the --baseline does not expect it, or when the\n" +
+			"baseline lists a scenario that passed. SIGINT or SIGTERM stops the run and prints what was found.\n" +
 			"Scenarios: " + strings.Join(names, ", "),
 		OnUsageError: onUsageError,
 		Flags: append(agentPromptFlags(),
@@ -40,6 +42,10 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
 			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.StringFlag{Name: "trace-dir", Usage: "keep every scenario's wire transcript as a trace in `DIR` (SCENARIO.ndjson, for 'acp-bridge trace view' and 'replay'); an acp-bridge under test writes its own trace beside it (SCENARIO.bridge-PID.ndjson)"},
+			&cli.BoolFlag{Name: "transcripts", Usage: "print every scenario's whole transcript, passing ones too"},
+			&cli.StringFlag{Name: "fail-on", Usage: "the `TIERS` whose failures fail the run (comma-separated: mandatory, capability, advisory, informational)", Value: "mandatory,capability"},
+			&cli.StringFlag{Name: "baseline", Usage: "an expected-failures `FILE`: one scenario id per line, # comments; a listed scenario that passes fails the run (stale baseline)"},
 		),
 		Action: checkAction,
 	}
@@ -58,12 +64,29 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	d = withTraceDir(d, c.String("trace-dir"))
 	var only []string
 	for _, s := range c.StringSlice("only") {
 		for _, f := range strings.Split(s, ",") {
 			if f = strings.TrimSpace(f); f != "" {
 				only = append(only, f)
 			}
+		}
+	}
+	failOn, err := check.ParseTiers(c.String("fail-on"))
+	if err != nil {
+		return launch.Usagef("--fail-on: %v", err)
+	}
+	var baseline []string
+	if f := c.String("baseline"); f != "" {
+		in, err := os.Open(f)
+		if err != nil {
+			return launch.Usagef("--baseline: %v", err)
+		}
+		baseline, err = check.ParseBaseline(in)
+		in.Close()
+		if err != nil {
+			return launch.Usagef("--baseline %s: %v", f, err)
 		}
 	}
 	rep, err := check.Run(c.Context, check.Options{
@@ -77,13 +100,16 @@ func checkAction(c *cli.Context) error {
 		FilePrompt:       c.String("file-prompt"),
 		PermissionPrompt: c.String("permission-prompt"),
 		Cwd:              c.String("cwd"),
+		TraceDir:         c.String("trace-dir"),
+		Transcripts:      c.Bool("transcripts"),
 	})
-	if err != nil {
-		if rep == nil {
-			return launch.UsageError{Err: err}
-		}
-		return err
+	if err != nil && rep == nil {
+		return launch.UsageError{Err: err}
 	}
+	// Interrupted (SIGINT, SIGTERM), the report still says what was found.
+	interrupted := err
+	rep.FailOn = failOn
+	rep.ApplyBaseline(baseline)
 	if f := c.String("junit"); f != "" {
 		out, err := os.Create(f)
 		if err != nil {
@@ -105,8 +131,11 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if interrupted != nil {
+		return launch.ReportedError{Err: interrupted}
+	}
 	if rep.Failed() {
-		return launch.ReportedError{Err: fmt.Errorf("check: a mandatory scenario failed")}
+		return launch.ReportedError{Err: fmt.Errorf("check: the run failed (see the report's last line)")}
 	}
 	return nil
 }
@@ -125,6 +154,16 @@ func dialerFrom(url string, args []string) (check.Dialer, error) {
 		return check.Command{Args: args, Env: scratchSessions()}, nil
 	}
 	return nil, launch.Usagef("no agent: give an agent command after -- (acp-bridge check -- my-agent --acp) or --url ws://…")
+}
+
+// withTraceDir has an agent command d starts name its acp-bridge trace
+// after the scenario, in dir.
+func withTraceDir(d check.Dialer, dir string) check.Dialer {
+	if cmd, ok := d.(check.Command); ok && dir != "" {
+		cmd.TraceDir = dir
+		return cmd
+	}
+	return d
 }
 
 // scratchSessions is the environment check and compare give the agents

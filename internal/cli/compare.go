@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -30,12 +31,13 @@ func compareCommand() *cli.Command {
 			&cli.StringFlag{Name: "b", Usage: "agent B: a `COMMAND` line or a ws:// URL"},
 			&cli.GenericFlag{Name: "prompt", Usage: "a prompt `TEXT` (repeatable, in order)", Value: &promptList{}},
 			&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},
-			&cli.BoolFlag{Name: "exit-code", Usage: "exit with status 1 when the agents differ"},
+			&cli.BoolFlag{Name: "exit-code", Usage: "exit with status 1 when the agents differ or a session could not be played to the end"},
 			&cli.BoolFlag{Name: "text", Usage: "compare the merged message text too, not only the shape"},
 			&cli.DurationFlag{Name: "latency-tolerance", Usage: "report latencies that differ by more than `DURATION` as differences"},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long (`DURATION`) to wait for any one answer", Value: 30 * time.Second},
 			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel a \"" + check.CancelPrefix + "\" prompt after its first update, or after `DURATION`", Value: time.Second},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.StringFlag{Name: "trace-dir", Usage: "keep each side's wire transcript as a trace in `DIR` (a.ndjson, b.ndjson); an acp-bridge under test writes its own beside it (a.bridge-PID.ndjson)"},
 		},
 		Action: compareAction,
 	}
@@ -55,13 +57,14 @@ func compareAction(c *cli.Context) error {
 		return err
 	}
 	cmp, err := check.Compare(c.Context, check.CompareOptions{
-		A: a, B: b,
+		A: withTraceDir(a, c.String("trace-dir")), B: withTraceDir(b, c.String("trace-dir")),
 		Prompts:          prompts,
 		Timeout:          c.Duration("timeout"),
 		CancelAfter:      c.Duration("cancel-after"),
 		Cwd:              c.String("cwd"),
 		Text:             c.Bool("text"),
 		LatencyTolerance: c.Duration("latency-tolerance"),
+		TraceDir:         c.String("trace-dir"),
 	})
 	if err != nil {
 		return err
@@ -74,8 +77,14 @@ func compareAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.Context.Err(); err != nil {
+		return launch.ReportedError{Err: fmt.Errorf("compare interrupted (%w): the report covers what was played so far", context.Cause(c.Context))}
+	}
 	if c.Bool("exit-code") && len(cmp.Differences) > 0 {
 		return launch.ReportedError{Err: fmt.Errorf("compare: %d difference(s)", len(cmp.Differences))}
+	}
+	if c.Bool("exit-code") && cmp.Incomplete() {
+		return launch.ReportedError{Err: fmt.Errorf("compare: a session could not be played to the end, so the agents were not compared")}
 	}
 	return nil
 }

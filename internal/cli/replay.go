@@ -36,7 +36,9 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "link", Usage: "replay only agent link `N` (default: whichever the frames match; with --as editor the first)"},
 			&cli.StringFlag{Name: "as", Usage: "`SIDE` to play: agent (the default: serve a fake agent) or editor (drive the live agent after -- or at --url and report where it now differs)"},
 			&cli.StringFlag{Name: "url", Usage: "with --as editor, the live agent's ws:// `URL`"},
-			&cli.StringSliceFlag{Name: "ignore", Usage: "with --as editor, leave the dotted `PATH` (result._meta.pid) out of the comparison (repeatable)"},
+			&cli.StringSliceFlag{Name: "ignore", Usage: "leave the dotted `PATH` out of the comparison (repeatable): what always varies between runs, e.g. params.prompt.*.text (a per-run nonce) or result._meta.pid; * matches every member or element"},
+			&cli.StringFlag{Name: "cwd", Usage: "with --as editor, the working `DIR` that replaces the recorded one in every frame (default: a new temporary directory; the recording's is usually gone)"},
+			&cli.Float64Flag{Name: "speed", Usage: "play the recorded delays `FACTOR` times as fast (2: twice as fast, 0.5: half; 0: no delays); with --as editor the recorded gaps before each frame sent are played only when given", Value: 1},
 			&cli.DurationFlag{Name: "timeout", Usage: "with --as editor, how long (`DURATION`) to wait for each recorded agent frame", Value: 10 * time.Second},
 		},
 		Action: replayAction,
@@ -51,6 +53,9 @@ type replayOpts struct {
 	ignore        []string
 	allowOrigins  []string
 	timeout       time.Duration
+	speed         float64
+	speedSet      bool     // --speed given: with --as editor, the recorded gaps are played
+	cwd           string   // with --as editor, the live working directory
 	argv          []string // the live agent's command, after --
 }
 
@@ -59,7 +64,7 @@ type replayOpts struct {
 func replayArgs(c *cli.Context) (replayOpts, error) {
 	o := replayOpts{listen: c.String("listen"), stdio: c.Bool("stdio"), link: c.Int("link"),
 		as: c.String("as"), url: c.String("url"), ignore: c.StringSlice("ignore"), allowOrigins: c.StringSlice("allow-origin"),
-		timeout: c.Duration("timeout")}
+		timeout: c.Duration("timeout"), speed: c.Float64("speed"), speedSet: c.IsSet("speed"), cwd: c.String("cwd")}
 	args := c.Args().Slice()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -91,6 +96,14 @@ func replayArgs(c *cli.Context) (replayOpts, error) {
 			o.ignore = append(o.ignore, val)
 		case "allow-origin":
 			o.allowOrigins = append(o.allowOrigins, val)
+		case "speed":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || f < 0 {
+				return o, launch.Usagef("--speed: %q is not a factor of 0 or more (2: twice as fast; 0: no delays)", val)
+			}
+			o.speed, o.speedSet = f, true
+		case "cwd":
+			o.cwd = val
 		case "timeout":
 			d, err := time.ParseDuration(val)
 			if err != nil {
@@ -109,6 +122,9 @@ func replayArgs(c *cli.Context) (replayOpts, error) {
 	}
 	if o.timeout <= 0 {
 		o.timeout = 10 * time.Second
+	}
+	if o.speed < 0 {
+		return o, launch.Usagef("--speed: %v is not a factor of 0 or more", o.speed)
 	}
 	switch {
 	case o.trace == "":
@@ -151,6 +167,11 @@ func replayAction(c *cli.Context) error {
 	if o.link != 0 {
 		only = []int{o.link}
 	}
+	newSet := func() *trace.Set {
+		s := trace.NewSet(recs, only...)
+		s.SetIgnore(o.ignore)
+		return s
+	}
 	var failed atomic.Bool
 	if o.stdio {
 		out := bufio.NewWriter(os.Stdout)
@@ -161,10 +182,9 @@ func replayAction(c *cli.Context) error {
 			}
 			return out.Flush()
 		}
-		err = replayConn(trace.NewSet(recs, only...), readLine, send, &failed, connOpts{flushAtEnd: true, peer: "stdout"})
+		err = replayConn(newSet(), readLine, send, &failed, connOpts{flushAtEnd: true, peer: "stdout", speed: o.speed})
 	} else {
-		err = replayListen(c.Context, listenOpts{addr: o.listen, allowOrigins: o.allowOrigins},
-			func() *trace.Set { return trace.NewSet(recs, only...) }, &failed)
+		err = replayListen(c.Context, listenOpts{addr: o.listen, allowOrigins: o.allowOrigins, speed: o.speed}, newSet, &failed)
 	}
 	if err != nil {
 		return err
@@ -201,6 +221,8 @@ type connOpts struct {
 	flushAtEnd bool
 	// peer names the other side in log lines.
 	peer string
+	// speed divides the recorded delays; 0 sends replies at once.
+	speed float64
 	// hangUp, if not nil, ends the link when a reply cannot be sent, so
 	// that reading stops too.
 	hangUp func()
@@ -213,6 +235,14 @@ var errNotReading = errors.New("the peer does not read its replies")
 // replayConn drives one replayed link until its input ends. A writer
 // goroutine sends the replies in order, each when it is due, so that
 // reading goes on while a recorded pause is replayed.
+// scaled is a recorded delay played speed times as fast.
+func scaled(d time.Duration, speed float64) time.Duration {
+	if speed <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) / speed)
+}
+
 func replayConn(rp *trace.Set, read func() ([]byte, error), send func([][]byte) error, failed *atomic.Bool, o connOpts) error {
 	if err := send(rp.Opening()); err != nil {
 		return err
@@ -279,7 +309,7 @@ func replayConn(rp *trace.Set, read func() ([]byte, error), send func([][]byte) 
 				break
 			}
 			// Never before an earlier reply: order is kept.
-			at := now.Add(r.After)
+			at := now.Add(scaled(r.After, o.speed))
 			if at.Before(last) {
 				at = last
 			}
@@ -330,6 +360,8 @@ type listenOpts struct {
 	// loopback ones (and requests without Origin, which browsers always
 	// send); "*" accepts any.
 	allowOrigins []string
+	// speed is connOpts.speed.
+	speed float64
 }
 
 // checkOrigin accepts a WebSocket handshake without an Origin (not a
@@ -402,7 +434,7 @@ func replayListen(ctx context.Context, o listenOpts, newSet func() *trace.Set, f
 			}
 			return nil
 		}
-		_ = replayConn(newSet(), read, send, failed, connOpts{maxQueued: replayMaxQueued, peer: "the client at " + r.RemoteAddr,
+		_ = replayConn(newSet(), read, send, failed, connOpts{maxQueued: replayMaxQueued, speed: o.speed, peer: "the client at " + r.RemoteAddr,
 			hangUp: func() { conn.Close() }})
 	})}
 	go func() {

@@ -33,10 +33,24 @@
 //	no-parse-error             malformed JSON gets no answer
 //	dies-on-garbage            malformed JSON ends the agent
 //	concurrent-prompts         a second prompt on a busy session runs alongside the first
+//	concurrent-work            a second prompt on a busy session runs alongside the first, its answer held until the first is answered
+//	drop-second-prompt         a second prompt on a busy session is never answered
+//	idless-error-answers       every notification is answered with an error object that has no id
 //	relative-paths             fs/read_text_file names a relative path
 //	foreign-session            an agent→client request names another session's id
 //	schema-violation           an agent_message_chunk whose content is a string
 //	unknown-session-ok         a prompt for an unknown session id is served
+//	load-without-history       (with session-methods) session/load replays nothing
+//	resume-replays-history     (with session-methods) session/resume replays the history
+//	close-keeps-serving        (with session-methods) a closed session still serves prompts
+//	list-omits-sessions        (with session-methods) session/list answers no session
+//
+// Quirks are conformant behaviours real agents show that a checker might
+// mistake for defects; switched on like defects, they must fail nothing:
+//
+//	late-session-updates       an available_commands_update right after a cancelled turn's answer (session-level updates may come at any time)
+//	session-methods            advertises and serves session/load (replaying the history), session/resume, session/list and session/close
+//	auth-required              advertises an agent auth method and refuses session/new with auth_required (-32000) until authenticate
 //
 // Conformant behaviour: initialize answers protocolVersion 1 with
 // agentCapabilities (loadSession false, promptCapabilities) and may be sent
@@ -69,6 +83,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,10 +122,17 @@ const (
 	NoParseError             Defect = "no-parse-error"
 	DiesOnGarbage            Defect = "dies-on-garbage"
 	ConcurrentPrompts        Defect = "concurrent-prompts"
+	ConcurrentWork           Defect = "concurrent-work"
+	DropSecondPrompt         Defect = "drop-second-prompt"
+	IdlessErrorAnswers       Defect = "idless-error-answers"
 	RelativePaths            Defect = "relative-paths"
 	ForeignSession           Defect = "foreign-session"
 	SchemaViolation          Defect = "schema-violation"
 	UnknownSessionOK         Defect = "unknown-session-ok"
+	LoadWithoutHistory       Defect = "load-without-history"
+	ResumeReplaysHistory     Defect = "resume-replays-history"
+	CloseKeepsServing        Defect = "close-keeps-serving"
+	ListOmitsSessions        Defect = "list-omits-sessions"
 )
 
 // All lists every defect, in the order of the package comment.
@@ -120,9 +142,21 @@ var All = []Defect{
 	SnakeCase, AtTypeUpdates, CanceledSpelling, EndTurnAfterCancel,
 	IgnoreCancel, LateUpdates, EarlyUpdates, DanglingPermission,
 	UnstableVariants, UnsupportedClientMethods, NullResults, WrongUnknownCode,
-	NoParseError, DiesOnGarbage, ConcurrentPrompts, RelativePaths,
+	NoParseError, DiesOnGarbage, ConcurrentPrompts, ConcurrentWork,
+	DropSecondPrompt, IdlessErrorAnswers, RelativePaths,
 	ForeignSession, SchemaViolation, UnknownSessionOK,
+	LoadWithoutHistory, ResumeReplaysHistory, CloseKeepsServing, ListOmitsSessions,
 }
+
+// The quirks of the package comment.
+const (
+	LateSessionUpdates Defect = "late-session-updates"
+	SessionMethods     Defect = "session-methods"
+	AuthRequired       Defect = "auth-required"
+)
+
+// Quirks lists the quirks, in the order of the package comment.
+var Quirks = []Defect{LateSessionUpdates, SessionMethods, AuthRequired}
 
 // EnvDefects is the environment variable RunStdio reads the defects from.
 const EnvDefects = "FLAWED_DEFECTS"
@@ -138,7 +172,7 @@ type Set map[Defect]bool
 func Parse(list string) (Set, error) {
 	s := Set{}
 	known := map[Defect]bool{}
-	for _, d := range All {
+	for _, d := range append(slices.Clone(All), Quirks...) {
 		known[d] = true
 	}
 	for _, f := range strings.Split(list, ",") {
@@ -235,12 +269,20 @@ type agent struct {
 	nextSession int
 	nextReq     int
 	pending     map[string]chan json.RawMessage
+	// authenticated is set by authenticate (auth-required).
+	authenticated bool
 }
 
 type session struct {
 	id, cwd string
 	running int           // prompts running (more than one only under concurrent-prompts)
 	cancel  chan struct{} // closed by session/cancel while running
+	// idle is closed when the running turn is answered (concurrent-work
+	// holds a second prompt's answer until then).
+	idle chan struct{}
+	// history are the session's updates, for session/load.
+	history []map[string]any
+	closed  bool
 }
 
 // msg is an incoming JSON-RPC message, loosely typed so that invalid ones
@@ -304,7 +346,22 @@ func (a *agent) notify(method string, params any) {
 }
 
 // update sends one session/update, shaped by snake-case and at-type-updates.
-func (a *agent) update(sid string, upd map[string]any) { a.send(a.updateMessage(sid, upd)) }
+func (a *agent) update(sid string, upd map[string]any) {
+	if a.sessionMethods() {
+		a.mu.Lock()
+		if s := a.sessions[sid]; s != nil {
+			s.history = append(s.history, upd)
+		}
+		a.mu.Unlock()
+	}
+	a.send(a.updateMessage(sid, upd))
+}
+
+// sessionMethods reports whether session/load, resume, list and close
+// are served (the quirk, or a defect of one of them).
+func (a *agent) sessionMethods() bool {
+	return a.on(SessionMethods) || a.on(LoadWithoutHistory) || a.on(ResumeReplaysHistory) || a.on(CloseKeepsServing) || a.on(ListOmitsSessions)
+}
 
 // updateMessage is the session/update notification update sends.
 func (a *agent) updateMessage(sid string, upd map[string]any) map[string]any {
@@ -435,6 +492,9 @@ func (a *agent) notification(method string, params json.RawMessage) {
 	if a.on(AnswerNotifications) {
 		a.send(map[string]any{"id": nil, "result": map[string]any{}})
 	}
+	if a.on(IdlessErrorAnswers) {
+		a.send(map[string]any{"error": map[string]any{"code": -32601, "message": "Method not found: " + method}})
+	}
 	if method != "session/cancel" {
 		return // unknown notifications are ignored
 	}
@@ -456,6 +516,9 @@ func (a *agent) call(id json.RawMessage, method string, params json.RawMessage) 
 	case "initialize":
 		a.initialize(id, params)
 	case "authenticate":
+		a.mu.Lock()
+		a.authenticated = true
+		a.mu.Unlock()
 		a.nullable(id)
 	case "session/new":
 		a.newSession(id, params)
@@ -473,6 +536,12 @@ func (a *agent) call(id json.RawMessage, method string, params json.RawMessage) 
 		a.nullable(id)
 	case "session/prompt":
 		a.prompt(id, params)
+	case "session/load", "session/resume", "session/list", "session/close":
+		if !a.sessionMethods() {
+			a.fail(id, -32601, fmt.Sprintf("Method not found: %s", method))
+			return
+		}
+		a.sessionMethod(id, method, params)
 	default:
 		if a.on(WrongUnknownCode) {
 			a.fail(id, -32603, "Internal error: "+method)
@@ -529,15 +598,24 @@ func (a *agent) answerInitialize(id, params json.RawMessage) {
 	case a.on(BadProtocolVersion):
 		version = 99
 	}
+	caps := map[string]any{
+		"loadSession":        false,
+		"promptCapabilities": map[string]any{"image": false, "audio": false, "embeddedContext": false},
+		"mcpCapabilities":    map[string]any{"http": false, "sse": false},
+	}
+	if a.sessionMethods() {
+		caps["loadSession"] = true
+		caps["sessionCapabilities"] = map[string]any{"list": map[string]any{}, "resume": map[string]any{}, "close": map[string]any{}}
+	}
+	methods := []any{}
+	if a.on(AuthRequired) {
+		methods = append(methods, map[string]any{"id": "flawed-login", "name": "Log in to the flawed agent", "description": "Sets the session token."})
+	}
 	a.result(id, map[string]any{
-		"protocolVersion": version,
-		"agentCapabilities": map[string]any{
-			"loadSession":        false,
-			"promptCapabilities": map[string]any{"image": false, "audio": false, "embeddedContext": false},
-			"mcpCapabilities":    map[string]any{"http": false, "sse": false},
-		},
-		"agentInfo":   map[string]any{"name": Name, "version": "1.0.0"},
-		"authMethods": []any{},
+		"protocolVersion":   version,
+		"agentCapabilities": caps,
+		"agentInfo":         map[string]any{"name": Name, "version": "1.0.0"},
+		"authMethods":       methods,
 	})
 	if a.on(NullIDResponses) {
 		a.send(map[string]any{"id": nil, "result": map[string]any{}})
@@ -555,6 +633,18 @@ func (a *agent) newSession(id, params json.RawMessage) {
 	_ = json.Unmarshal(params, &p)
 	if !filepath.IsAbs(p.Cwd) {
 		a.fail(id, -32602, fmt.Sprintf("Invalid params: cwd %q must be an absolute path", p.Cwd))
+		return
+	}
+	a.mu.Lock()
+	authed := a.authenticated
+	a.mu.Unlock()
+	if a.on(AuthRequired) && !authed {
+		a.fail(id, -32000, "Authentication required: call authenticate with flawed-login first")
+		return
+	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		// As real agents do: they run tools there.
+		a.fail(id, -32602, fmt.Sprintf("Invalid params: cwd %q is not a directory", p.Cwd))
 		return
 	}
 	a.mu.Lock()
@@ -597,13 +687,22 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		s = &session{id: p.SessionID, cwd: os.TempDir()}
 		a.sessions[p.SessionID] = s
 	}
-	if s == nil {
+	if s == nil || s.closed && !a.on(CloseKeepsServing) {
 		a.mu.Unlock()
 		a.fail(id, -32602, fmt.Sprintf("Invalid params: unknown session %q; create one with session/new", p.SessionID))
 		return
 	}
 	cancel := s.cancel
-	if s.running == 0 || !a.on(ConcurrentPrompts) {
+	alongside := a.on(ConcurrentPrompts) || a.on(ConcurrentWork)
+	if s.running > 0 && a.on(DropSecondPrompt) {
+		a.mu.Unlock()
+		return
+	}
+	var wait chan struct{} // closed when the turn this one runs alongside is answered
+	if s.running > 0 && a.on(ConcurrentWork) {
+		wait = s.idle
+	}
+	if s.running == 0 || !alongside {
 		if s.running > 0 {
 			a.mu.Unlock()
 			a.fail(id, -32602, fmt.Sprintf("Invalid params: session %q already has a prompt running; wait for its answer or cancel it", s.id))
@@ -611,7 +710,9 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		}
 		s.cancel = make(chan struct{})
 		cancel = s.cancel
+		s.idle = make(chan struct{})
 	}
+	idle, first := s.idle, s.running == 0
 	s.running++
 	caps := a.clientCaps
 	a.mu.Unlock()
@@ -622,10 +723,16 @@ func (a *agent) prompt(id, params json.RawMessage) {
 			break
 		}
 	}
+	a.mu.Lock()
+	s.history = append(s.history, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+	a.mu.Unlock()
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		stop := a.run(s, text, caps, cancel)
+		if wait != nil {
+			<-wait
+		}
 		a.mu.Lock()
 		s.running--
 		a.mu.Unlock()
@@ -633,7 +740,57 @@ func (a *agent) prompt(id, params json.RawMessage) {
 			return
 		}
 		a.answerPrompt(id, s.id, stop)
+		if first {
+			close(idle)
+		}
+		if stop == a.cancelled() && a.on(LateSessionUpdates) {
+			a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		}
 	}()
+}
+
+// sessionMethod serves session/load, resume, list and close.
+func (a *agent) sessionMethod(id json.RawMessage, method string, params json.RawMessage) {
+	var p struct{ SessionID, Cwd string }
+	_ = json.Unmarshal(params, &p)
+	if method == "session/list" {
+		sessions := []any{}
+		a.mu.Lock()
+		for _, s := range a.sessions {
+			if !s.closed && !a.on(ListOmitsSessions) && (p.Cwd == "" || p.Cwd == s.cwd) {
+				sessions = append(sessions, map[string]any{"sessionId": s.id, "cwd": s.cwd})
+			}
+		}
+		a.mu.Unlock()
+		a.result(id, map[string]any{"sessions": sessions})
+		return
+	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionID]
+	if s == nil || s.closed {
+		a.mu.Unlock()
+		a.fail(id, -32602, fmt.Sprintf("Invalid params: unknown session %q", p.SessionID))
+		return
+	}
+	history := slices.Clone(s.history)
+	if method == "session/close" {
+		s.closed = true
+		if s.running > 0 {
+			select {
+			case <-s.cancel:
+			default:
+				close(s.cancel)
+			}
+		}
+	}
+	a.mu.Unlock()
+	replay := method == "session/load" && !a.on(LoadWithoutHistory) || method == "session/resume" && a.on(ResumeReplaysHistory)
+	if replay {
+		for _, upd := range history {
+			a.send(a.updateMessage(s.id, upd))
+		}
+	}
+	a.result(id, map[string]any{})
 }
 
 func (a *agent) answerPrompt(id json.RawMessage, sid, stop string) {
