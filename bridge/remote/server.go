@@ -574,7 +574,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 // (the engine's input is newline-delimited): as is when it already is one,
 // else without its insignificant whitespace.
 func oneLine(body []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(body)
+	// JSON's own whitespace only: bytes.TrimSpace would also take a
+	// trailing \v or U+0085 that makes the body invalid JSON.
+	trimmed := bytes.Trim(body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' && json.Valid(trimmed) {
 		return nil, errBatch
 	}
