@@ -291,8 +291,8 @@ func (e *engine) claimNew(req *request, agentID string, result json.RawMessage) 
 func (e *engine) durableInitialized(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	e.learnCaps(req.link, result)
 	out, err := e.initialized(req.link, result)
-	if err != nil || !e.durable() {
-		return out, err
+	if err != nil || !e.durable() || e.v2.on {
+		return out, err // v2's session list, resume and close are not optional
 	}
 	return advertise(out), nil
 }

@@ -130,6 +130,8 @@ type engine struct {
 	// viaFront is set while the front's messages for the engine are
 	// handled: the tap saw the editor's own message (tappedFromEditor).
 	viaFront bool
+	// v2 relays a v2 editor to a v2 agent (v2relay.go).
+	v2 v2relay
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -226,7 +228,13 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
 		}
 	}
-	e.held = nil
+	e.held = e.v2.held
+	for _, frame := range e.held { // held while a v2 editor's initialize was in flight
+		if env, perr := translate.ParseEnvelope(frame); perr == nil && env.IsRequest() {
+			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
+		}
+	}
+	e.held, e.v2.held = nil, nil
 	for _, l := range e.links {
 		e.stopWake(l)
 	}
@@ -843,6 +851,9 @@ func (e *engine) notify(l *link, o translate.Out) {
 		sid := o.Session
 		if sid == "" {
 			sid = updateSession(o)
+		}
+		if e.v2.on && e.v2Drop(sid, o) {
+			return
 		}
 		s := e.sessions[sid]
 		if s != nil && s.draining {

@@ -25,7 +25,7 @@ const (
 // §18), and an ACP link's translator negotiates the agent's own version.
 func (e *engine) initialize(req *request, params json.RawMessage) {
 	asked := gjson.GetBytes(params, "protocolVersion")
-	if asked.Raw != "1" {
+	if asked.Raw != "1" && !e.v2.trying && !e.v2.on {
 		params = withKey(params, "protocolVersion", json.RawMessage("1"))
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", protocolVersion,
@@ -71,6 +71,11 @@ type clientCaps struct {
 // Capabilities pass unchanged: a translator advertises only what its dialect
 // can deliver.
 func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, *translate.Error) {
+	if e.v2.trying || e.v2.on {
+		if out, ok := e.v2Initialized(l, result); ok {
+			return out, nil
+		}
+	}
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
 		return nil, e.versionError(v)
 	}
