@@ -1,0 +1,295 @@
+package tests
+
+// A v2 editor in front of a v2 agent: the SDK's v2 client
+// (testdata/v2editor/editor.mjs) and a raw-line client, the built binary,
+// and the SDK's v2 agent (testdata/sdkagentv2/agent.mjs). The bridge relays
+// v2 untouched: what the agent says reaches the editor as the agent said
+// it (whole-message upserts, its own message ids, fields v1 lacks), and the
+// editor's ids come back byte for byte. Every stdout line is validated
+// against the v2 schema (SpeaksV2).
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// The SDK's v2 client and agent through the relay: initialize and
+// session/new as the agent answered them, a streamed turn with chunks and
+// the whole-message upsert, a tool call with a permission request, a
+// command permission, a cancelled turn, a failed one with the agent's
+// error data, and updates v1 has no place for.
+func TestV2Relay_SDK(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	steps := `[{"prompt":"upsert"},{"prompt":"tool"},{"prompt":"command"},{"prompt":"slow","cancelAfter":150},{"prompt":"fail"},{"prompt":"extras"},{"prompt":"after the cancel"}]`
+	res := runV2Editor(t, v2AgentTransport(), nil, t.TempDir(), steps)
+
+	if p := gjson.GetBytes(res.Initialize, `_meta.acp-bridge.agentProtocol`).Int(); p != 2 {
+		t.Errorf(`_meta["acp-bridge"].agentProtocol = %d, want 2: %s`, p, res.Initialize)
+	}
+	// The agent's own answer: its info, its capabilities as it wrote
+	// them (a translation would have made them the bridge's).
+	if name := gjson.GetBytes(res.Initialize, "info.name").Str; name != "sdk-agent-v2" {
+		t.Errorf("initialize info.name = %q, want the agent's own sdk-agent-v2: %s", name, res.Initialize)
+	}
+	if !gjson.GetBytes(res.Initialize, "capabilities.session.prompt.embeddedContext").IsObject() {
+		t.Errorf("initialize lost capabilities.session.prompt.embeddedContext: %s", res.Initialize)
+	}
+	if c := gjson.GetBytes(res.Session, "availableCommands.0.name").Str; c != "explain" {
+		t.Errorf("session/new answer %s: want the agent's availableCommands (explain)", res.Session)
+	}
+
+	upsert := res.turn(t, 0)
+	wantV2Turn(t, upsert, "end_turn", "Hello")
+	// The agent's own user message id in the acknowledgement, and its
+	// whole-message upsert after the chunks of the same message.
+	if id := gjson.GetBytes(upsert.Ack, "messageId").Str; !strings.HasPrefix(id, "u-") {
+		t.Errorf("prompt acknowledgement %s: want the agent's own messageId (u-N)", upsert.Ack)
+	}
+	if i := slices.Index(upsert.Kinds, "agent_message"); i < 0 || !slices.Contains(upsert.Kinds[:i], "agent_message_chunk") {
+		t.Errorf("upsert turn updates %v: want the chunks, then the whole agent_message", upsert.Kinds)
+	}
+	if len(upsert.MessageIDs) != 1 || !strings.HasPrefix(upsert.MessageIDs[0], "m-") {
+		t.Errorf("upsert turn chunk message ids %q: want the agent's one (m-N)", upsert.MessageIDs)
+	}
+	whole := false
+	for _, u := range res.Updates {
+		if gjson.GetBytes(u, "sessionUpdate").Str == "agent_message" && gjson.GetBytes(u, "content.0.text").Str == "Hello, world" {
+			whole = true
+		}
+	}
+	if !whole {
+		t.Errorf("no agent_message upsert with the whole text %q reached the editor", "Hello, world")
+	}
+
+	tool := res.turn(t, 1)
+	wantV2Turn(t, tool, "end_turn", "wrote it")
+	for _, k := range []string{"tool_call_update", "tool_call_content_chunk", "state_update:requires_action"} {
+		if !slices.Contains(tool.Kinds, k) {
+			t.Errorf("tool turn updates %v: want %s", tool.Kinds, k)
+		}
+	}
+	if len(res.Permissions) != 2 {
+		t.Fatalf("permission requests %s, want two (tool, command)", res.Permissions)
+	}
+	if got := gjson.GetBytes(res.Permissions[0], "title").Str; got != "Write /tmp/a?" ||
+		!strings.HasPrefix(gjson.GetBytes(res.Permissions[0], "subject.toolCall.toolCallId").Str, "call-") {
+		t.Errorf("tool permission request %s: want the agent's title and subject", res.Permissions[0])
+	}
+	if got := gjson.GetBytes(res.Permissions[1], "subject.command").Str; got != "make test" {
+		t.Errorf("command permission request %s: want subject.command make test", res.Permissions[1])
+	}
+	wantV2Turn(t, res.turn(t, 2), "end_turn", "command: selected")
+	wantV2Turn(t, res.turn(t, 3), "cancelled", "tick-0")
+
+	fail := res.turn(t, 4)
+	wantV2Turn(t, fail, "error", "trying")
+	if gjson.GetBytes(fail.Error, "message").Str != "model overloaded" || gjson.GetBytes(fail.Error, "data.retryAfter").Int() != 5 {
+		t.Errorf("failed turn's error %s: want the agent's, data included", fail.Error)
+	}
+
+	extras := res.turn(t, 5)
+	wantV2Turn(t, extras, "_handoff", "extras")
+	for _, k := range []string{"plan_update", "terminal_output_chunk"} {
+		if !slices.Contains(extras.Kinds, k) {
+			t.Errorf("extras turn updates %v: want %s", extras.Kinds, k)
+		}
+	}
+	var idle []byte
+	for _, u := range res.Updates {
+		if gjson.GetBytes(u, "stopReason").Str == "_handoff" {
+			idle = u
+		}
+	}
+	if gjson.GetBytes(idle, "background.0.toolCallId").Str != "bg-1" {
+		t.Errorf("the _handoff idle state_update %s lost its background work", idle)
+	}
+
+	// The turn after the cancelled one: nothing of the cancelled turn
+	// leaks into it.
+	last := res.turn(t, 6)
+	wantV2Turn(t, last, "end_turn", "heard: after the cancel")
+	if strings.Contains(last.Text, "tick") {
+		t.Errorf("the cancelled turn's ticks reached a later turn: %q", last.Text)
+	}
+}
+
+// v2RelayBridge starts the bridge in front of the SDK's v2 agent for a
+// raw-line editor, with every stdout line checked against v2.
+func v2RelayBridge(t *testing.T, args ...string) *Bridge {
+	t.Helper()
+	agent := v2AgentTransport().Start(t)
+	b := StartBridge(t, append(args, agent.Args...), agent.Env, nil)
+	b.SpeaksV2(t)
+	return b
+}
+
+// v2RelayOpen initializes a raw-line editor's connection under the id
+// init and opens a session; it returns the session id.
+func v2RelayOpen(t *testing.T, b *Bridge, init string) string {
+	t.Helper()
+	b.WriteLine(`{"jsonrpc":"2.0","id":` + init + `,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
+	if r := b.Out.Response(t, init); r.Get("result.protocolVersion").Int() != 2 || r.Get("result._meta.acp-bridge.agentProtocol").Int() != 2 {
+		t.Fatalf("initialize answer %s: want protocolVersion 2, relayed to a v2 agent", r)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/tmp"}}`)
+	sid := b.Out.Response(t, `"new"`).Get("result.sessionId").Str
+	if sid == "" {
+		t.Fatal("session/new answered no sessionId")
+	}
+	return sid
+}
+
+// Odd ids come back byte for byte (a string with escapes, an integer
+// beyond float64's, a negative exponent form), an extension method the
+// agent does not know gets the agent's own answer, and _meta and unknown
+// fields reach the agent as the editor wrote them.
+func TestV2Relay_RawIDsAndExtensions(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t)
+	sid := v2RelayOpen(t, b, `"init\u00e9/1"`)
+
+	bigID := `123456789012345678901234567890`
+	b.WriteLine(`{"jsonrpc":"2.0","id":` + bigID + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"upsert","_meta":{"k":"v"}}],"_meta":{"trace":"t-1"},"zzzUnknown":{"a":[1,2]}}}`)
+	ack := b.Out.Response(t, bigID)
+	if !strings.HasPrefix(ack.Get("result.messageId").Str, "u-") {
+		t.Errorf("prompt answer %s: want the agent's acknowledgement", ack)
+	}
+	if !strings.Contains(string(ack.Raw), `"id":`+bigID) {
+		t.Errorf("prompt answer %s: id not byte-exact %s", ack, bigID)
+	}
+	if _, ok := b.Out.Find(WaitTimeout, func(l Line) bool {
+		return l.Get("params.update.sessionUpdate").Str == "state_update" && l.Get("params.update.state").Str == "idle"
+	}); !ok {
+		t.Fatal("the turn never ended with an idle state_update")
+	}
+
+	b.WriteLine(`{"jsonrpc":"2.0","id":-7,"method":"_acme/ping","params":{"x":1,"_meta":{"m":true}}}`)
+	ext := b.Out.Response(t, `-7`)
+	if code, _ := ext.ErrorCode(); code != -32601 {
+		t.Errorf("extension method answer %s: want the agent's -32601", ext)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","method":"_acme/note","params":{"y":2}}`)
+
+	// What reached the agent (it logs every line it receives).
+	recv := func(has ...string) bool {
+		for _, line := range strings.Split(b.Stderr(), "\n") {
+			i := strings.Index(line, "sdk-agent-v2: recv ")
+			if i < 0 {
+				continue
+			}
+			all := true
+			for _, h := range has {
+				all = all && strings.Contains(line[i:], h)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(WaitTimeout)
+	for !recv(`"method":"_acme/note"`) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range [][]string{
+		{`"method":"session/prompt"`, `"_meta":{"trace":"t-1"}`, `"zzzUnknown":{"a":[1,2]}`, `"_meta":{"k":"v"}`},
+		{`"method":"_acme/ping"`, `"params":{"x":1,"_meta":{"m":true}}`},
+		{`"method":"_acme/note"`, `"params":{"y":2}`},
+	} {
+		if !recv(want...) {
+			t.Errorf("the agent never received a line with %q", want)
+		}
+	}
+	// The editor's initialize reached the agent as written, not as v1.
+	if !recv(`"method":"initialize"`, `"info":{"name":"raw","version":"1"}`, `"protocolVersion":2`) {
+		t.Errorf("the agent did not receive the editor's initialize as written")
+	}
+}
+
+// agentPid finds the bridge's child: the agent.
+func agentPid(t *testing.T, b *Bridge) int {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", b.Pid(), b.Pid()))
+	if err != nil {
+		matches, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.Pid()))
+		for _, m := range matches {
+			if r, err := os.ReadFile(m); err == nil && len(strings.TrimSpace(string(r))) > 0 {
+				raw = r
+				break
+			}
+		}
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		t.Fatalf("cannot find the agent's process among the bridge's children (%s)", raw)
+	}
+	pid, err := strconv.Atoi(fields[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// The agent killed mid-turn: the turn the agent acknowledged ends with an
+// idle state_update whose stopReason is error and whose error says what
+// happened, and a prompt still waiting for the agent's acknowledgement is
+// answered with an error, once.
+func TestV2Relay_AgentKilledMidTurn(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t)
+	sid := v2RelayOpen(t, b, `0`)
+	pid := agentPid(t, b)
+
+	b.WriteLine(`{"jsonrpc":"2.0","id":"p1","method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"slow"}]}}`)
+	b.Out.Response(t, `"p1"`)
+	if _, ok := b.Out.Find(WaitTimeout, func(l Line) bool {
+		return strings.HasPrefix(l.Get("params.update.content.text").Str, "tick-")
+	}); !ok {
+		t.Fatal("the slow turn never ticked")
+	}
+	// Stopped, the agent cannot acknowledge the next prompt; killed, it
+	// never will.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","id":"p2","method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"again"}]}}`)
+	time.Sleep(100 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p2 := b.Out.Response(t, `"p2"`)
+	if code, ok := p2.ErrorCode(); !ok || code != -32603 || p2.Get("error.message").Str == "" {
+		t.Errorf("the prompt pending when the agent died was answered %s: want -32603 with the cause", p2)
+	}
+	end, ok := b.Out.Find(WaitTimeout, func(l Line) bool {
+		return l.Get("params.update.state").Str == "idle"
+	})
+	if !ok {
+		t.Fatal("the running turn never ended after the agent died")
+	}
+	if end.Get("params.update.stopReason").Str != "error" || end.Get("params.update.error.message").Str == "" {
+		t.Errorf("the turn's end %s: want stopReason error with the cause", end)
+	}
+	time.Sleep(300 * time.Millisecond) // room for a second answer, which must not come
+	var answers int
+	for _, l := range b.Out.Lines() {
+		if l.IsResponse() && l.ID() == `"p2"` {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("the pending prompt was answered %d times, want once", answers)
+	}
+}
