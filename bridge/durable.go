@@ -368,6 +368,10 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 	case "session/load", "session/resume":
 		req.params = env.Params
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
+		if err := e.v2ReplayFrom(req); err != nil {
+			e.fail(req, err)
+			return true
+		}
 		e.openStored(req, env)
 		return true
 	case "session/close":
@@ -670,7 +674,7 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 		req.timer.Stop()
 		req.timer = nil
 	}
-	e.readHistory(sid, req.method == "session/load", func(primer string, skipped int, err error) {
+	e.readHistory(sid, e.replays(req), func(primer string, skipped int, err error) {
 		e.armTimeout(req)
 		if skipped > 0 {
 			e.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
@@ -714,7 +718,7 @@ func (e *engine) reopen(req *request, s *session) {
 	}
 	finish := e.openAnswer(req, s, false)
 	s.b.attaching = true
-	e.readHistory(s.id, req.method == "session/load", func(primer string, _ int, _ error) {
+	e.readHistory(s.id, e.replays(req), func(primer string, _ int, _ error) {
 		s.b.attaching = false
 		if e.sessions[s.id] != s {
 			if !req.retired {
@@ -747,6 +751,10 @@ func (e *engine) openAnswer(req *request, s *session, fresh bool) func(*translat
 			if v := gjson.GetBytes(result, k); v.Exists() {
 				out[k] = json.RawMessage(v.Raw)
 			}
+		}
+		if e.v2.on {
+			e.v2Opened(req, s, result)
+			return
 		}
 		b, _ := json.Marshal(out)
 		b = e.sessionOpened(req, s.id, b)
@@ -945,6 +953,8 @@ func (e *engine) attachMethod(s *session, bind Binding) string {
 	caps := gjson.ParseBytes(e.dur.caps[bind.Name])
 	switch {
 	case s.b.switched:
+	case e.v2.on:
+		return "session/resume" // v2 agents must have it
 	case caps.Get("sessionCapabilities.resume").IsObject():
 		return "session/resume"
 	case caps.Get("loadSession").Bool():

@@ -3,8 +3,10 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/tidwall/gjson"
@@ -310,4 +312,88 @@ func (e *engine) v2Idle(sid string, t *v2turn, stopReason string, errObj json.Ra
 	}
 	params, _ := json.Marshal(map[string]any{"sessionId": sid, "update": update})
 	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
+}
+
+// --- durable sessions ------------------------------------------------------------
+
+// replays reports whether opening a recorded session replays its history
+// to the editor: v1's session/load does, and v2's session/resume when it
+// names where to replay from.
+func (e *engine) replays(req *request) bool {
+	if req.method == "session/load" {
+		return true
+	}
+	if !e.v2.on || req.method != "session/resume" {
+		return false
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	return from.Exists() && from.Type != gjson.Null
+}
+
+// v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
+// bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
+// must be refused, not replaced by another or by no replay.
+func (e *engine) v2ReplayFrom(req *request) *translate.Error {
+	if !e.v2.on {
+		return nil
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	if !from.Exists() || from.Type == gjson.Null || from.Get("type").Str == "start" {
+		return nil
+	}
+	return translate.Errorf(translate.CodeInvalidParams,
+		`session/resume: acp-bridge replays a recorded session from its start only, and replayFrom is %s: send {"type":"start"}, or no replayFrom for no replay`, from.Raw).
+		With("replayFrom", json.RawMessage(from.Raw))
+}
+
+// v2Opened answers a relayed v2 editor's resume of a recorded session once
+// its backend is attached: the current state_update v2 requires after the
+// replay and before the answer, then the backend's own answer (its config
+// options and commands; nothing of v1's modes or models).
+func (e *engine) v2Opened(req *request, s *session, result json.RawMessage) {
+	state := "idle"
+	if t := e.v2.turns[s.id]; t != nil && t.active {
+		state = "running"
+	}
+	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
+	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
+	out := map[string]json.RawMessage{}
+	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
+		if v := gjson.GetBytes(result, k); v.Exists() {
+			out[k] = json.RawMessage(v.Raw)
+		}
+	}
+	b, _ := json.Marshal(out)
+	e.answer(req, e.sessionOpened(req, s.id, b))
+}
+
+// v2Replayed are the update kinds a relayed v2 editor's replay carries:
+// the conversation, not its state (the resume's own snapshot follows) nor
+// the session's settings (the resume's answer has them).
+var v2Replayed = map[string]bool{
+	"user_message": true, "agent_message": true, "agent_thought": true,
+	"user_message_chunk": true, "agent_message_chunk": true, "agent_thought_chunk": true,
+	"tool_call_update": true, "tool_call_content_chunk": true, "plan_update": true,
+}
+
+// replayRecordV2 is replayRecord for a relayed v2 editor: the agent's own
+// v2 updates as they were recorded. A v2 agent echoes the user's message
+// itself, so prompts are not replayed as chunks; a chunk without the
+// messageId v2 requires (recorded from a v1 agent) is left out.
+func replayRecordV2(sid string, r store.Record) []json.RawMessage {
+	if r.Kind != store.KindUpdate {
+		return nil
+	}
+	u := gjson.GetBytes(r.Body, "update")
+	kind := u.Get("sessionUpdate").Str
+	if !u.IsObject() || !v2Replayed[kind] || strings.HasSuffix(kind, "_chunk") && u.Get("messageId").Type != gjson.String {
+		return nil
+	}
+	raw := u.Raw
+	if c := u.Get("content"); c.IsObject() && strings.HasSuffix(kind, "_chunk") {
+		if _, ok := omitted(c); ok {
+			raw = string(withKey(json.RawMessage(raw), "content", replayBlock(c)))
+		}
+	}
+	return []json.RawMessage{updateParams(sid, raw)}
 }
