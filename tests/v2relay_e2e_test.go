@@ -217,28 +217,26 @@ func TestV2Relay_RawIDsAndExtensions(t *testing.T) {
 	}
 }
 
-// agentPid finds the bridge's child: the agent.
+// agentPid finds the bridge's child, the agent, among the children of
+// the bridge's threads.
 func agentPid(t *testing.T, b *Bridge) int {
 	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", b.Pid(), b.Pid()))
-	if err != nil {
-		matches, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.Pid()))
-		for _, m := range matches {
-			if r, err := os.ReadFile(m); err == nil && len(strings.TrimSpace(string(r))) > 0 {
-				raw = r
-				break
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.Pid()))
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(raw)); len(fields) > 0 {
+			pid, err := strconv.Atoi(fields[0])
+			if err != nil {
+				t.Fatal(err)
 			}
+			return pid
 		}
 	}
-	fields := strings.Fields(string(raw))
-	if len(fields) == 0 {
-		t.Fatalf("cannot find the agent's process among the bridge's children (%s)", raw)
-	}
-	pid, err := strconv.Atoi(fields[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
+	t.Fatalf("the bridge (pid %d) has no child process: where is its agent?", b.Pid())
+	return 0
 }
 
 // The agent killed mid-turn: the turn the agent acknowledged ends with an
@@ -291,5 +289,73 @@ func TestV2Relay_AgentKilledMidTurn(t *testing.T) {
 	}
 	if answers != 1 {
 		t.Errorf("the pending prompt was answered %d times, want once", answers)
+	}
+}
+
+// The bridge's durable sessions for a relayed v2 editor: a session the
+// first bridge recorded is listed by the next, resumed with a replay of
+// its history (the agent's v2 updates as they were recorded, then the idle
+// snapshot v2 requires before the answer), prompted again, and closed.
+func TestV2Relay_DurableResume(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	args := []string{"--state-dir", state}
+	first := runV2Editor(t, v2AgentTransport(), args, cwd, `[{"prompt":"upsert"}]`)
+	wantV2Turn(t, first.turn(t, 0), "end_turn", "Hello")
+	sid := gjson.GetBytes(first.Session, "sessionId").Str
+
+	res := runV2Editor(t, v2AgentTransport(), args, cwd, `[{"prompt":"again"}]`, "V2E_RESUME="+sid, "V2E_REPLAY=1")
+	if !strings.Contains(string(res.List), sid) {
+		t.Errorf("session/list %s lacks %s", res.List, sid)
+	}
+	var kinds []string
+	whole := ""
+	for _, u := range res.Replayed {
+		r := gjson.ParseBytes(u)
+		kinds = append(kinds, r.Get("sessionUpdate").Str+":"+r.Get("state").Str)
+		if r.Get("sessionUpdate").Str == "agent_message" {
+			whole = r.Get("content.0.text").Str
+		}
+	}
+	want := []string{"user_message:", "agent_message_chunk:", "agent_message_chunk:", "agent_message:", "state_update:idle"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("replay %v, want %v: the recorded v2 updates, then the idle snapshot before the answer", kinds, want)
+	}
+	if whole != "Hello, world" {
+		t.Errorf("replayed agent_message %q, want the agent's whole message", whole)
+	}
+	wantV2Turn(t, res.turn(t, 0), "end_turn", "heard:")
+
+	// Without replayFrom: the snapshot alone.
+	quiet := runV2Editor(t, v2AgentTransport(), args, cwd, `[]`, "V2E_RESUME="+sid)
+	var quietKinds []string
+	for _, u := range quiet.Replayed {
+		quietKinds = append(quietKinds, gjson.GetBytes(u, "sessionUpdate").Str)
+	}
+	if !slices.Equal(quietKinds, []string{"state_update"}) {
+		t.Errorf("resume without replayFrom sent %v, want the state_update alone", quietKinds)
+	}
+
+	// A raw editor: a cursor v2 does not define is refused, not replaced;
+	// close answers and ends the session here.
+	b := v2RelayBridge(t, args...)
+	b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
+	b.Out.Response(t, `1`)
+	b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":"` + sid + `","cwd":"` + cwd + `","replayFrom":{"type":"_from_message","messageId":"m-2"}}}`)
+	if r := b.Out.Response(t, `2`); r.Get("error.code").Int() != -32602 || !strings.Contains(r.Get("error.message").Str, "replayFrom") {
+		t.Errorf("resume with an unknown replayFrom answered %s, want -32602 naming replayFrom", r)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/resume","params":{"sessionId":"` + sid + `","cwd":"` + cwd + `"}}`)
+	if r := b.Out.Response(t, `3`); !r.Get("result").IsObject() {
+		t.Errorf("resume answered %s, want a result", r)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"` + sid + `"}}`)
+	if r := b.Out.Response(t, `4`); !r.Get("result").IsObject() {
+		t.Errorf("close answered %s, want a result", r)
+	}
+	b.WriteLine(`{"jsonrpc":"2.0","id":5,"method":"session/list","params":{}}`)
+	if r := b.Out.Response(t, `5`); !strings.Contains(r.Get("result.sessions").Raw, sid) {
+		t.Errorf("session/list after close %s: the closed session's transcript stays listed", r)
 	}
 }
