@@ -1191,7 +1191,7 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 		if s.link.down == nil {
 			if s.link.control {
 				e.forgetBackend(s)
-				if gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
+				if e.v2.on || gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
 					e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
 				}
 			} else {
@@ -1250,6 +1250,10 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 // still waiting for a backend are answered too. Otherwise a prompt of a
 // closed session would never be answered.
 func (e *engine) endTurns(s *session, why string) {
+	if e.v2.on {
+		e.v2EndTurns(s, why)
+		return
+	}
 	if len(s.prompts) == 0 {
 		return
 	}

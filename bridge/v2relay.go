@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -397,3 +398,31 @@ func replayRecordV2(sid string, r store.Record) []json.RawMessage {
 	}
 	return []json.RawMessage{updateParams(sid, raw)}
 }
+
+// v2EndTurns is endTurns for a relayed v2 editor's session being closed:
+// v2 wants the running turn closed (idle, cancelled) before the close is
+// answered, and prompts the agent has not taken answered -32800.
+func (e *engine) v2EndTurns(s *session, why string) {
+	t := e.v2.turns[s.id]
+	if len(s.prompts) == 0 && (t == nil || !t.active) {
+		delete(e.v2.turns, s.id)
+		return
+	}
+	e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
+		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+	}
+	for _, ref := range slices.Clone(s.prompts) {
+		if req := e.pending.get(ref); req != nil {
+			e.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
+		}
+	}
+	if t != nil && t.active {
+		e.v2Idle(s.id, t, "cancelled", nil)
+	}
+	delete(e.v2.turns, s.id)
+}
+
+// codeRequestCancelled is JSON-RPC's "Request cancelled", which v2 gives a
+// prompt its session's close kept from being inserted.
+const codeRequestCancelled = -32800
