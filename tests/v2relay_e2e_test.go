@@ -359,3 +359,134 @@ func TestV2Relay_DurableResume(t *testing.T) {
 		t.Errorf("session/list after close %s: the closed session's transcript stays listed", r)
 	}
 }
+
+// v2RelayPrompt sends a prompt under id and waits for its acknowledgement.
+func v2RelayPrompt(t *testing.T, b *Bridge, id, sid, text string) {
+	t.Helper()
+	b.WriteLine(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"` + text + `"}]}}`)
+	if r := b.Out.Response(t, id); r.Get("result.messageId").Str == "" {
+		t.Fatalf("prompt %s answered %s, want the acknowledgement", text, r)
+	}
+}
+
+// waitLine waits for the first stdout line from index from on that
+// matches, and returns it with its index.
+func waitLine(t *testing.T, b *Bridge, from int, what string, match func(Line) bool) (Line, int) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for time.Now().Before(deadline) {
+		lines := b.Out.Lines()
+		for i := from; i < len(lines); i++ {
+			if match(lines[i]) {
+				return lines[i], i
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s on stdout within %v", what, WaitTimeout)
+	return Line{}, 0
+}
+
+func isState(state string) func(Line) bool {
+	return func(l Line) bool {
+		return l.Method() == "session/update" && l.Get("params.update.sessionUpdate").Str == "state_update" && l.Get("params.update.state").Str == state
+	}
+}
+
+func chunkText(l Line) string {
+	if l.Get("params.update.sessionUpdate").Str != "agent_message_chunk" {
+		return ""
+	}
+	return l.Get("params.update.content.text").Str
+}
+
+// session/cancel in v2's terms: the agent's own idle closes the cancelled
+// turn, and what it sends for the turn after that is dropped; an agent
+// that ignores the cancel gets its turn closed by the bridge after the
+// cancel grace, and its updates for it dropped, its own idle included;
+// the next prompt's turn is the agent's again.
+func TestV2Relay_Cancel(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t, "--cancel-grace", "150ms")
+	sid := v2RelayOpen(t, b, `"i"`)
+	cancel := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`
+
+	// The agent closes the turn, then sends one more chunk for it.
+	from := b.Out.Len()
+	v2RelayPrompt(t, b, `"late"`, sid, "late")
+	waitLine(t, b, from, "tick", func(l Line) bool { return strings.HasPrefix(chunkText(l), "tick-") })
+	b.WriteLine(cancel)
+	idle, at := waitLine(t, b, from, "idle state_update", isState("idle"))
+	if r := idle.Get("params.update.stopReason").Str; r != "cancelled" {
+		t.Errorf("the cancelled turn ended %s, want stopReason cancelled", idle)
+	}
+	if idle.Get("params.update._meta.acp-bridge").Exists() {
+		t.Errorf("the agent closed the turn itself, yet the idle is the bridge's: %s", idle)
+	}
+	// The next turn starts after the late chunk reached the bridge (the
+	// agent sends it right after its idle, before it reads the prompt).
+	time.Sleep(200 * time.Millisecond)
+	v2RelayPrompt(t, b, `"next"`, sid, "next words")
+	end, endAt := waitLine(t, b, at+1, "idle state_update", isState("idle"))
+	if end.Get("params.update.stopReason").Str != "end_turn" {
+		t.Errorf("the turn after the cancelled one ended %s, want end_turn", end)
+	}
+	var text string
+	for _, l := range b.Out.Lines()[at+1 : endAt] {
+		if c := chunkText(l); c == "late-after-idle" {
+			t.Errorf("the chunk the agent sent after the cancelled turn's idle reached the editor: %s", l)
+		} else {
+			text += c
+		}
+	}
+	if text != "heard: next words" {
+		t.Errorf("the next turn's text %q, want %q", text, "heard: next words")
+	}
+
+	// The agent ignores the cancel: the bridge closes the turn.
+	from = b.Out.Len()
+	v2RelayPrompt(t, b, `"stubborn"`, sid, "stubborn")
+	waitLine(t, b, from, "stubborn chunk", func(l Line) bool { return strings.HasPrefix(chunkText(l), "stubborn-") })
+	b.WriteLine(cancel)
+	closed, at := waitLine(t, b, from, "idle state_update", isState("idle"))
+	if closed.Get("params.update.stopReason").Str != "cancelled" || closed.Get("params.update._meta.acp-bridge.closedBy").Str != "acp-bridge" {
+		t.Errorf("the ignored cancel ended the turn with %s, want the bridge's idle, stopReason cancelled", closed)
+	}
+	// The agent goes on for about a second, then sends its own idle: all
+	// of it dropped.
+	time.Sleep(1500 * time.Millisecond)
+	for _, l := range b.Out.Lines()[at+1:] {
+		t.Errorf("after the bridge closed the cancelled turn the editor got %s", l)
+	}
+	from = b.Out.Len()
+	v2RelayPrompt(t, b, `"after"`, sid, "after")
+	if end, _ := waitLine(t, b, from, "idle state_update", isState("idle")); end.Get("params.update.stopReason").Str != "end_turn" {
+		t.Errorf("the turn after the bridge closed one ended %s, want end_turn", end)
+	}
+}
+
+// session/close during a turn: the turn is closed (idle, cancelled)
+// before the close is answered, and nothing of the session follows.
+func TestV2Relay_CloseMidTurn(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t, "--state-dir", t.TempDir())
+	sid := v2RelayOpen(t, b, `1`)
+	from := b.Out.Len()
+	v2RelayPrompt(t, b, `2`, sid, "stubborn")
+	waitLine(t, b, from, "stubborn chunk", func(l Line) bool { return strings.HasPrefix(chunkText(l), "stubborn-") })
+	b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"` + sid + `"}}`)
+	_, closedAt := waitLine(t, b, from, "close answer", func(l Line) bool { return l.IsResponse() && l.ID() == `3` })
+	idle, idleAt := waitLine(t, b, from, "idle state_update", isState("idle"))
+	if idleAt > closedAt || idle.Get("params.update.stopReason").Str != "cancelled" {
+		t.Errorf("close answered at line %d, the turn's end %s at %d: want idle cancelled before the answer", closedAt, idle, idleAt)
+	}
+	if r := b.Out.Lines()[closedAt]; !r.Get("result").IsObject() {
+		t.Errorf("close answered %s", r)
+	}
+	time.Sleep(1200 * time.Millisecond) // the agent's turn would have gone on for a second
+	for _, l := range b.Out.Lines()[closedAt+1:] {
+		t.Errorf("after session/close the editor got %s", l)
+	}
+}
