@@ -919,7 +919,7 @@ func (e *engine) callEditor(l *link, o translate.Out) {
 		sid = gjson.GetBytes(o.Body, "sessionId").Str
 	}
 	s := e.sessions[sid]
-	if s != nil && s.draining && o.Method == "session/request_permission" {
+	if (s != nil && s.draining || e.v2.on && e.v2Closed(sid)) && o.Method == "session/request_permission" {
 		// The editor already saw this turn end; a permission prompt now would
 		// dangle. Cancelled is the answer the editor itself must give after a
 		// cancel (acp-spec.md §13.1).

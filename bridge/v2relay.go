@@ -426,3 +426,10 @@ func (e *engine) v2EndTurns(s *session, why string) {
 // codeRequestCancelled is JSON-RPC's "Request cancelled", which v2 gives a
 // prompt its session's close kept from being inserted.
 const codeRequestCancelled = -32800
+
+// v2Closed reports whether sid's cancelled turn was closed and no new work
+// has started: a permission request now belongs to that turn.
+func (e *engine) v2Closed(sid string) bool {
+	t := e.v2.turns[sid]
+	return t != nil && t.closed
+}
