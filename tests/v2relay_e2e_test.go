@@ -444,6 +444,26 @@ func TestV2Relay_Cancel(t *testing.T) {
 		t.Errorf("the next turn's text %q, want %q", text, "heard: next words")
 	}
 
+	// A permission request after the cancelled turn's idle belongs to
+	// that turn: the bridge answers it cancelled, the editor never sees it.
+	from = b.Out.Len()
+	v2RelayPrompt(t, b, `"ask"`, sid, "ask-late")
+	waitLine(t, b, from, "tick", func(l Line) bool { return strings.HasPrefix(chunkText(l), "tick-") })
+	b.WriteLine(cancel)
+	waitLine(t, b, from, "idle state_update", isState("idle"))
+	deadline := time.Now().Add(WaitTimeout)
+	for !strings.Contains(b.Stderr(), "late permission: ") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(b.Stderr(), "late permission: cancelled") {
+		t.Errorf("the agent's permission request after the cancelled turn's idle was not answered cancelled by the bridge")
+	}
+	for _, l := range b.Out.Lines()[from:] {
+		if l.Method() == "session/request_permission" {
+			t.Errorf("the editor was asked a permission for a turn it saw end: %s", l)
+		}
+	}
+
 	// The agent ignores the cancel: the bridge closes the turn.
 	from = b.Out.Len()
 	v2RelayPrompt(t, b, `"stubborn"`, sid, "stubborn")

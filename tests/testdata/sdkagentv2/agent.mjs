@@ -20,6 +20,8 @@
 //             with stopReason cancelled
 //   late      like slow, and after its idle one more chunk "late-after-idle"
 //             (an agent that misbehaves: the bridge must drop it)
+//   ask-late  like slow, and after its idle a permission request; its
+//             outcome is logged on stderr ("late permission: OUTCOME")
 //   stubborn  a chunk "stubborn-N" every 20 ms for 1 s whatever the
 //             editor says, then idle with stopReason end_turn
 //   fail      idle with stopReason error and the error "model overloaded"
@@ -111,6 +113,21 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
       }
       await say(idle("cancelled"));
       return chunk("late-after-idle");
+    case "ask-late": {
+      for (let i = 0; !turn.signal.aborted; i++) {
+        await chunk(`tick-${i}`);
+        await sleep(20);
+      }
+      await say(idle("cancelled"));
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        title: "Too late?",
+        subject: { type: "command", command: "true", cwd: "/tmp" },
+        options: [{ optionId: "ok", name: "Run", kind: "allow_once" }],
+      });
+      process.stderr.write(`sdk-agent-v2: late permission: ${answer.outcome.outcome}\n`);
+      return;
+    }
     case "stubborn":
       for (let i = 0; i < 50; i++) {
         await chunk(`stubborn-${i}`);
