@@ -510,3 +510,43 @@ func TestV2Relay_CloseMidTurn(t *testing.T) {
 		t.Errorf("after session/close the editor got %s", l)
 	}
 }
+
+// Messages pipelined behind the initialize wait for the agent's answer,
+// then take the way it chose: relayed to a v2 agent (here with both
+// versions forced), translated by the v2 front for a v1 agent.
+func TestV2Relay_PipelinedBehindInitialize(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	pipeline := func(b *Bridge) (init, created Line) {
+		b.WriteLine(`{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
+		b.WriteLine(`{"jsonrpc":"2.0","id":"b","method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+		b.WriteLine(`{"jsonrpc":"2.0","id":"c","method":"_acme/ping","params":{}}`)
+		init, created = b.Out.Response(t, `"a"`), b.Out.Response(t, `"b"`)
+		b.Out.Response(t, `"c"`)
+		lines := b.Out.Lines()
+		if i, j := slices.IndexFunc(lines, func(l Line) bool { return l.ID() == `"a"` }), slices.IndexFunc(lines, func(l Line) bool { return l.ID() == `"b"` }); i > j {
+			t.Errorf("session/new answered (line %d) before initialize (line %d)", j, i)
+		}
+		if created.Get("result.sessionId").Str == "" {
+			t.Errorf("pipelined session/new answered %s", created)
+		}
+		return init, created
+	}
+
+	b := v2RelayBridge(t, "--editor-protocol", "2", "--agent-protocol", "2")
+	init, created := pipeline(b)
+	if init.Get("result.info.name").Str != "sdk-agent-v2" || init.Get("result._meta.acp-bridge.agentProtocol").Int() != 2 {
+		t.Errorf("initialize answered %s: want the v2 agent's own answer, relayed", init)
+	}
+	if created.Get("result.availableCommands.0.name").Str != "explain" {
+		t.Errorf("session/new answered %s: want the v2 agent's own answer", created)
+	}
+
+	agent := ChildTransport("acp").Start(t)
+	v1 := StartBridge(t, agent.Args, agent.Env, nil)
+	v1.SpeaksV2(t)
+	init, _ = pipeline(v1)
+	if init.Get("result._meta.acp-bridge.agentProtocol").Int() != 1 || !init.Get("result.info").IsObject() {
+		t.Errorf("initialize answered %s: want v2, translated from the v1 agent's", init)
+	}
+}
