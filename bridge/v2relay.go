@@ -102,33 +102,26 @@ func (e *engine) v2Line(frame []byte) bool {
 	e.tappedFromEditor(frame)
 	// The Front learns of the request (it translates the answer if the
 	// agent speaks v1) and gives the engine its own id for it.
+	outs := e.front.FromEditor(frame)
 	var toEngine []byte
-	for _, o := range e.front.FromEditor(frame) {
+	for _, o := range outs {
 		if o.To == v2front.ToEngine {
 			toEngine = o.Frame
 		}
 	}
 	mint := gjson.GetBytes(toEngine, "id")
 	v1 := gjson.GetBytes(toEngine, "params")
+	e.viaFront = true
+	defer func() { e.viaFront = false }()
 	if !mint.Exists() || !v1.IsObject() {
-		return false
+		e.applyFront(outs) // not an initialize the Front took: the usual path
+		return true
 	}
 	e.v2.initID = json.RawMessage(bytes.Clone([]byte(r.Get("id").Raw)))
 	e.v2.v1Params = withKey(json.RawMessage(v1.Raw), "protocolVersion", json.RawMessage("1"))
-	// As written, with v1's members the editor's params lack.
-	params := json.RawMessage(r.Get("params").Raw)
-	var m, add map[string]json.RawMessage
-	if json.Unmarshal(params, &m) == nil && json.Unmarshal([]byte(v1.Raw), &add) == nil {
-		for k, v := range add {
-			if _, ok := m[k]; !ok && k != "protocolVersion" {
-				m[k] = v
-			}
-		}
-		params, _ = json.Marshal(m)
-	}
-	e.viaFront = true
-	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
-	e.viaFront = false
+	// The params as written: a v1 agent reads what it knows of them (its
+	// client capabilities default to none, which is what a v2 editor has).
+	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", json.RawMessage(r.Get("params").Raw)))
 	return true
 }
 

@@ -212,7 +212,7 @@ func TestV2Relay_RawIDsAndExtensions(t *testing.T) {
 		}
 	}
 	// The editor's initialize reached the agent as written, not as v1.
-	if !recv(`"method":"initialize"`, `"info":{"name":"raw","version":"1"}`, `"protocolVersion":2`) {
+	if !recv(`"method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`) {
 		t.Errorf("the agent did not receive the editor's initialize as written")
 	}
 }
