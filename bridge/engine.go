@@ -223,13 +223,9 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	for _, req := range e.pending.inOrder() {
 		e.fail(req, shutting)
 	}
-	for _, frame := range e.held { // held behind an initialize that never finished
-		if env, perr := translate.ParseEnvelope(frame); perr == nil && env.IsRequest() {
-			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
-		}
-	}
-	e.held = e.v2.held
-	for _, frame := range e.held { // held while a v2 editor's initialize was in flight
+	// Held behind an initialize that never finished (a v2 editor's own
+	// lines, while the agent's version was unknown, after the others).
+	for _, frame := range slices.Concat(e.held, e.v2.held) {
 		if env, perr := translate.ParseEnvelope(frame); perr == nil && env.IsRequest() {
 			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
 		}

@@ -191,6 +191,7 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // failure requests are answered at once with its cause (and a held
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
+	e.releaseV2Held()
 	e.releaseFrontReplies()
 	// A v2 editor's held messages are the front's translations; the tap
 	// saw the editor's own when they arrived.

@@ -127,7 +127,6 @@ func (e *engine) toFront(m editorMsg, session string) {
 // releaseFrontReplies hands the engine the Front's answers to its calls
 // (the front's own: the tap does not show them as the editor's).
 func (e *engine) releaseFrontReplies() {
-	e.releaseV2Held()
 	if len(e.frontReplies) == 0 {
 		return
 	}

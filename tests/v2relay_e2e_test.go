@@ -550,3 +550,57 @@ func TestV2Relay_PipelinedBehindInitialize(t *testing.T) {
 		t.Errorf("initialize answered %s: want v2, translated from the v1 agent's", init)
 	}
 }
+
+// The editor leaves while the agent has not answered its initialize: the
+// initialize and the requests held behind it (a v2 editor's, waiting for
+// the agent's version) are each answered once, with the cause.
+func TestV2Relay_HeldAnsweredAtShutdown(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t)
+	b.WriteLine(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
+	var pid int
+	for deadline := time.Now().Add(WaitTimeout); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", b.Pid()))
+		for _, task := range tasks {
+			if raw, err := os.ReadFile(task); err == nil && len(strings.Fields(string(raw))) > 0 {
+				pid, _ = strconv.Atoi(strings.Fields(string(raw))[0])
+			}
+		}
+	}
+	if pid == 0 {
+		t.Fatal("the bridge started no agent for the initialize")
+	}
+	// Stopped before it can answer: the initialize stays in flight.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	b.WriteLine(`{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/tmp"}}`)
+	b.WriteLine(`{"jsonrpc":"2.0","method":"_acme/note","params":{}}`)
+	b.WriteLine(`{"jsonrpc":"2.0","id":"list","method":"session/list","params":{}}`)
+	time.Sleep(100 * time.Millisecond)
+	b.In.Close()
+	select {
+	case <-b.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bridge did not exit after its editor left")
+	}
+	answers := map[string]int{}
+	for _, l := range b.Out.Lines() {
+		if l.IsResponse() {
+			answers[l.ID()]++
+			if code, ok := l.ErrorCode(); !ok || code != -32603 || l.Get("error.message").Str == "" {
+				t.Errorf("answer %s: want -32603 with the cause", l)
+			}
+		}
+	}
+	for _, id := range []string{`"init"`, `"new"`, `"list"`} {
+		if answers[id] != 1 {
+			t.Errorf("request %s answered %d times, want once (answers %v)", id, answers[id], answers)
+		}
+	}
+	if len(answers) != 3 {
+		t.Errorf("answers %v: want one each for init, new and list", answers)
+	}
+}
