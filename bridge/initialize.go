@@ -28,7 +28,11 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	if asked.Raw != "1" && !e.v2.trying && !e.v2.on {
 		params = withKey(params, "protocolVersion", json.RawMessage("1"))
 	}
-	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", protocolVersion,
+	answering := any(protocolVersion)
+	if e.v2.trying || e.v2.on {
+		answering = "the agent's" // relayed if it answers 2 (v2relay.go)
+	}
+	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
 		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
 	e.editorCaps = clientCaps{
 		fsRead:  gjson.GetBytes(params, "clientCapabilities.fs.readTextFile").Bool(),
