@@ -1303,6 +1303,10 @@ func (e *engine) armIdle(s *session) {
 	l := s.link
 	s.b.idle = time.AfterFunc(d, func() {
 		e.post(func() {
+			if e.sessions[s.id] == s && e.v2Running(s.id) {
+				e.armIdle(s) // a v2 turn outlives its prompt's answer
+				return
+			}
 			if e.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || e.busy(l, s.id) {
 				return
 			}

@@ -426,3 +426,10 @@ func (e *engine) v2Closed(sid string) bool {
 	t := e.v2.turns[sid]
 	return t != nil && t.closed
 }
+
+// v2Running reports whether a relayed v2 session has foreground work: its
+// prompt was answered, and it is not idle.
+func (e *engine) v2Running(sid string) bool {
+	t := e.v2.turns[sid]
+	return e.v2.on && t != nil && t.active
+}

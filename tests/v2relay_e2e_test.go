@@ -133,12 +133,23 @@ func v2RelayBridge(t *testing.T, args ...string) *Bridge {
 	return b
 }
 
+// initAnswer waits for the answer to the initialize with id: the first
+// request starts node, which takes seconds on a loaded machine.
+func initAnswer(t *testing.T, b *Bridge, id string) Line {
+	t.Helper()
+	l, ok := b.Out.Find(60*time.Second, func(l Line) bool { return l.IsResponse() && l.ID() == id })
+	if !ok {
+		t.Fatalf("no answer to initialize %s within 60 s", id)
+	}
+	return l
+}
+
 // v2RelayOpen initializes a raw-line editor's connection under the id
 // init and opens a session; it returns the session id.
 func v2RelayOpen(t *testing.T, b *Bridge, init string) string {
 	t.Helper()
 	b.WriteLine(`{"jsonrpc":"2.0","id":` + init + `,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
-	if r := b.Out.Response(t, init); r.Get("result.protocolVersion").Int() != 2 || r.Get("result._meta.acp-bridge.agentProtocol").Int() != 2 {
+	if r := initAnswer(t, b, init); r.Get("result.protocolVersion").Int() != 2 || r.Get("result._meta.acp-bridge.agentProtocol").Int() != 2 {
 		t.Fatalf("initialize answer %s: want protocolVersion 2, relayed to a v2 agent", r)
 	}
 	b.WriteLine(`{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/tmp"}}`)
@@ -341,7 +352,7 @@ func TestV2Relay_DurableResume(t *testing.T) {
 	// close answers and ends the session here.
 	b := v2RelayBridge(t, args...)
 	b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
-	b.Out.Response(t, `1`)
+	initAnswer(t, b, `1`)
 	b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/resume","params":{"sessionId":"` + sid + `","cwd":"` + cwd + `","replayFrom":{"type":"_from_message","messageId":"m-2"}}}`)
 	if r := b.Out.Response(t, `2`); r.Get("error.code").Int() != -32602 || !strings.Contains(r.Get("error.message").Str, "replayFrom") {
 		t.Errorf("resume with an unknown replayFrom answered %s, want -32602 naming replayFrom", r)
@@ -521,7 +532,7 @@ func TestV2Relay_PipelinedBehindInitialize(t *testing.T) {
 		b.WriteLine(`{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":2,"info":{"name":"raw","version":"1"},"capabilities":{}}}`)
 		b.WriteLine(`{"jsonrpc":"2.0","id":"b","method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 		b.WriteLine(`{"jsonrpc":"2.0","id":"c","method":"_acme/ping","params":{}}`)
-		init, created = b.Out.Response(t, `"a"`), b.Out.Response(t, `"b"`)
+		init, created = initAnswer(t, b, `"a"`), b.Out.Response(t, `"b"`)
 		b.Out.Response(t, `"c"`)
 		lines := b.Out.Lines()
 		if i, j := slices.IndexFunc(lines, func(l Line) bool { return l.ID() == `"a"` }), slices.IndexFunc(lines, func(l Line) bool { return l.ID() == `"b"` }); i > j {
@@ -602,5 +613,32 @@ func TestV2Relay_HeldAnsweredAtShutdown(t *testing.T) {
 	}
 	if len(answers) != 3 {
 		t.Errorf("answers %v: want one each for init, new and list", answers)
+	}
+}
+
+// A v2 turn outlives its prompt's answer: a durable session's idle timer
+// does not close the backend session while the turn runs.
+func TestV2Relay_LongTurnNotIdle(t *testing.T) {
+	NodeSDK(t)
+	t.Parallel()
+	b := v2RelayBridge(t, "--state-dir", t.TempDir(), "--session-idle", "100ms")
+	sid := v2RelayOpen(t, b, `1`)
+	from := b.Out.Len()
+	v2RelayPrompt(t, b, `2`, sid, "stubborn")
+	end, at := waitLine(t, b, from, "idle state_update", isState("idle"))
+	if end.Get("params.update.stopReason").Str != "end_turn" {
+		t.Errorf("the long turn ended %s, want the agent's end_turn", end)
+	}
+	var n int
+	for _, l := range b.Out.Lines()[from:at] {
+		if strings.HasPrefix(chunkText(l), "stubborn-") {
+			n++
+		}
+	}
+	if n != 50 {
+		t.Errorf("the long turn's editor got %d of its 50 chunks", n)
+	}
+	if strings.Contains(b.Stderr(), "closing an idle backend session") {
+		t.Errorf("the session's backend was closed as idle during its turn")
 	}
 }
