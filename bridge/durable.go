@@ -283,8 +283,8 @@ func (e *engine) claimNew(req *request, agentID string, result json.RawMessage) 
 func (e *engine) durableInitialized(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	e.learnCaps(req.link, result)
 	out, err := e.initialized(req.link, result)
-	if err != nil || !e.durable() {
-		return out, err
+	if err != nil || !e.durable() || e.v2.on {
+		return out, err // v2's session list, resume and close are not optional
 	}
 	return advertise(out), nil
 }
@@ -360,6 +360,10 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 	case "session/load", "session/resume":
 		req.params = env.Params
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
+		if err := e.v2ReplayFrom(req); err != nil {
+			e.fail(req, err)
+			return true
+		}
 		e.openStored(req, env)
 		return true
 	case "session/close":
@@ -662,7 +666,7 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 		req.timer.Stop()
 		req.timer = nil
 	}
-	e.readHistory(sid, req.method == "session/load", func(primer string, skipped int, err error) {
+	e.readHistory(sid, e.replays(req), func(primer string, skipped int, err error) {
 		e.armTimeout(req)
 		if skipped > 0 {
 			e.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
@@ -706,7 +710,7 @@ func (e *engine) reopen(req *request, s *session) {
 	}
 	finish := e.openAnswer(req, s, false)
 	s.b.attaching = true
-	e.readHistory(s.id, req.method == "session/load", func(primer string, _ int, _ error) {
+	e.readHistory(s.id, e.replays(req), func(primer string, _ int, _ error) {
 		s.b.attaching = false
 		if e.sessions[s.id] != s {
 			if !req.retired {
@@ -739,6 +743,10 @@ func (e *engine) openAnswer(req *request, s *session, fresh bool) func(*translat
 			if v := gjson.GetBytes(result, k); v.Exists() {
 				out[k] = json.RawMessage(v.Raw)
 			}
+		}
+		if e.v2.on {
+			e.v2Opened(req, s, result)
+			return
 		}
 		b, _ := json.Marshal(out)
 		b = e.sessionOpened(req, s.id, b)
@@ -937,6 +945,8 @@ func (e *engine) attachMethod(s *session, bind Binding) string {
 	caps := gjson.ParseBytes(e.dur.caps[bind.Name])
 	switch {
 	case s.b.switched:
+	case e.v2.on:
+		return "session/resume" // v2 agents must have it
 	case caps.Get("sessionCapabilities.resume").IsObject():
 		return "session/resume"
 	case caps.Get("loadSession").Bool():
@@ -1173,7 +1183,7 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 		if s.link.down == nil {
 			if s.link.control {
 				e.forgetBackend(s)
-				if gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
+				if e.v2.on || gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
 					e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
 				}
 			} else {
@@ -1232,6 +1242,10 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 // still waiting for a backend are answered too. Otherwise a prompt of a
 // closed session would never be answered.
 func (e *engine) endTurns(s *session, why string) {
+	if e.v2.on {
+		e.v2EndTurns(s, why)
+		return
+	}
 	if len(s.prompts) == 0 {
 		return
 	}
@@ -1281,6 +1295,10 @@ func (e *engine) armIdle(s *session) {
 	l := s.link
 	s.b.idle = time.AfterFunc(d, func() {
 		e.post(func() {
+			if e.sessions[s.id] == s && e.v2Running(s.id) {
+				e.armIdle(s) // a v2 turn outlives its prompt's answer
+				return
+			}
 			if e.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || e.busy(l, s.id) {
 				return
 			}

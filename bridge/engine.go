@@ -142,6 +142,8 @@ type engine struct {
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
+	// v2 relays a v2 editor to a v2 agent (v2relay.go).
+	v2 v2relay
 }
 
 // Serve serves one editor: it reads ACP messages from editorIn and writes
@@ -236,12 +238,14 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	for _, req := range e.pending.inOrder() {
 		e.fail(req, shutting)
 	}
-	for _, frame := range e.held { // held behind an initialize that never finished
+	// Held behind an initialize that never finished (a v2 editor's own
+	// lines, while the agent's version was unknown, after the others).
+	for _, frame := range slices.Concat(e.held, e.v2.held) {
 		if env, perr := translate.ParseEnvelope(frame); perr == nil && env.IsRequest() {
 			e.writeEditor(translate.ErrorFrame(env.ID, shutting.JSON()))
 		}
 	}
-	e.held = nil
+	e.held, e.v2.held = nil, nil
 	for _, l := range e.links {
 		e.stopWake(l)
 	}
@@ -877,6 +881,9 @@ func (e *engine) notify(l *link, o translate.Out) {
 		if sid == "" {
 			sid = updateSession(o)
 		}
+		if e.v2.on && e.v2Drop(sid, o) {
+			return
+		}
 		s := e.sessions[sid]
 		e.streamed += len(o.Body)
 		if s != nil && s.draining {
@@ -942,7 +949,7 @@ func (e *engine) callEditor(l *link, o translate.Out) {
 		sid = gjson.GetBytes(o.Body, "sessionId").Str
 	}
 	s := e.sessions[sid]
-	if s != nil && s.draining && o.Method == "session/request_permission" {
+	if (s != nil && s.draining || e.v2.on && e.v2Closed(sid)) && o.Method == "session/request_permission" {
 		// The editor already saw this turn end; a permission prompt now would
 		// dangle. Cancelled is the answer the editor itself must give after a
 		// cancel (acp-spec.md §13.1).

@@ -138,9 +138,11 @@ func (e *engine) refreshFast() {
 // fastAllowed reports whether the engine's hooks let updates pass its
 // loop: they all see every message on it, but for a session hook that
 // takes a stream's updates in bulk. A v2 editor's front (v2front.go)
-// translates every message the engine writes, so its updates never pass.
+// translates every message the engine writes, and a v2 relay's notify
+// drops a cancelled turn's late updates (v2relay.go), so neither's
+// updates pass.
 func (e *engine) fastAllowed() bool {
-	return e.front == nil && e.b.Tap == nil && !e.log.IsTrace() && (e.b.OnSession == nil || e.b.OnSessionBulk)
+	return e.front == nil && !e.v2.on && !e.v2.trying && e.b.Tap == nil && !e.log.IsTrace() && (e.b.OnSession == nil || e.b.OnSessionBulk)
 }
 
 // passes reports whether the updates of s may take the fast path now:

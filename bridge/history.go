@@ -185,7 +185,7 @@ const (
 // done then runs on the loop with the history preamble, the number of
 // unreadable lines skipped, and the error that ended the read, if any.
 func (e *engine) readHistory(sid string, replay bool, done func(primer string, skipped int, err error)) {
-	max := 0
+	max, v2 := 0, e.v2.on
 	if e.b.Sessions != nil {
 		max = e.b.Sessions.PreambleBytes
 	}
@@ -196,12 +196,12 @@ func (e *engine) readHistory(sid string, replay bool, done func(primer string, s
 			e.post(func() { done("", 0, err) })
 			return
 		}
-		go e.history(sid, r, replay, max, done)
+		go e.history(sid, r, replay, v2, max, done)
 	})
 }
 
 // history is the goroutine of one readHistory.
-func (e *engine) history(sid string, r *store.Reader, replay bool, max int, done func(string, int, error)) {
+func (e *engine) history(sid string, r *store.Reader, replay, v2 bool, max int, done func(string, int, error)) {
 	defer e.helperWG.Done()
 	defer r.Close()
 	pre := newPreambleBuilder(max)
@@ -232,7 +232,11 @@ func (e *engine) history(sid string, r *store.Reader, replay bool, max int, done
 		if !replay {
 			continue
 		}
-		for _, u := range replayRecord(sid, rec) {
+		replayed := replayRecord
+		if v2 {
+			replayed = replayRecordV2
+		}
+		for _, u := range replayed(sid, rec) {
 			batch = append(batch, u)
 			size += len(u)
 		}

@@ -25,10 +25,14 @@ const (
 // §18), and an ACP link's translator negotiates the agent's own version.
 func (e *engine) initialize(req *request, params json.RawMessage) {
 	asked := gjson.GetBytes(params, "protocolVersion")
-	if asked.Raw != "1" {
+	if asked.Raw != "1" && !e.v2.trying && !e.v2.on {
 		params = withKey(params, "protocolVersion", json.RawMessage("1"))
 	}
-	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", protocolVersion,
+	answering := any(protocolVersion)
+	if e.v2.trying || e.v2.on {
+		answering = "the agent's" // relayed if it answers 2 (v2relay.go)
+	}
+	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
 		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
 	e.editorCaps = clientCaps{
 		fsRead:  gjson.GetBytes(params, "clientCapabilities.fs.readTextFile").Bool(),
@@ -71,6 +75,11 @@ type clientCaps struct {
 // Capabilities pass unchanged: a translator advertises only what its dialect
 // can deliver.
 func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, *translate.Error) {
+	if e.v2.trying || e.v2.on {
+		if out, ok := e.v2Initialized(l, result); ok {
+			return out, nil
+		}
+	}
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
 		return nil, e.versionError(v)
 	}
@@ -186,6 +195,7 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // failure requests are answered at once with its cause (and a held
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
+	e.releaseV2Held()
 	e.releaseFrontReplies()
 	// A v2 editor's held messages are the front's translations; the tap
 	// saw the editor's own when they arrived.

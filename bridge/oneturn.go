@@ -41,7 +41,7 @@ type queuedPrompt struct {
 // reports whether it took the prompt (answered or queued it).
 func (e *engine) oneTurn(req *request, env *translate.Envelope) bool {
 	s := e.sessions[req.session]
-	if e.b.OneTurn == OneTurnOff || s == nil || len(s.prompts)+len(s.queued) == 0 || s.link.queuesPrompts {
+	if e.b.OneTurn == OneTurnOff || s == nil || len(s.prompts)+len(s.queued) == 0 || s.link.queuesPrompts || e.v2.on {
 		return false
 	}
 	if e.b.OneTurn == OneTurnQueue {

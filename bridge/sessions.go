@@ -114,6 +114,7 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 	if tr == nil {
 		tr = bind.NewTranslator()
 	}
+	e.v2Link(tr)
 	e.nextLinkID++
 	ctx, cancel := context.WithCancel(e.ctx)
 	l := &link{id: e.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
@@ -428,6 +429,9 @@ func (e *engine) linkLost(l *link, err error) {
 		}
 	}
 	for _, s := range e.sessionsOn(l) {
+		if e.v2.on {
+			e.v2LinkLost(s.id, l.down)
+		}
 		e.onSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
 	}
 	e.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})

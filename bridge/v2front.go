@@ -22,6 +22,13 @@ func (e *engine) editorLine(frame []byte) {
 	if !e.frontChosen && !e.chooseFront(frame) {
 		return
 	}
+	if e.v2.on {
+		e.v2FromEditor(frame) // relayed (v2relay.go)
+		return
+	}
+	if e.v2.trying && e.v2Line(frame) {
+		return
+	}
 	if e.front == nil {
 		e.fromEditor(frame)
 		return
@@ -70,6 +77,7 @@ func (e *engine) chooseFront(frame []byte) bool {
 	e.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
 	if version == v2front.ProtocolVersion {
 		e.front = v2front.New()
+		e.v2.trying = e.relaysV2()
 	}
 	return true
 }

@@ -195,6 +195,11 @@ func NewShim(opt ShimOptions) *Shim {
 	return s
 }
 
+// Unwrap returns the relay behind the shim's rules, for a link whose
+// frames are not ACP v1 (a v2 editor relayed to a v2 agent), which v1's
+// rules would mangle.
+func (s *Shim) Unwrap() translate.Translator { return s.r }
+
 func (s *Shim) reset() {
 	s.methods = map[translate.Ref]string{}
 	s.prompts = map[translate.Ref]string{}

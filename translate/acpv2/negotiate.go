@@ -68,7 +68,7 @@ func (n *Negotiator) reset() {
 	case n.force == 1:
 		n.v1, n.version = n.newV1(), 1
 	case n.force == 2 && n.editor == 2:
-		n.v1, n.version = n.newV1(), 2 // v2 both ways: relayed
+		n.v1, n.version = relay(n.newV1()), 2 // v2 both ways: relayed
 	case n.force == 2:
 		n.v2, n.version = New(), 2
 	default:
@@ -83,6 +83,10 @@ func (n *Negotiator) SetEditorProtocol(v int) {
 	n.editor = v
 	n.reset()
 }
+
+// CanRelayV2 reports whether the link may carry a v2 editor's frames
+// untouched: it does unless --agent-protocol forces version 1.
+func (n *Negotiator) CanRelayV2() bool { return n.force != 1 }
 
 // AgentProtocol reports the ACP version the agent hop speaks: 0 until the
 // agent has answered initialize.
@@ -211,8 +215,10 @@ func (n *Negotiator) answered(o translate.Out, frame []byte) ([]translate.Out, e
 		return append(outs, o), nil
 	}
 	if n.editor == 2 {
-		// v2 both ways: the relay goes on, frames untouched.
-		n.version = 2
+		// v2 both ways: the relay goes on, frames untouched (the
+		// compliance shim's rules are v1's: the relay goes on without
+		// them).
+		n.version, n.v1 = 2, relay(n.v1)
 		return []translate.Out{o}, nil
 	}
 	// The agent speaks v2: the v2 translator takes the link over, its ids
@@ -223,6 +229,15 @@ func (n *Negotiator) answered(o translate.Out, frame []byte) ([]translate.Out, e
 	result := json.RawMessage(gjson.GetBytes(frame, "result").Raw)
 	n.version, n.v2, n.v1 = 2, New(), nil
 	return n.v2.Adopt(n.initRef, lastID, clone(result)), nil
+}
+
+// relay returns the plain relay of a v1 translator that wraps one (the
+// compliance shim), or tr itself.
+func relay(tr translate.Translator) translate.Translator {
+	if u, ok := tr.(interface{ Unwrap() translate.Translator }); ok {
+		return u.Unwrap()
+	}
+	return tr
 }
 
 // withVersion1 returns an initialize result with protocolVersion 1.

@@ -18,6 +18,12 @@
 //   command   a permission request about a command (no tool call)
 //   slow      a chunk "tick-N" every 20 ms until session/cancel, then idle
 //             with stopReason cancelled
+//   late      like slow, and after its idle one more chunk "late-after-idle"
+//             (an agent that misbehaves: the bridge must drop it)
+//   ask-late  like slow, and after its idle a permission request; its
+//             outcome is logged on stderr ("late permission: OUTCOME")
+//   stubborn  a chunk "stubborn-N" every 20 ms for 1 s whatever the
+//             editor says, then idle with stopReason end_turn
 //   fail      idle with stopReason error and the error "model overloaded"
 //   refuse    the prompt itself refused: session not found
 //   extras    a plan, a terminal output chunk and background work (which
@@ -100,6 +106,34 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
         await sleep(20);
       }
       return say(idle("cancelled"));
+    case "late":
+      for (let i = 0; !turn.signal.aborted; i++) {
+        await chunk(`tick-${i}`);
+        await sleep(20);
+      }
+      await say(idle("cancelled"));
+      return chunk("late-after-idle");
+    case "ask-late": {
+      for (let i = 0; !turn.signal.aborted; i++) {
+        await chunk(`tick-${i}`);
+        await sleep(20);
+      }
+      await say(idle("cancelled"));
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        title: "Too late?",
+        subject: { type: "command", command: "true", cwd: "/tmp" },
+        options: [{ optionId: "ok", name: "Run", kind: "allow_once" }],
+      });
+      process.stderr.write(`sdk-agent-v2: late permission: ${answer.outcome.outcome}\n`);
+      return;
+    }
+    case "stubborn":
+      for (let i = 0; i < 50; i++) {
+        await chunk(`stubborn-${i}`);
+        await sleep(20);
+      }
+      return say(idle("end_turn"));
     case "fail":
       await chunk("trying");
       return say(idle("error", { error: { code: -32603, message: "model overloaded", data: { retryAfter: 5 } } }));

@@ -1,0 +1,435 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/v2front"
+	"github.com/tidwall/gjson"
+)
+
+// A v2 editor in front of an agent that speaks v2 is relayed, not
+// translated twice (v2 → v1 → v2): the editor's frames reach the engine as
+// they came, the link's translator (an acpv2.Negotiator told the editor
+// speaks v2) passes them to the agent untouched but for the per-hop id
+// renumbering every relay does, and the agent's frames come back the same
+// way. The engine reads only what it routes on, which v2 keeps where v1
+// had it: ids, method, params.sessionId.
+//
+// Which way a v2 editor goes is known only when the agent answers
+// initialize. Until then the editor's initialize goes out as written (with
+// the v1 members of the Front's translation beside v2's, for an agent that
+// turns out to speak v1), and the editor's other messages wait. An agent
+// answering 2 makes the link a relay: the Front is dropped and the
+// agent's answer reaches the editor as it came, _meta["acp-bridge"] added.
+// An agent answering 1 keeps the Front, which then translates as it does
+// for any v1 agent.
+//
+// The engine's guarantees, in v2's terms (v2relay's turn state): a prompt
+// is answered by the agent's acknowledgement and its turn ends with an
+// idle state_update. After session/cancel, the turn's idle closes it:
+// what the agent still sends for it is dropped until it starts new
+// foreground work (running) or the editor prompts again; an agent that
+// does not close the turn within the cancel grace gets it closed by the
+// bridge (idle, stopReason cancelled). An agent lost mid-turn gets its
+// turn closed with idle, stopReason error and the cause. Prompts sent
+// while a turn runs go to the agent, which holds them as v2 defines.
+
+// v2relay is the engine's state for a v2 editor relayed to a v2 agent.
+type v2relay struct {
+	// trying: the editor speaks v2 and the link could relay it; the
+	// editor's initialize went out as written, and its other messages
+	// wait in held until the agent's answer decides.
+	trying bool
+	// on: the agent answered 2; frames pass both ways untouched.
+	on   bool
+	held [][]byte
+	// initID is the editor's own id of the initialize in flight;
+	// v1Params the Front's translation of its params, which the engine
+	// replays on new links if the agent turns out to speak v1.
+	initID   json.RawMessage
+	v1Params json.RawMessage
+	turns    map[string]*v2turn
+}
+
+// v2turn is what the engine knows of a session's foreground work.
+type v2turn struct {
+	active    bool // prompted or running, not yet idle
+	cancelled bool // the editor cancelled the active turn
+	// closed: the cancelled turn's idle reached the editor; the agent's
+	// updates for it are dropped until new work starts.
+	closed bool
+	grace  *time.Timer
+}
+
+// relaysV2 reports whether the agent links can carry a v2 editor's frames
+// untouched: an acp agent whose protocol version is not forced to 1.
+func (e *engine) relaysV2() bool {
+	if !e.b.Dialect.Relay || e.b.BindSession != nil {
+		return false
+	}
+	n, ok := e.b.NewTranslator().(interface{ CanRelayV2() bool })
+	return ok && n.CanRelayV2()
+}
+
+// v2Link tells a new link's translator that the editor speaks v2 when the
+// link relays it.
+func (e *engine) v2Link(tr translate.Translator) {
+	if !e.v2.trying && !e.v2.on {
+		return
+	}
+	if n, ok := tr.(interface{ SetEditorProtocol(int) }); ok {
+		n.SetEditorProtocol(v2front.ProtocolVersion)
+	}
+}
+
+// v2Line handles a v2 editor's line while the agent's version is not
+// known, and reports whether it took the line.
+func (e *engine) v2Line(frame []byte) bool {
+	if e.init == initPending {
+		e.v2.held = append(e.v2.held, frame)
+		return true
+	}
+	r := gjson.ParseBytes(frame)
+	if r.Get("method").Str != "initialize" || !r.Get("id").Exists() || !r.Get("params").IsObject() {
+		return false // the Front's, until an initialize goes out as written
+	}
+	e.tappedFromEditor(frame)
+	// The Front learns of the request (it translates the answer if the
+	// agent speaks v1) and gives the engine its own id for it.
+	outs := e.front.FromEditor(frame)
+	var toEngine []byte
+	for _, o := range outs {
+		if o.To == v2front.ToEngine {
+			toEngine = o.Frame
+		}
+	}
+	mint := gjson.GetBytes(toEngine, "id")
+	v1 := gjson.GetBytes(toEngine, "params")
+	e.viaFront = true
+	defer func() { e.viaFront = false }()
+	if !mint.Exists() || !v1.IsObject() {
+		e.applyFront(outs) // not an initialize the Front took: the usual path
+		return true
+	}
+	e.v2.initID = json.RawMessage(bytes.Clone([]byte(r.Get("id").Raw)))
+	e.v2.v1Params = withKey(json.RawMessage(v1.Raw), "protocolVersion", json.RawMessage("1"))
+	// The params as written: a v1 agent reads what it knows of them (its
+	// client capabilities default to none, which is what a v2 editor has).
+	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", json.RawMessage(r.Get("params").Raw)))
+	return true
+}
+
+// v2Initialized rewrites an initialize answer when the editor speaks v2 and
+// the link relays it, and reports whether it did: an agent that answered 2
+// is relayed from now on; one that answered 1 leaves the answer to the
+// usual path and the Front.
+func (e *engine) v2Initialized(l *link, result json.RawMessage) (json.RawMessage, bool) {
+	if agentProtocol(l) != v2front.ProtocolVersion {
+		if e.v2.trying {
+			e.log.Info("a v2 editor and an agent that answered v1: the editor's messages are translated")
+			e.v2.trying = false
+			e.initParams = e.v2.v1Params
+		}
+		return nil, false
+	}
+	if e.v2.trying {
+		e.v2.trying, e.v2.on = false, true
+		e.front = nil
+		if e.initReq != nil {
+			e.initReq.id = e.v2.initID // answered under the editor's own id
+		}
+		e.log.Info("v2 editor and v2 agent: relayed untouched")
+	}
+	version := e.b.Version
+	if version == "" {
+		version = "dev"
+	}
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name,
+		"editorProtocol": v2front.ProtocolVersion, "agentProtocol": v2front.ProtocolVersion}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(result, &m) != nil || m == nil {
+		return result, true // the agent's, to the letter: not an object
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := m["_meta"]; ok {
+		_ = json.Unmarshal(raw, &meta)
+	}
+	meta["acp-bridge"], _ = json.Marshal(own)
+	m["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return result, true
+	}
+	e.init = initDone
+	e.initReq = nil
+	e.initErr = ""
+	e.initResult = out
+	return out, true
+}
+
+// releaseV2Held hands the lines held while the agent's version was unknown
+// back to editorLine, in order, once it is known (or the initialize
+// failed).
+func (e *engine) releaseV2Held() {
+	for len(e.v2.held) > 0 && e.init != initPending {
+		frame := e.v2.held[0]
+		e.v2.held[0] = nil
+		e.v2.held = e.v2.held[1:]
+		e.editorLine(frame)
+	}
+	if len(e.v2.held) == 0 {
+		e.v2.held = nil
+	}
+}
+
+// v2FromEditor handles a v2 editor's line on a relayed connection.
+func (e *engine) v2FromEditor(frame []byte) {
+	r := gjson.GetManyBytes(frame, "method", "params.sessionId", "id")
+	method, sid := r[0].Str, r[1].Str
+	switch {
+	case method == "session/prompt" && r[2].Exists():
+		t := e.v2Turn(sid)
+		t.active, t.cancelled, t.closed = true, false, false
+		t.stopGrace()
+	case method == "session/cancel" && !r[2].Exists():
+		if t := e.v2.turns[sid]; t != nil && t.active && !t.cancelled {
+			t.cancelled = true
+			d := e.b.CancelGrace
+			if d <= 0 {
+				d = defaultCancelGrace
+			}
+			t.grace = time.AfterFunc(d, func() { e.post(func() { e.v2GraceExpired(sid, t, d) }) })
+		}
+	}
+	e.fromEditor(frame)
+}
+
+func (e *engine) v2Turn(sid string) *v2turn {
+	if e.v2.turns == nil {
+		e.v2.turns = map[string]*v2turn{}
+	}
+	t := e.v2.turns[sid]
+	if t == nil {
+		t = &v2turn{}
+		e.v2.turns[sid] = t
+	}
+	return t
+}
+
+func (t *v2turn) stopGrace() {
+	if t.grace != nil {
+		t.grace.Stop()
+		t.grace = nil
+	}
+}
+
+// v2Drop follows a session's foreground state in the agent's session/update
+// and reports whether the update belongs to a cancelled turn already
+// closed, and is dropped.
+func (e *engine) v2Drop(sid string, o translate.Out) bool {
+	body := o.Body
+	path := "update"
+	if o.Kind == translate.Forward {
+		path = "params.update"
+	}
+	u := gjson.GetBytes(body, path)
+	kind := u.Get("sessionUpdate").Str
+	t := e.v2.turns[sid]
+	if kind == "state_update" {
+		if t == nil {
+			t = e.v2Turn(sid)
+		}
+		switch u.Get("state").Str {
+		case "idle":
+			if t.closed {
+				break // the bridge closed it already
+			}
+			t.active = false
+			if t.cancelled {
+				t.cancelled, t.closed = false, true
+				t.stopGrace()
+			}
+			return false
+		default: // running, requires_action: foreground work goes on or starts
+			if t.closed {
+				t.closed = false // new work
+			}
+			t.active = true
+			return false
+		}
+	}
+	if t == nil || !t.closed {
+		return false
+	}
+	e.repaired(RepairDrainedTurnUpdates, sid, "update after the cancelled turn's idle state_update: "+kind)
+	return true
+}
+
+// v2GraceExpired closes a cancelled turn the agent did not close in time.
+func (e *engine) v2GraceExpired(sid string, t *v2turn, d time.Duration) {
+	if e.v2.turns[sid] != t || !t.active || !t.cancelled {
+		return
+	}
+	t.grace = nil
+	e.log.Warn("agent did not end the cancelled turn in time; closed it with an idle state_update", "session", sid, "grace", d)
+	e.tap(TapEvent{Hop: BridgeHop, Session: sid, Note: "cancel-grace",
+		Detail: "the agent did not end the cancelled turn within " + d.String() + "; the bridge sent the idle state_update"})
+	e.v2Idle(sid, t, "cancelled", nil)
+}
+
+// v2LinkLost closes the turn a lost link's session had running: v2's
+// prompt was answered long ago, so the turn's end is where the editor
+// learns of the loss.
+func (e *engine) v2LinkLost(sid string, cause *translate.Error) {
+	t := e.v2.turns[sid]
+	if t == nil || !t.active {
+		return
+	}
+	e.v2Idle(sid, t, "error", cause.JSON())
+}
+
+// v2Idle sends the idle state_update that ends t, its late updates dropped
+// from then on.
+func (e *engine) v2Idle(sid string, t *v2turn, stopReason string, errObj json.RawMessage) {
+	t.stopGrace()
+	t.active, t.cancelled, t.closed = false, false, true
+	update := map[string]any{"sessionUpdate": "state_update", "state": "idle", "stopReason": stopReason,
+		"_meta": map[string]any{"acp-bridge": map[string]any{"closedBy": "acp-bridge"}}}
+	if errObj != nil {
+		update["error"] = errObj
+	}
+	params, _ := json.Marshal(map[string]any{"sessionId": sid, "update": update})
+	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
+}
+
+// --- durable sessions ------------------------------------------------------------
+
+// replays reports whether opening a recorded session replays its history
+// to the editor: v1's session/load does, and v2's session/resume when it
+// names where to replay from.
+func (e *engine) replays(req *request) bool {
+	if req.method == "session/load" {
+		return true
+	}
+	if !e.v2.on || req.method != "session/resume" {
+		return false
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	return from.Exists() && from.Type != gjson.Null
+}
+
+// v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
+// bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
+// must be refused, not replaced by another or by no replay.
+func (e *engine) v2ReplayFrom(req *request) *translate.Error {
+	if !e.v2.on {
+		return nil
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	if !from.Exists() || from.Type == gjson.Null || from.Get("type").Str == "start" {
+		return nil
+	}
+	return translate.Errorf(translate.CodeInvalidParams,
+		`session/resume: acp-bridge replays a recorded session from its start only, and replayFrom is %s: send {"type":"start"}, or no replayFrom for no replay`, from.Raw).
+		With("replayFrom", json.RawMessage(from.Raw))
+}
+
+// v2Opened answers a relayed v2 editor's resume of a recorded session once
+// its backend is attached: the current state_update v2 requires after the
+// replay and before the answer, then the backend's own answer (its config
+// options and commands; nothing of v1's modes or models).
+func (e *engine) v2Opened(req *request, s *session, result json.RawMessage) {
+	state := "idle"
+	if t := e.v2.turns[s.id]; t != nil && t.active {
+		state = "running"
+	}
+	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
+	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
+	out := map[string]json.RawMessage{}
+	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
+		if v := gjson.GetBytes(result, k); v.Exists() {
+			out[k] = json.RawMessage(v.Raw)
+		}
+	}
+	b, _ := json.Marshal(out)
+	e.answer(req, e.sessionOpened(req, s.id, b))
+}
+
+// v2Replayed are the update kinds a relayed v2 editor's replay carries:
+// the conversation, not its state (the resume's own snapshot follows) nor
+// the session's settings (the resume's answer has them).
+var v2Replayed = map[string]bool{
+	"user_message": true, "agent_message": true, "agent_thought": true,
+	"user_message_chunk": true, "agent_message_chunk": true, "agent_thought_chunk": true,
+	"tool_call_update": true, "tool_call_content_chunk": true, "plan_update": true,
+}
+
+// replayRecordV2 is replayRecord for a relayed v2 editor: the agent's own
+// v2 updates as they were recorded. A v2 agent echoes the user's message
+// itself, so prompts are not replayed as chunks; a chunk without the
+// messageId v2 requires (recorded from a v1 agent) is left out.
+func replayRecordV2(sid string, r store.Record) []json.RawMessage {
+	if r.Kind != store.KindUpdate {
+		return nil
+	}
+	u := gjson.GetBytes(r.Body, "update")
+	kind := u.Get("sessionUpdate").Str
+	if !u.IsObject() || !v2Replayed[kind] || strings.HasSuffix(kind, "_chunk") && u.Get("messageId").Type != gjson.String {
+		return nil
+	}
+	raw := u.Raw
+	if c := u.Get("content"); c.IsObject() && strings.HasSuffix(kind, "_chunk") {
+		if _, ok := omitted(c); ok {
+			raw = string(withKey(json.RawMessage(raw), "content", replayBlock(c)))
+		}
+	}
+	return []json.RawMessage{updateParams(sid, raw)}
+}
+
+// v2EndTurns is endTurns for a relayed v2 editor's session being closed:
+// v2 wants the running turn closed (idle, cancelled) before the close is
+// answered, and prompts the agent has not taken answered -32800.
+func (e *engine) v2EndTurns(s *session, why string) {
+	t := e.v2.turns[s.id]
+	if len(s.prompts) == 0 && (t == nil || !t.active) {
+		delete(e.v2.turns, s.id)
+		return
+	}
+	e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
+		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+	}
+	for _, ref := range slices.Clone(s.prompts) {
+		if req := e.pending.get(ref); req != nil {
+			e.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
+		}
+	}
+	if t != nil && t.active {
+		e.v2Idle(s.id, t, "cancelled", nil)
+	}
+	delete(e.v2.turns, s.id)
+}
+
+// codeRequestCancelled is JSON-RPC's "Request cancelled", which v2 gives a
+// prompt its session's close kept from being inserted.
+const codeRequestCancelled = -32800
+
+// v2Closed reports whether sid's cancelled turn was closed and no new work
+// has started: a permission request now belongs to that turn.
+func (e *engine) v2Closed(sid string) bool {
+	t := e.v2.turns[sid]
+	return t != nil && t.closed
+}
+
+// v2Running reports whether a relayed v2 session has foreground work: its
+// prompt was answered, and it is not idle.
+func (e *engine) v2Running(sid string) bool {
+	t := e.v2.turns[sid]
+	return e.v2.on && t != nil && t.active
+}
