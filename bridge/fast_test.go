@@ -11,6 +11,9 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acp"
+	"github.com/acp-bridge/acp-bridge/translate/acpv2"
 	"github.com/tidwall/gjson"
 )
 
@@ -159,6 +162,55 @@ func TestFastPath_OffForHooksThatWantEveryUpdate(t *testing.T) {
 	defer mu.Unlock()
 	if kinds[bridge.SessionUpdate] != n || kinds[bridge.SessionStreamed] != 0 {
 		t.Errorf("OnSession got %d SessionUpdate and %d SessionStreamed events, want %d and 0", kinds[bridge.SessionUpdate], kinds[bridge.SessionStreamed], n)
+	}
+}
+
+// The binary's ACP links negotiate the agent's version (acpv2.Negotiator,
+// around the relay or the shim). Once the agent has answered v1, a turn's
+// updates take the fast path as they do behind the v1 translator alone.
+func TestFastPath_BehindVersionNegotiation(t *testing.T) {
+	var mu sync.Mutex
+	streamed, one := 0, 0
+	h := newHarness(t, func(b *bridge.Bridge) {
+		newTr, diags := acp.Dialect.Configure(nil) // the shim, as by default
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		b.NewTranslator = func() translate.Translator { return acpv2.NewNegotiator(0, newTr) }
+		b.OnSessionBulk = true
+		b.OnSession = func(ev bridge.SessionEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch ev.Kind {
+			case bridge.SessionStreamed:
+				streamed += ev.Updates
+			case bridge.SessionUpdate:
+				one++
+			}
+		}
+	})
+	h.initialize() // answered with protocolVersion 1
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	req := h.agentRecv()
+	const n = 500
+	for i := range n {
+		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, sid, i))
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	for i := range n {
+		if got := gjson.Get(h.recv(), "params.update.content.text").Str; got != fmt.Sprint(i) {
+			t.Fatalf("update %d reads %q", i, got)
+		}
+	}
+	if got := h.recv(); gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("the prompt's answer = %s", got)
+	}
+	h.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed+one != n || streamed == 0 {
+		t.Errorf("OnSession was told of %d updates streamed and %d one by one, want %d with some streamed", streamed, one, n)
 	}
 }
 

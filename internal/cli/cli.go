@@ -50,7 +50,7 @@ func pickFlags(names ...string) []cli.Flag {
 	var out []cli.Flag
 	for _, f := range serveFlags() {
 		for _, n := range names {
-			if f.Names()[0] == n {
+			if name, _ := flagName(f); name == n {
 				out = append(out, f)
 			}
 		}
@@ -69,17 +69,66 @@ type lineage struct{ c *cli.Context }
 // definition's default applies, and every copy has the same default.
 func (l lineage) at(name string) *cli.Context {
 	for _, c := range l.c.Lineage() {
-		if c.IsSet(name) {
+		if isSet(c, name) {
 			return c
 		}
 	}
 	return l.c
 }
 
+// isSet is c.IsSet(name) at a fraction of its cost. IsSet, when the
+// command line did not give name, looks the flag up among every flag of
+// c's lineage by Names(), which runs a regexp over each flag's names (a
+// urfave/cli v1 migration check): some forty flags for each of the dozens
+// of lookups a start makes came to half the instructions the bridge runs
+// from its spawn to its first answer. isSet takes, as IsSet does, the
+// first definition of name in c's lineage, and reports whether its
+// command line gave it (LocalFlagNames, the flag set's own record) or its
+// environment twin did (the flag's IsSet).
+func isSet(c *cli.Context, name string) bool {
+	for _, cc := range c.Lineage() {
+		if cc.Command == nil {
+			continue
+		}
+		for _, f := range cc.Command.Flags {
+			n, aliased := flagName(f)
+			switch {
+			case n != name:
+				continue
+			case aliased:
+				return cc.IsSet(name) // given maybe by an alias: IsSet knows
+			case f.IsSet():
+				return true
+			}
+			return slices.Contains(cc.LocalFlagNames(), name)
+		}
+	}
+	return false
+}
+
+// flagName returns f's name, read from the field rather than by Names()
+// (see isSet), and whether f has aliases.
+func flagName(f cli.Flag) (name string, aliased bool) {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		return f.Name, len(f.Aliases) > 0
+	case *cli.BoolFlag:
+		return f.Name, len(f.Aliases) > 0
+	case *cli.StringSliceFlag:
+		return f.Name, len(f.Aliases) > 0
+	case *cli.DurationFlag:
+		return f.Name, len(f.Aliases) > 0
+	case *cli.IntFlag:
+		return f.Name, len(f.Aliases) > 0
+	}
+	names := f.Names()
+	return names[0], len(names) > 1
+}
+
 func (l lineage) String(name string) string          { return l.at(name).String(name) }
 func (l lineage) StringSlice(name string) []string   { return l.at(name).StringSlice(name) }
 func (l lineage) Bool(name string) bool              { return l.at(name).Bool(name) }
-func (l lineage) IsSet(name string) bool             { return l.at(name).IsSet(name) }
+func (l lineage) IsSet(name string) bool             { return isSet(l.at(name), name) }
 func (l lineage) Args() cli.Args                     { return l.c.Args() }
 func (l lineage) Int(name string) int                { return l.at(name).Int(name) }
 func (l lineage) Duration(name string) time.Duration { return l.at(name).Duration(name) }

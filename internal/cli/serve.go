@@ -84,7 +84,7 @@ func flagsFrom(ctx *cli.Context) launch.Flags {
 	}
 	// IsSet, unlike FlagNames, also counts a flag given by its env twin.
 	for _, fl := range serveFlags() {
-		name := fl.Names()[0]
+		name, _ := flagName(fl)
 		if c.IsSet(name) {
 			f.Set[name] = true
 		}
