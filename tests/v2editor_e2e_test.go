@@ -79,7 +79,7 @@ type v2Result struct {
 	Replayed    []json.RawMessage `json:"replayed"`
 }
 
-type v2Turn struct {
+type v2EditorTurn struct {
 	Prompt     string          `json:"prompt"`
 	Ack        json.RawMessage `json:"ack"`
 	StopReason string          `json:"stopReason"`
@@ -89,12 +89,12 @@ type v2Turn struct {
 	Kinds      []string        `json:"kinds"`
 }
 
-func (r v2Result) turn(t *testing.T, i int) v2Turn {
+func (r v2Result) turn(t *testing.T, i int) v2EditorTurn {
 	t.Helper()
 	if i >= len(r.Steps) {
 		t.Fatalf("step %d never ran; the editor reported %d (error: %s)", i, len(r.Steps), r.Error)
 	}
-	var tr v2Turn
+	var tr v2EditorTurn
 	if err := json.Unmarshal(r.Steps[i], &tr); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps st
 // wantTurn checks a turn's outline: acknowledged with a message id, the
 // running state first, one message id for the agent's text, and the stop
 // reason.
-func wantV2Turn(t *testing.T, tr v2Turn, stopReason, textHas string) {
+func wantV2Turn(t *testing.T, tr v2EditorTurn, stopReason, textHas string) {
 	t.Helper()
 	if gjson.GetBytes(tr.Ack, "messageId").Str == "" {
 		t.Errorf("%q: the prompt answer %s has no messageId", tr.Prompt, tr.Ack)
