@@ -40,6 +40,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
 			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.IntFlag{Name: "protocol", Usage: "the ACP `VERSION` to check the agent against: 1, or 2 (v2 scenarios and schema; fs, terminal and modes are not applicable)", Value: 1},
 		),
 		Action: checkAction,
 	}
@@ -66,6 +67,9 @@ func checkAction(c *cli.Context) error {
 			}
 		}
 	}
+	if v := c.Int("protocol"); v != 1 && v != 2 {
+		return launch.Usagef("--protocol %d: give 1 or 2", v)
+	}
 	rep, err := check.Run(c.Context, check.Options{
 		Dialer:           d,
 		Only:             only,
@@ -77,6 +81,7 @@ func checkAction(c *cli.Context) error {
 		FilePrompt:       c.String("file-prompt"),
 		PermissionPrompt: c.String("permission-prompt"),
 		Cwd:              c.String("cwd"),
+		Protocol:         c.Int("protocol"),
 	})
 	if err != nil {
 		if rep == nil {

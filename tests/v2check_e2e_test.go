@@ -1,0 +1,83 @@
+package tests
+
+// `acp-bridge check --protocol 2` end to end: the built binary checks the
+// v2 agent written with the official SDK (testdata/sdkagentv2), compliant
+// and with each defect its SDK_AGENT_V2_DEFECTS seeds.
+
+import (
+	"strings"
+	"testing"
+)
+
+// v2CheckArgs are the check flags for the SDK v2 agent: its "slow" prompt
+// streams until cancelled.
+var v2CheckArgs = []string{"--protocol", "2", "--long-prompt", "slow", "--cancel-after", "2s"}
+
+func TestCheckV2_SDKAgent(t *testing.T) {
+	t.Parallel()
+	agent := NodeScript(t, sdkAgentV2Script)
+	rep, code, out := runCheck(t, nil, append(v2CheckArgs, append([]string{"--"}, agent...)...)...)
+	if code != 0 || rep.Failed {
+		t.Fatalf("compliant SDK v2 agent: exit %d\n%s", code, out)
+	}
+	notApplicable := map[string]bool{"set-mode": true, "client-requests": true}
+	for _, r := range rep.Results {
+		switch {
+		case notApplicable[r.ID]:
+			if r.Status != "SKIP" || !strings.Contains(r.Reason, "not applicable to ACP v2") {
+				t.Errorf("%s: %s %q, want SKIP as not applicable to ACP v2", r.ID, r.Status, r.Reason)
+			}
+		case r.Status != "PASS":
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	for _, id := range []string{"initialize", "prompt-stream", "cancel", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
+		if rep.status(id) != "PASS" {
+			t.Errorf("scenario %s: %s, want PASS", id, rep.status(id))
+		}
+	}
+}
+
+func TestCheckV2_SeededDefects(t *testing.T) {
+	t.Parallel()
+	agent := NodeScript(t, sdkAgentV2Script)
+	for _, tc := range []struct {
+		defect string
+		only   string
+		fails  map[string]string // scenario → what its reason must say
+	}{
+		{"no-stop-reason", "prompt-stream,cancel", map[string]string{
+			"prompt-stream": "params.update.stopReason of the idle state_update is nothing",
+			"cancel":        "params.update.stopReason of the idle state_update is nothing",
+		}},
+		{"answer-notification", "notification,unknown-method", map[string]string{
+			"notification": "a notification was answered",
+		}},
+		{"invalid-update", "prompt-stream,schema", map[string]string{
+			"schema": "session/update params: update.content: want object, got string",
+		}},
+	} {
+		t.Run(tc.defect, func(t *testing.T) {
+			t.Parallel()
+			args := append(append([]string{"--only", tc.only}, v2CheckArgs...), "--")
+			rep, code, out := runCheck(t, []string{"SDK_AGENT_V2_DEFECTS=" + tc.defect}, append(args, agent...)...)
+			if code != 1 || !rep.Failed {
+				t.Fatalf("exit %d, want 1: a mandatory scenario fails\n%s", code, out)
+			}
+			for _, r := range rep.Results {
+				want, bad := tc.fails[r.ID]
+				switch {
+				case bad && r.Status != "FAIL":
+					t.Errorf("%s: %s %s, want FAIL", r.ID, r.Status, r.Reason)
+				case bad && !strings.Contains(r.Reason, want):
+					t.Errorf("%s: reason %q does not say %q", r.ID, r.Reason, want)
+				case !bad && r.Status != "PASS":
+					t.Errorf("%s: %s %s, want PASS: the defect is not there", r.ID, r.Status, r.Reason)
+				}
+			}
+			if len(rep.Results) != strings.Count(tc.only, ",")+1 {
+				t.Errorf("%d results for --only %s\n%s", len(rep.Results), tc.only, out)
+			}
+		})
+	}
+}
