@@ -32,6 +32,10 @@ type CompareOptions struct {
 	// (to first update, to end of turn) that differs by more than this;
 	// otherwise latencies are only reported.
 	LatencyTolerance time.Duration
+	// AProtocol and BProtocol are the ACP versions spoken to A and B: 1
+	// (when zero) or 2. When either is 2 the turns are compared by their
+	// outcomes (v2compare.go), which both versions can express.
+	AProtocol, BProtocol int
 }
 
 // CancelPrefix marks a prompt compare cancels.
@@ -80,6 +84,14 @@ type Comparison struct {
 func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	if o.A == nil || o.B == nil {
 		return nil, fmt.Errorf("compare: two agents are needed")
+	}
+	for _, v := range []int{o.AProtocol, o.BProtocol} {
+		if v < 0 || v > 2 {
+			return nil, fmt.Errorf("compare: protocol version %d: compare speaks ACP 1 and 2", v)
+		}
+	}
+	if o.AProtocol == 2 || o.BProtocol == 2 {
+		return compareOutcomes(ctx, o)
 	}
 	base := Options{Timeout: o.Timeout, Quiet: o.Quiet, CancelAfter: o.CancelAfter, Cwd: o.Cwd}
 	cleanup, err := base.defaults()
