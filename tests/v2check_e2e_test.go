@@ -5,6 +5,9 @@ package tests
 // and with each defect its SDK_AGENT_V2_DEFECTS seeds.
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,5 +82,37 @@ func TestCheckV2_SeededDefects(t *testing.T) {
 				t.Errorf("%d results for --only %s\n%s", len(rep.Results), tc.only, out)
 			}
 		})
+	}
+}
+
+// The bridge as a v2 editor's agent, in front of the v1 flawed agent,
+// passes check --protocol 2; its trace's page says which version each hop
+// speaks.
+func TestCheckV2_BridgeFrontTrace(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	path := filepath.Join(t.TempDir(), "trace.ndjson")
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--protocol", "2", "--long-prompt", "wait-cancel", "--",
+		BridgeBin, "--editor-protocol", "2", "--trace", path, "--trace-append", "--", exe)
+	if code != 0 || rep.Failed {
+		t.Fatalf("the bridge as a v2 front: exit %d\n%s", code, out)
+	}
+	for _, r := range rep.Results {
+		if r.Status != "PASS" && !strings.Contains(r.Reason, "not applicable to ACP v2") {
+			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	page := path + ".html"
+	if b, err := exec.Command(BridgeBin, "trace", "view", path, "-o", page).CombinedOutput(); err != nil {
+		t.Fatalf("trace view: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"editor hop ACP 2, agent hop ACP 1", "agent hop (link 1) answered ACP 1"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the trace's page does not say %q", want)
+		}
 	}
 }

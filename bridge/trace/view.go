@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -77,6 +78,9 @@ type View struct {
 	methods  []string
 	seen     map[string]bool // "s"+session, "m"+method: in the lists
 	pretty   bytes.Buffer
+	// protocols are the ACP versions the initialize answers negotiated,
+	// one text per hop and link (view_protocol.go).
+	protocols []string
 }
 
 type openKey struct {
@@ -131,6 +135,9 @@ func (v *View) Add(r Record) error {
 				if row.Session == "" {
 					row.Session = req.session
 				}
+				if req.method == "initialize" && r.Kind == KindResponse {
+					row.Label += v.noteProtocol(r)
+				}
 			}
 		}
 	}
@@ -148,8 +155,11 @@ func (v *View) Add(r Record) error {
 // Close writes the page's end and flushes it.
 func (v *View) Close() error {
 	slices.Sort(v.methods)
-	tail := viewTail{Sessions: v.sessions, Methods: v.methods,
-		Stats: fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)}
+	stats := fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)
+	if len(v.protocols) > 0 {
+		stats += "; " + strings.Join(v.protocols, "; ")
+	}
+	tail := viewTail{Sessions: v.sessions, Methods: v.methods, Stats: stats}
 	if err := viewTmpl.ExecuteTemplate(v.w, "tail", tail); err != nil {
 		return err
 	}
