@@ -34,7 +34,7 @@ func TestCheckV2_SDKAgent(t *testing.T) {
 			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
 		}
 	}
-	for _, id := range []string{"initialize", "prompt-stream", "cancel", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
+	for _, id := range []string{"initialize", "prompt-stream", "stop-reason", "cancel", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
 		if rep.status(id) != "PASS" {
 			t.Errorf("scenario %s: %s, want PASS", id, rep.status(id))
 		}
@@ -49,9 +49,11 @@ func TestCheckV2_SeededDefects(t *testing.T) {
 		only   string
 		fails  map[string]string // scenario → what its reason must say
 	}{
-		{"no-stop-reason", "prompt-stream,cancel", map[string]string{
-			"prompt-stream": "params.update.stopReason of the idle state_update is nothing",
-			"cancel":        "params.update.stopReason of the idle state_update is nothing",
+		// A stop reason is a SHOULD (advisory), "cancelled" after a
+		// cancel a MUST (mandatory: the run fails on it).
+		{"no-stop-reason", "prompt-stream,stop-reason,cancel", map[string]string{
+			"stop-reason": "params.update.stopReason of the idle state_update is nothing",
+			"cancel":      "params.update.stopReason of the idle state_update after session/cancel is nothing, want \"cancelled\"",
 		}},
 		{"answer-notification", "notification,unknown-method", map[string]string{
 			"notification": "a notification was answered",
