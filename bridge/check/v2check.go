@@ -69,7 +69,11 @@ func runV2(ctx context.Context, o Options) (*Report, error) {
 	list := V2Scenarios()
 	for _, id := range o.Only {
 		if !slices.ContainsFunc(list, func(s Scenario) bool { return s.ID == id }) {
-			return nil, fmt.Errorf("check: unknown scenario %q", id)
+			var known []string
+			for _, s := range list {
+				known = append(known, s.ID)
+			}
+			return nil, fmt.Errorf("check: unknown ACP v2 scenario %q (known: %s)", id, strings.Join(known, ", "))
 		}
 	}
 	cleanup, err := o.defaults()

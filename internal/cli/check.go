@@ -17,9 +17,12 @@ import (
 // checkCommand is `acp-bridge check`: drive an ACP agent as an editor does
 // and report, scenario by scenario, how far it is from ACP v1.
 func checkCommand() *cli.Command {
-	var names []string
+	var names, v2names []string
 	for _, s := range check.Scenarios() {
 		names = append(names, s.ID)
+	}
+	for _, s := range check.V2Scenarios() {
+		v2names = append(v2names, s.ID)
 	}
 	return &cli.Command{
 		Name:      "check",
@@ -28,7 +31,8 @@ func checkCommand() *cli.Command {
 		Description: "Runs each scenario on a fresh agent process (or WebSocket connection) and prints one line per\n" +
 			"scenario with its tier (mandatory, capability, advisory) and reason; a failure shows the offending\n" +
 			"lines of the wire transcript. Exit status 1 when a mandatory scenario failed or could not run.\n" +
-			"Scenarios: " + strings.Join(names, ", "),
+			"Scenarios: " + strings.Join(names, ", ") + "\n" +
+			"With --protocol 2: " + strings.Join(v2names, ", "),
 		OnUsageError: onUsageError,
 		Flags: append(agentPromptFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
