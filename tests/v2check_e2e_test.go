@@ -14,7 +14,7 @@ import (
 
 // v2CheckArgs are the check flags for the SDK v2 agent: its "slow" prompt
 // streams until cancelled.
-var v2CheckArgs = []string{"--protocol", "2", "--long-prompt", "slow", "--cancel-after", "2s"}
+var v2CheckArgs = []string{"--protocol", "2", "--long-prompt", "slow", "--permission-prompt", "tool", "--cancel-after", "2s"}
 
 func TestCheckV2_SDKAgent(t *testing.T) {
 	t.Parallel()
@@ -34,7 +34,7 @@ func TestCheckV2_SDKAgent(t *testing.T) {
 			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
 		}
 	}
-	for _, id := range []string{"initialize", "prompt-stream", "stop-reason", "cancel", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
+	for _, id := range []string{"initialize", "prompt-stream", "stop-reason", "cancel", "cancel-permission", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
 		if rep.status(id) != "PASS" {
 			t.Errorf("scenario %s: %s, want PASS", id, rep.status(id))
 		}

@@ -37,6 +37,7 @@ var v2Scenarios = []Scenario{
 	{"prompt-stream", Mandatory, "a prompt is acknowledged with a messageId, streams, and ends with an idle state_update", scV2PromptStream},
 	{"stop-reason", Advisory, "the idle state_update that ends a turn names its stop reason", scV2StopReason},
 	{"cancel", Mandatory, "session/cancel ends the turn: an idle state_update with stop reason cancelled", scV2Cancel},
+	{"cancel-permission", Advisory, "a turn cancelled while its permission request is pending ends idle with cancelled once the request is answered", scV2CancelPermission},
 	{"concurrent-prompt", Advisory, "a second prompt on a busy session is refused or waits; it does not stream alongside", scV2ConcurrentPrompt},
 	{"unknown-method", Mandatory, "an unknown method is answered -32601", scUnknownMethod},
 	{"notification", Mandatory, "notifications are never answered", scNotification},
@@ -376,6 +377,44 @@ func scV2Cancel(r *run) verdict {
 		return fail([]int{cn.N, idle.N}, "params.update.stopReason of the idle state_update after session/cancel is %s, want \"cancelled\"", orAbsent(stop))
 	}
 	return pass("idle with cancelled %s after session/cancel", (idle.At - cn.At).Round(time.Millisecond))
+}
+
+func scV2CancelPermission(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	r.holdPermissions = true
+	ack, err := r.promptV2(r.opts.PermissionPrompt)
+	if err != nil || ack.IsError() {
+		return notRun("the prompt was not acknowledged: %v %s", err, ack.Get("error").Raw)
+	}
+	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
+		return m.method == "session/request_permission" || isState(m, r.sid, "idle")
+	})
+	if err != nil {
+		return notRun("%s", waitErr("waiting for a permission request", err))
+	}
+	if !m.IsRequest() {
+		return skip("the agent asked no permission for %q (--permission-prompt)", r.opts.PermissionPrompt)
+	}
+	cn, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+	if err != nil {
+		return notRun("sending session/cancel: %v", err)
+	}
+	r.answerHeld() // the client answers the pending request "cancelled"
+	idle, err := r.await(r.opts.Timeout, func(x Msg) bool {
+		if x.method == "session/request_permission" {
+			r.answerHeld()
+		}
+		return isState(x, r.sid, "idle")
+	})
+	if err != nil {
+		return fail([]int{m.N, cn.N}, "%s", waitErr("no idle state_update after session/cancel and the permission request answered \"cancelled\"", err))
+	}
+	if stop := idle.Get("params.update.stopReason"); stop.Str != "cancelled" {
+		return fail([]int{m.N, cn.N, idle.N}, "params.update.stopReason of the idle state_update after session/cancel is %s, want \"cancelled\"", orAbsent(stop))
+	}
+	return pass("idle with cancelled after the permission request was answered")
 }
 
 func scV2ConcurrentPrompt(r *run) verdict {

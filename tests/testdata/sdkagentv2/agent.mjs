@@ -14,7 +14,8 @@
 //   upsert    chunks "Hel", "lo" of message m, then the whole message
 //             "Hello, world" as an agent_message upsert
 //   tool      a tool call (upserts and a content chunk), a permission
-//             request about it, then completed or failed by the answer
+//             request about it, then completed or failed by the answer;
+//             cancelled, with the turn, when session/cancel came first
 //   command   a permission request about a command (no tool call)
 //   slow      a chunk "tick-N" every 20 ms until session/cancel, then idle
 //             with stopReason cancelled
@@ -108,6 +109,12 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
           { optionId: "no", name: "Reject", kind: "reject_once" },
         ],
       });
+      // A "cancelled" outcome is the client cancelling the turn; the SDK
+      // may run the session/cancel handler only after this answer.
+      if (turn.signal.aborted || answer.outcome.outcome === "cancelled") {
+        await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: "cancelled" });
+        return say(idle("cancelled"));
+      }
       const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
       await say({ sessionUpdate: "state_update", state: "running" });
       await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: allowed ? "completed" : "failed", rawOutput: { allowed } });
