@@ -253,7 +253,7 @@ func isState(m Msg, sid, state string) bool {
 	return state == "" || m.Get("params.update.state").Str == state
 }
 
-// prompt sends a prompt and waits for its acknowledgement: a result
+// promptV2 sends a prompt and waits for its acknowledgement: a result
 // carrying the messageId of the inserted user message. An error answer is
 // returned as is, with no error.
 func (r *run) promptV2(text string) (Msg, error) {

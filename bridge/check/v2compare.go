@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -75,7 +76,9 @@ func recordOutcomes(ctx context.Context, opts *Options, o CompareOptions, v2 boo
 		} else {
 			turn, err = r.turnV1(text)
 		}
-		turn.Events = outcomeOf(r.messages()[turn.from:], r.sid, turn.end, ids, o.Text)
+		msgs := r.messages()[turn.from:]
+		turn.Events = outcomeOf(msgs, r.sid, turn.end, ids, o.Text)
+		turn.FirstUpdate = firstUpdate(msgs, r.sid, turn.end)
 		rec.Turns = append(rec.Turns, turn.Turn)
 		if err != nil {
 			rec.Error = err.Error()
@@ -162,6 +165,20 @@ func (r *run) cancelAfterFirst(ended func(Msg) bool) {
 	_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 	r.holdPermissions = true
 	r.answerHeld()
+}
+
+// firstUpdate is the time from the prompt (msgs[0]) to the turn's first
+// update that is not a state change, before its end; 0 when none.
+func firstUpdate(msgs []Msg, sid string, end int) time.Duration {
+	if len(msgs) == 0 {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.N < end && isUpdate(m, sid) && !isState(m, sid, "") {
+			return m.At - msgs[0].At
+		}
+	}
+	return 0
 }
 
 // toolState is a tool call as the user last saw it.
