@@ -462,7 +462,7 @@ func scV2ConcurrentPrompt(r *run) verdict {
 	seen := map[string]bool{}
 	for i, id := range order {
 		if seen[id] {
-			return fail(lines[:i+1], "agent messages %s streamed in turn before the session went idle: the second prompt ran alongside the first", strings.Join(order[:i+1], ", "))
+			return fail(lines[:i+1], "agent messages %s streamed in turn: the second prompt ran alongside the first", strings.Join(order[:i+1], ", "))
 		}
 		seen[id] = true
 	}

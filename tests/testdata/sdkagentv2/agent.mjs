@@ -42,6 +42,7 @@
 //                        not a content block
 //   short-message        the whole-message upsert that ends a reply drops
 //                        its last word (valid v2, a different answer)
+//   overlap              a prompt during a turn runs alongside it
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
 
@@ -196,7 +197,7 @@ const app = acp
       throw acp.RequestError.sessionNotFound(sessionId);
     }
     const s = known(sessionId);
-    if (s.turn) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
+    if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
     const texts = params.prompt.filter((b) => b.type === "text").map((b) => b.text);
     const text = texts.at(-1) ?? "";
     const messageId = `u-${++messages}`;
