@@ -82,6 +82,9 @@ type Options struct {
 	// Transcripts puts every scenario's whole transcript in the report,
 	// passing ones too; by default only a failure's offending lines are.
 	Transcripts bool
+	// Protocol is the ACP version the scenarios speak: 1 (when zero) or 2
+	// (V2Scenarios).
+	Protocol int
 }
 
 // Default prompts: plain requests a real agent handles, worded so that the
@@ -241,6 +244,13 @@ func fail(lines []int, format string, args ...any) verdict {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Dialer == nil {
 		return nil, fmt.Errorf("check: no agent to check")
+	}
+	switch o.Protocol {
+	case 0, 1:
+	case 2:
+		return runV2(ctx, o)
+	default:
+		return nil, fmt.Errorf("check: protocol version %d: check speaks ACP 1 and 2", o.Protocol)
 	}
 	for _, id := range o.Only {
 		if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {

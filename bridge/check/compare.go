@@ -35,6 +35,10 @@ type CompareOptions struct {
 	// TraceDir, when set, keeps each side's wire transcript as a trace
 	// file, DIR/a.ndjson and DIR/b.ndjson (see Options.TraceDir).
 	TraceDir string
+	// AProtocol and BProtocol are the ACP versions spoken to A and B: 1
+	// (when zero) or 2. When either is 2 the turns are compared by their
+	// outcomes (v2compare.go), which both versions can express.
+	AProtocol, BProtocol int
 }
 
 // CancelPrefix marks a prompt compare cancels.
@@ -87,6 +91,14 @@ type Comparison struct {
 func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	if o.A == nil || o.B == nil {
 		return nil, fmt.Errorf("compare: two agents are needed")
+	}
+	for _, v := range []int{o.AProtocol, o.BProtocol} {
+		if v < 0 || v > 2 {
+			return nil, fmt.Errorf("compare: protocol version %d: compare speaks ACP 1 and 2", v)
+		}
+	}
+	if o.AProtocol == 2 || o.BProtocol == 2 {
+		return compareOutcomes(ctx, o)
 	}
 	base := Options{Timeout: o.Timeout, Quiet: o.Quiet, CancelAfter: o.CancelAfter, Cwd: o.Cwd}
 	cleanup, err := base.defaults()

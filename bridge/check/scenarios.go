@@ -21,6 +21,8 @@ type run struct {
 	prior []finding
 	// authenticated is set once check has called authenticate.
 	authenticated bool
+	// v2 speaks ACP v2 (v2check.go).
+	v2 bool
 }
 
 // finding is one message that does not match the schema.
@@ -67,7 +69,11 @@ func initParams(version int) map[string]any {
 
 // initialize runs initialize; an error is the reason it did not work.
 func (r *run) initialize() (Msg, error) {
-	m, err := r.call("initialize", initParams(1))
+	params := initParams(1)
+	if r.v2 {
+		params = initParamsV2(2)
+	}
+	m, err := r.call("initialize", params)
 	if err != nil {
 		return m, err
 	}

@@ -92,6 +92,9 @@ type View struct {
 	pretty   bytes.Buffer
 	title    string
 	page     int
+	// protocols are the ACP versions the initialize answers negotiated,
+	// one text per hop and link (view_protocol.go).
+	protocols []string
 }
 
 type openKey struct {
@@ -166,6 +169,9 @@ func (v *View) Add(r Record) error {
 				if row.Session == "" {
 					row.Session = req.session
 				}
+				if req.method == "initialize" && r.Kind == KindResponse {
+					row.Label += v.noteProtocol(r)
+				}
 			}
 		}
 	}
@@ -186,6 +192,9 @@ func (v *View) Close() error { return v.closePage("") }
 func (v *View) closePage(next string) error {
 	slices.Sort(v.methods)
 	stats := fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)
+	if len(v.protocols) > 0 {
+		stats += "; " + strings.Join(v.protocols, "; ")
+	}
 	if v.page > 0 || next != "" {
 		stats = fmt.Sprintf("page %d: %s (records #%d to #%d)", max(v.page, 1), stats, v.n-v.arrows-v.notes, v.n-1)
 	}

@@ -17,9 +17,12 @@ import (
 // checkCommand is `acp-bridge check`: drive an ACP agent as an editor does
 // and report, scenario by scenario, how far it is from ACP v1.
 func checkCommand() *cli.Command {
-	var names []string
+	var names, v2names []string
 	for _, s := range check.Scenarios() {
 		names = append(names, s.ID)
+	}
+	for _, s := range check.V2Scenarios() {
+		v2names = append(v2names, s.ID)
 	}
 	return &cli.Command{
 		Name:      "check",
@@ -30,7 +33,8 @@ func checkCommand() *cli.Command {
 			"lines of the wire transcript. Exit status 1 when a scenario of a --fail-on tier (mandatory and\n" +
 			"capability by default) failed or could not run and the --baseline does not expect it, or when the\n" +
 			"baseline lists a scenario that passed. SIGINT or SIGTERM stops the run and prints what was found.\n" +
-			"Scenarios: " + strings.Join(names, ", "),
+			"Scenarios: " + strings.Join(names, ", ") + "\n" +
+			"With --protocol 2: " + strings.Join(v2names, ", "),
 		OnUsageError: onUsageError,
 		Flags: append(agentPromptFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
@@ -46,6 +50,7 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "transcripts", Usage: "print every scenario's whole transcript, passing ones too"},
 			&cli.StringFlag{Name: "fail-on", Usage: "the `TIERS` whose failures fail the run (comma-separated: mandatory, capability, advisory, informational)", Value: "mandatory,capability"},
 			&cli.StringFlag{Name: "baseline", Usage: "an expected-failures `FILE`: one scenario id per line, # comments; a listed scenario that passes fails the run (stale baseline)"},
+			&cli.IntFlag{Name: "protocol", Usage: "the ACP `VERSION` to check the agent against: 1, or 2 (v2 scenarios and schema; fs, terminal and modes are not applicable)", Value: 1},
 		),
 		Action: checkAction,
 	}
@@ -89,6 +94,9 @@ func checkAction(c *cli.Context) error {
 			return launch.Usagef("--baseline %s: %v", f, err)
 		}
 	}
+	if v := c.Int("protocol"); v != 1 && v != 2 {
+		return launch.Usagef("--protocol %d: give 1 or 2", v)
+	}
 	rep, err := check.Run(c.Context, check.Options{
 		Dialer:           d,
 		Only:             only,
@@ -102,6 +110,7 @@ func checkAction(c *cli.Context) error {
 		Cwd:              c.String("cwd"),
 		TraceDir:         c.String("trace-dir"),
 		Transcripts:      c.Bool("transcripts"),
+		Protocol:         c.Int("protocol"),
 	})
 	if err != nil && rep == nil {
 		return launch.UsageError{Err: err}

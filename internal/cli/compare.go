@@ -24,7 +24,10 @@ func compareCommand() *cli.Command {
 			"The session is initialize, session/new, then each --prompt in order; a prompt starting with\n" +
 			"\"" + check.CancelPrefix + "\" is cancelled after its first update. Compared after normalisation (ids renumbered,\n" +
 			"chunks merged): capabilities, update kinds and order, tool-call lifecycle, permission requests,\n" +
-			"stop reasons, error codes. Latencies are reported, and compared only with --latency-tolerance.",
+			"stop reasons, error codes. Latencies are reported, and compared only with --latency-tolerance.\n" +
+			"When --a-protocol or --b-protocol is 2, each turn is compared by its outcome, which v1 and v2\n" +
+			"both express (message and thought text, tool calls' final kind, title and status, permission\n" +
+			"requests, the final plan, the stop reason), not by how it was streamed.",
 		OnUsageError: onUsageError,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "a", Usage: "agent A: a `COMMAND` line or a ws:// URL"},
@@ -38,6 +41,8 @@ func compareCommand() *cli.Command {
 			&cli.DurationFlag{Name: "cancel-after", Usage: "cancel a \"" + check.CancelPrefix + "\" prompt after its first update, or after `DURATION`", Value: time.Second},
 			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
 			&cli.StringFlag{Name: "trace-dir", Usage: "keep each side's wire transcript as a trace in `DIR` (a.ndjson, b.ndjson); an acp-bridge under test writes its own beside it (a.bridge-PID.ndjson)"},
+			&cli.IntFlag{Name: "a-protocol", Usage: "the ACP `VERSION` agent A speaks: 1 or 2", Value: 1},
+			&cli.IntFlag{Name: "b-protocol", Usage: "the ACP `VERSION` agent B speaks: 1 or 2 (e.g. --b 'acp-bridge --editor-protocol 2 -- AGENT')", Value: 1},
 		},
 		Action: compareAction,
 	}
@@ -47,6 +52,11 @@ func compareAction(c *cli.Context) error {
 	prompts := *c.Generic("prompt").(*promptList)
 	if c.String("a") == "" || c.String("b") == "" || len(prompts) == 0 {
 		return launch.Usagef("compare needs two agents and a prompt: acp-bridge compare --a 'AGENT A' --b 'AGENT B' --prompt TEXT")
+	}
+	for _, f := range []string{"a-protocol", "b-protocol"} {
+		if v := c.Int(f); v != 1 && v != 2 {
+			return launch.Usagef("--%s %d: give 1 or 2", f, v)
+		}
 	}
 	a, err := agentDialer("--a", c.String("a"))
 	if err != nil {
@@ -65,6 +75,8 @@ func compareAction(c *cli.Context) error {
 		Text:             c.Bool("text"),
 		LatencyTolerance: c.Duration("latency-tolerance"),
 		TraceDir:         c.String("trace-dir"),
+		AProtocol:        c.Int("a-protocol"),
+		BProtocol:        c.Int("b-protocol"),
 	})
 	if err != nil {
 		return err

@@ -14,7 +14,8 @@
 //   upsert    chunks "Hel", "lo" of message m, then the whole message
 //             "Hello, world" as an agent_message upsert
 //   tool      a tool call (upserts and a content chunk), a permission
-//             request about it, then completed or failed by the answer
+//             request about it, then completed or failed by the answer;
+//             cancelled, with the turn, when session/cancel came first
 //   command   a permission request about a command (no tool call)
 //   slow      a chunk "tick-N" every 20 ms until session/cancel, then idle
 //             with stopReason cancelled
@@ -31,11 +32,27 @@
 //   other     "heard: " and the words, one chunk each, then the whole
 //             message again as an upsert
 //
+// A prompt for a session whose turn is still running is refused
+// (invalid request): the agent runs one turn per session at a time.
+//
 // Every message the agent receives is logged on stderr as one line starting
 // "sdk-agent-v2: recv", for tests that check what reached it.
+//
+// SDK_AGENT_V2_DEFECTS (comma-separated) seeds defects, for the tests of
+// `acp-bridge check --protocol 2` and `compare`. The defective messages are
+// written straight to stdout, past the SDK, which would not send them:
+//
+//   no-stop-reason       a turn's closing idle state_update has no stopReason
+//   answer-notification  every notification is answered with error -32601
+//   invalid-update       message chunks carry their text as a bare string,
+//                        not a content block
+//   short-message        the whole-message upsert that ends a reply drops
+//                        its last word (valid v2, a different answer)
+//   overlap              a prompt during a turn runs alongside it
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
 
+const defects = new Set((process.env.SDK_AGENT_V2_DEFECTS ?? "").split(",").filter(Boolean));
 const sessions = new Map(); // id → { turn: AbortController | null, history: update[] }
 let created = 0;
 let messages = 0;
@@ -49,9 +66,24 @@ function known(sessionId) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const words = (text) => text.split(/\s+/).filter(Boolean);
 
+// raw writes one message past the SDK (seeded defects).
+function raw(msg) {
+  process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...msg }) + "\n");
+}
+
 async function send(client, sessionId, update) {
   const s = sessions.get(sessionId);
   if (s && update.sessionUpdate !== "state_update") s.history.push(update);
+  if (update.sessionUpdate === "state_update" && update.state === "idle" && s) {
+    s.turn = null; // the next prompt may follow the idle update at once
+  }
+  if (update.sessionUpdate === "state_update" && update.state === "idle" && defects.has("no-stop-reason")) {
+    const { stopReason, ...rest } = update;
+    return raw({ method: "session/update", params: { sessionId, update: rest } });
+  }
+  if (update.sessionUpdate === "agent_message_chunk" && defects.has("invalid-update")) {
+    return raw({ method: "session/update", params: { sessionId, update: { ...update, content: update.content.text } } });
+  }
   await client.notify(acp.methods.client.session.update, { sessionId, update });
 }
 
@@ -84,6 +116,12 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
           { optionId: "no", name: "Reject", kind: "reject_once" },
         ],
       });
+      // A "cancelled" outcome is the client cancelling the turn; the SDK
+      // may run the session/cancel handler only after this answer.
+      if (turn.signal.aborted || answer.outcome.outcome === "cancelled") {
+        await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: "cancelled" });
+        return say(idle("cancelled"));
+      }
       const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
       await say({ sessionUpdate: "state_update", state: "running" });
       await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: allowed ? "completed" : "failed", rawOutput: { allowed } });
@@ -150,6 +188,7 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
         whole += t;
         await chunk(t);
       }
+      if (defects.has("short-message")) whole = answer.slice(0, -1).join(" ");
       await say({ sessionUpdate: "agent_message", messageId: m, content: [{ type: "text", text: whole }] });
       return say(idle(turn.signal.aborted ? "cancelled" : "end_turn"));
     }
@@ -192,6 +231,7 @@ const app = acp
       throw acp.RequestError.sessionNotFound(sessionId);
     }
     const s = known(sessionId);
+    if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
     const texts = params.prompt.filter((b) => b.type === "text").map((b) => b.text);
     const text = texts.at(-1) ?? "";
     const messageId = `u-${++messages}`;
@@ -215,7 +255,19 @@ const decoder = new TextDecoder();
 const logged = new TransformStream({
   transform(bytes, out) {
     for (const line of decoder.decode(bytes, { stream: true }).split("\n")) {
-      if (line.trim()) process.stderr.write(`sdk-agent-v2: recv ${line.trim()}\n`);
+      if (!line.trim()) continue;
+      process.stderr.write(`sdk-agent-v2: recv ${line.trim()}\n`);
+      if (defects.has("answer-notification")) {
+        let msg;
+        try {
+          msg = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        if (msg && typeof msg.method === "string" && !("id" in msg)) {
+          raw({ id: null, error: { code: -32601, message: `Method not found: ${msg.method}` } });
+        }
+      }
     }
     out.enqueue(bytes);
   },

@@ -1,0 +1,531 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/acp-bridge/acp-bridge/translate/acpschema"
+)
+
+// ACP v2 (Options.Protocol 2). The scenarios speak v2 to the agent: the
+// prompt's answer only acknowledges it (with the inserted user message's
+// messageId) and the turn ends with an idle state_update, which should
+// name the stop reason (and must, "cancelled", after session/cancel). Every message the agent writes is validated against the v2
+// schema. The v1 scenarios whose subject v2 removed (client fs and
+// terminal, session modes) are reported SKIP as not applicable.
+
+// initParamsV2 are the initialize params of a v2 client that offers no
+// optional capability: v2 has no client fs or terminal.
+func initParamsV2(version int) map[string]any {
+	return map[string]any{
+		"protocolVersion": version,
+		"info":            map[string]any{"name": "acp-bridge-check", "version": "1"},
+		"capabilities":    map[string]any{},
+	}
+}
+
+var v2Scenarios = []Scenario{
+	{"initialize", Mandatory, "initialize asking for version 2 is answered 2", scV2Initialize},
+	{"reinitialize", Advisory, "a second initialize is answered", scV2Reinitialize},
+	{"session-new", Mandatory, "session/new answers a sessionId, no update before it", scSessionNew},
+	{"prompt-stream", Mandatory, "a prompt is acknowledged with a messageId, streams, and ends with an idle state_update", scV2PromptStream},
+	{"stop-reason", Advisory, "the idle state_update that ends a turn names its stop reason", scV2StopReason},
+	{"cancel", Mandatory, "session/cancel ends the turn: an idle state_update with stop reason cancelled", scV2Cancel},
+	{"cancel-permission", Advisory, "a turn cancelled while its permission request is pending ends idle with cancelled once the request is answered", scV2CancelPermission},
+	{"concurrent-prompt", Advisory, "a second prompt on a busy session is refused or waits; it does not stream alongside", scV2ConcurrentPrompt},
+	{"unknown-method", Mandatory, "an unknown method is answered -32601", scUnknownMethod},
+	{"notification", Mandatory, "notifications are never answered", scNotification},
+	{"malformed-json", Mandatory, "malformed JSON is answered -32700 and the agent keeps working", scMalformed},
+	{"invalid-request", Mandatory, "an invalid request is answered -32600", scInvalidRequest},
+	{"unknown-session", Mandatory, "a prompt for an unknown session is an error whose data, if any, is SessionNotFoundErrorData", scV2UnknownSession},
+	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scV2StdoutPurity},
+	{"set-mode", Capability, "session/set_mode answers an object", nil},
+	{"client-requests", Capability, "agent→client requests are well formed", nil},
+	// Last: it reports the schema findings of every scenario before it.
+	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v2 schema", scV2Schema},
+}
+
+// v2NotApplicable are the v1 scenarios whose subject v2 removed, with why;
+// a v2 run reports them SKIP without dialling the agent.
+var v2NotApplicable = map[string]string{
+	"set-mode":        "v2 removed session modes (session/set_mode); modes are config options",
+	"client-requests": "v2 removed the client's fs/* and terminal/* methods",
+}
+
+// V2Scenarios lists the scenarios of a version 2 run, in order.
+func V2Scenarios() []Scenario {
+	out := make([]Scenario, len(v2Scenarios))
+	copy(out, v2Scenarios)
+	return out
+}
+
+// runV2 is Run for Options.Protocol 2.
+func runV2(ctx context.Context, o Options) (*Report, error) {
+	list := V2Scenarios()
+	for _, id := range o.Only {
+		if !slices.ContainsFunc(list, func(s Scenario) bool { return s.ID == id }) {
+			var known []string
+			for _, s := range list {
+				known = append(known, s.ID)
+			}
+			return nil, fmt.Errorf("check: unknown ACP v2 scenario %q (known: %s)", id, strings.Join(known, ", "))
+		}
+	}
+	cleanup, err := o.defaults()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	rep := &Report{Agent: o.Dialer.String()}
+	var seen []finding
+	for _, s := range list {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if why, ok := v2NotApplicable[s.ID]; ok {
+			rep.Results = append(rep.Results, Result{ID: s.ID, Tier: s.Tier, Title: s.Title, Status: Skip, Reason: "not applicable to ACP v2: " + why})
+			continue
+		}
+		res, found := runOneV2(ctx, &o, s, seen)
+		rep.Results = append(rep.Results, res)
+		seen = append(seen, found...)
+	}
+	return rep, nil
+}
+
+// runOneV2 is runOne with the v2 schema.
+func runOneV2(ctx context.Context, o *Options, s Scenario, prior []finding) (res Result, found []finding) {
+	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	p, err := dialPeer(dctx, o)
+	if err != nil {
+		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
+		return res, nil
+	}
+	r := &run{peer: p, prior: prior, v2: true}
+	v := s.run(r)
+	p = r.peer
+	diag := p.conn.Diagnostics()
+	p.close()
+	if s.ID != "schema" {
+		found = r.findingsV2(s.ID)
+	}
+	res.Status, res.Reason = v.status, v.reason
+	if v.status == Fail || v.status == NotRun {
+		if len(v.lines) > 0 || len(v.extra) == 0 {
+			res.Transcript = excerpt(p.messages(), v.lines)
+		}
+		res.Transcript = append(res.Transcript, v.extra...)
+		res.Diagnostics = diag
+	}
+	return res, found
+}
+
+// findingsV2 validates every message the agent wrote on this connection
+// against the v2 schema.
+func (r *run) findingsV2(scenario string) []finding {
+	s, err := acpschema.LoadSchemaV2()
+	if err != nil {
+		return nil
+	}
+	var out []finding
+	for _, m := range r.messages() {
+		if m.Out || !m.obj {
+			continue
+		}
+		if p := r.validateV2(s, m); len(p) > 0 {
+			out = append(out, finding{scenario, m.N, FormatLine(m), p})
+		}
+	}
+	return out
+}
+
+// validateV2 checks one message from the agent: what the v2 schema says of
+// it, and what only the transcript knows (which request a response
+// answers).
+func (r *run) validateV2(s *Schema, m Msg) []string {
+	var probs []string
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(m.Raw, &obj)
+	for k := range obj {
+		if !envelopeKeys[k] {
+			probs = append(probs, fmt.Sprintf("unexpected top-level member %q", k))
+		}
+	}
+	answered := ""
+	if m.IsResponse() {
+		method, ours := r.methodOf(m.id)
+		switch {
+		case m.id == "null" && !m.IsError():
+			probs = append(probs, "id: null is only for an error answering a request whose id could not be read")
+		case !ours && m.id != "null":
+			probs = append(probs, fmt.Sprintf("id: %s answers no request of the client (was a notification answered?)", m.id))
+		}
+		if !strings.HasPrefix(method, "acp-check/") {
+			answered = method
+		}
+	}
+	return append(probs, s.ValidateToClient(m.Raw, answered)...)
+}
+
+func scV2Schema(r *run) verdict {
+	if v, ok := r.basicSessionV2(); !ok {
+		return v
+	}
+	if _, err := acpschema.LoadSchemaV2(); err != nil {
+		return notRun("%v", err)
+	}
+	own := r.findingsV2("schema")
+	all := append(append([]finding(nil), r.prior...), own...)
+	if len(all) == 0 {
+		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
+	}
+	var probs, extra []string
+	for _, f := range all {
+		if len(probs) < 5 {
+			probs = append(probs, fmt.Sprintf("%s #%d: %s", f.scenario, f.n, strings.Join(f.probs, "; ")))
+		}
+		if len(extra) < 10 {
+			extra = append(extra, "("+f.scenario+") "+f.line)
+		}
+	}
+	if len(all) > 5 {
+		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
+	}
+	v := fail(nil, "%d message(s) do not match the ACP v2 schema: %s", len(all), strings.Join(probs, " | "))
+	v.extra = extra
+	return v
+}
+
+func scV2Initialize(r *run) verdict {
+	m, err := r.call("initialize", initParamsV2(2))
+	if err != nil {
+		return fail(nil, "%s", waitErr("initialize", err))
+	}
+	if m.IsError() {
+		return fail([]int{m.N}, "initialize asking for version 2 answered an error")
+	}
+	v := m.Get("result.protocolVersion")
+	if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE") {
+		return fail([]int{m.N}, "result.protocolVersion is %s, want the integer 2", orAbsent(v))
+	}
+	if v.Int() != 2 {
+		return fail([]int{m.N}, "result.protocolVersion is %d for a client that asked for 2; a v2 agent answers 2", v.Int())
+	}
+	if c := m.Get("result.capabilities"); c.Exists() && !c.IsObject() {
+		return fail([]int{m.N}, "result.capabilities is not an object")
+	}
+	return pass("protocolVersion 2; agent %q", m.Get("result.info.name").Str)
+}
+
+func scV2Reinitialize(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	m, err := r.call("initialize", initParamsV2(2))
+	if err != nil {
+		return fail(nil, "%s", waitErr("second initialize", err))
+	}
+	if m.IsError() || !m.Get("result").IsObject() {
+		return fail([]int{m.N}, "a second initialize was answered %s; editors re-initialize after a reconnect or a settings change", m.Get("error").Raw+m.Get("result").Raw)
+	}
+	return pass("answered again")
+}
+
+// isState reports a state_update of session sid, in state state ("" for
+// any).
+func isState(m Msg, sid, state string) bool {
+	if !isUpdate(m, sid) || m.Get("params.update.sessionUpdate").Str != "state_update" {
+		return false
+	}
+	return state == "" || m.Get("params.update.state").Str == state
+}
+
+// promptV2 sends a prompt and waits for its acknowledgement: a result
+// carrying the messageId of the inserted user message. An error answer is
+// returned as is, with no error.
+func (r *run) promptV2(text string) (Msg, error) {
+	m, err := r.call("session/prompt", textPrompt(r.sid, text))
+	if err != nil {
+		return m, err
+	}
+	if m.Get("error").Exists() && m.Get("result").Exists() {
+		return m, fmt.Errorf("the prompt's answer carries both result and error")
+	}
+	if !m.IsError() {
+		if id := m.Get("result.messageId"); id.Type != gjson.String || id.Str == "" {
+			return m, fmt.Errorf("the prompt's acknowledgement has result.messageId %s, want the inserted user message's id (a non-empty string)", orAbsent(id))
+		}
+	}
+	return m, nil
+}
+
+// awaitIdle waits for the session's idle state_update.
+func (r *run) awaitIdle(d time.Duration) (Msg, error) {
+	return r.await(d, func(m Msg) bool { return isState(m, r.sid, "idle") })
+}
+
+// stopReasonOf is the idle state_update's stop reason, or a failure naming
+// the field.
+func stopReasonOf(idle Msg) (string, error) {
+	s := idle.Get("params.update.stopReason")
+	if s.Type != gjson.String || s.Str == "" {
+		return "", fmt.Errorf("params.update.stopReason of the idle state_update is %s; the turn's end should say why it ended", orAbsent(s))
+	}
+	return s.Str, nil
+}
+
+func scV2PromptStream(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	ack, err := r.promptV2(r.opts.Prompt)
+	if err != nil {
+		if ack.Raw == nil {
+			return fail(nil, "%s", waitErr(fmt.Sprintf("session/prompt %q", r.opts.Prompt), err))
+		}
+		return fail([]int{ack.N}, "%v", err)
+	}
+	if ack.IsError() {
+		return fail([]int{ack.N}, "the prompt was answered with an error")
+	}
+	idle, err := r.awaitIdle(r.opts.Timeout)
+	if err != nil {
+		return fail([]int{ack.N}, "%s", waitErr("the turn never ended: no idle state_update after the acknowledgement", err))
+	}
+	var content int
+	for _, n := range r.updatesBetween(r.sid, 0, idle.N) {
+		if k := r.messages()[n].Get("params.update.sessionUpdate").Str; k == "agent_message_chunk" || k == "agent_message" {
+			content++
+		}
+	}
+	if content == 0 {
+		return fail([]int{ack.N, idle.N}, "no agent_message or agent_message_chunk before the idle state_update; the editor shows nothing for the turn")
+	}
+	r.settle()
+	return pass("acknowledged %s, %d message update(s), then idle", ack.Get("result.messageId").Raw, content)
+}
+
+// scV2StopReason: the agent SHOULD include a stop reason on the idle
+// update that ends foreground work (StateUpdate); without it the editor
+// cannot tell a finished turn from a refusal or an error.
+func scV2StopReason(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	ack, err := r.promptV2(r.opts.Prompt)
+	if err != nil || ack.IsError() {
+		return notRun("the prompt was not acknowledged: %v %s", err, ack.Get("error").Raw)
+	}
+	idle, err := r.awaitIdle(r.opts.Timeout)
+	if err != nil {
+		return notRun("%s", waitErr("no idle state_update", err))
+	}
+	stop, err := stopReasonOf(idle)
+	if err != nil {
+		return fail([]int{idle.N}, "%v", err)
+	}
+	return pass("idle with %s", stop)
+}
+
+func scV2Cancel(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	ack, err := r.promptV2(r.opts.LongPrompt)
+	if err != nil {
+		return notRun("the long prompt: %v", err)
+	}
+	if ack.IsError() {
+		return notRun("the long prompt was refused: %s", ack.Get("error").Raw)
+	}
+	m, err := r.await(r.opts.CancelAfter, func(m Msg) bool {
+		return isUpdate(m, r.sid) && !isState(m, r.sid, "running")
+	})
+	if err == nil && isState(m, r.sid, "idle") {
+		return notRun("the turn for %q ended before it could be cancelled; give a prompt that keeps the agent busy (--long-prompt)", r.opts.LongPrompt)
+	}
+	r.holdPermissions = true
+	cn, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+	if err != nil {
+		return notRun("sending session/cancel: %v", err)
+	}
+	r.answerHeld()
+	idle, err := r.await(r.opts.Timeout, func(m Msg) bool {
+		if m.method == "session/request_permission" {
+			r.answerHeld()
+		}
+		return isState(m, r.sid, "idle")
+	})
+	if err != nil {
+		return fail([]int{cn.N}, "%s", waitErr(fmt.Sprintf("no idle state_update within %s of session/cancel", r.opts.Timeout), err))
+	}
+	// The cancelled reason is a MUST where other stop reasons are SHOULDs.
+	if stop := idle.Get("params.update.stopReason"); stop.Str != "cancelled" {
+		return fail([]int{cn.N, idle.N}, "params.update.stopReason of the idle state_update after session/cancel is %s, want \"cancelled\"", orAbsent(stop))
+	}
+	return pass("idle with cancelled %s after session/cancel", (idle.At - cn.At).Round(time.Millisecond))
+}
+
+func scV2CancelPermission(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	r.holdPermissions = true
+	ack, err := r.promptV2(r.opts.PermissionPrompt)
+	if err != nil || ack.IsError() {
+		return notRun("the prompt was not acknowledged: %v %s", err, ack.Get("error").Raw)
+	}
+	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
+		return m.method == "session/request_permission" || isState(m, r.sid, "idle")
+	})
+	if err != nil {
+		return notRun("%s", waitErr("waiting for a permission request", err))
+	}
+	if !m.IsRequest() {
+		return skip("the agent asked no permission for %q (--permission-prompt)", r.opts.PermissionPrompt)
+	}
+	cn, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+	if err != nil {
+		return notRun("sending session/cancel: %v", err)
+	}
+	r.answerHeld() // the client answers the pending request "cancelled"
+	idle, err := r.await(r.opts.Timeout, func(x Msg) bool {
+		if x.method == "session/request_permission" {
+			r.answerHeld()
+		}
+		return isState(x, r.sid, "idle")
+	})
+	if err != nil {
+		return fail([]int{m.N, cn.N}, "%s", waitErr("no idle state_update after session/cancel and the permission request answered \"cancelled\"", err))
+	}
+	if stop := idle.Get("params.update.stopReason"); stop.Str != "cancelled" {
+		return fail([]int{m.N, cn.N, idle.N}, "params.update.stopReason of the idle state_update after session/cancel is %s, want \"cancelled\"", orAbsent(stop))
+	}
+	return pass("idle with cancelled after the permission request was answered")
+}
+
+func scV2ConcurrentPrompt(r *run) verdict {
+	if v, ok := r.setup(); !ok {
+		return v
+	}
+	ackA, err := r.promptV2(r.opts.LongPrompt)
+	if err != nil || ackA.IsError() {
+		return notRun("the long prompt was not acknowledged: %v %s", err, ackA.Get("error").Raw)
+	}
+	if first, err := r.await(r.opts.CancelAfter, func(m Msg) bool { return isUpdate(m, r.sid) && !isState(m, r.sid, "running") }); err == nil && isState(first, r.sid, "idle") {
+		return notRun("the turn for %q ended before a second prompt could be sent (--long-prompt)", r.opts.LongPrompt)
+	}
+	before := len(r.messages())
+	ackB, err := r.promptV2(r.opts.Prompt)
+	defer func() {
+		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		r.drain(r.opts.Quiet)
+	}()
+	if err != nil {
+		if ackB.Raw == nil {
+			return fail(nil, "%s", waitErr("the second prompt", err))
+		}
+		return fail([]int{ackB.N}, "%v", err)
+	}
+	if ackB.IsError() {
+		return pass("the second prompt was refused: %s", ackB.Get("error.message").Str)
+	}
+	// Acknowledged: it must wait for the first turn. Streaming to two agent
+	// messages in turn (A, B, A) is two turns running alongside.
+	r.drain(r.opts.Quiet * 2)
+	var order []string
+	var lines []int
+	for _, m := range r.messages()[before:] {
+		k := m.Get("params.update.sessionUpdate").Str
+		if !isUpdate(m, r.sid) || (k != "agent_message_chunk" && k != "agent_message") {
+			continue
+		}
+		id := m.Get("params.update.messageId").Str
+		if len(order) == 0 || order[len(order)-1] != id {
+			order = append(order, id)
+			lines = append(lines, m.N)
+		}
+	}
+	seen := map[string]bool{}
+	for i, id := range order {
+		if seen[id] {
+			return fail(lines[:i+1], "agent messages %s streamed in turn: the second prompt ran alongside the first", strings.Join(order[:i+1], ", "))
+		}
+		seen[id] = true
+	}
+	return pass("the second prompt was acknowledged and did not stream alongside the first")
+}
+
+func scV2UnknownSession(r *run) verdict {
+	if _, err := r.initialize(); err != nil {
+		return notRun("initialize failed: %v", err)
+	}
+	const sid = "acp-check-no-such-session"
+	m, err := r.call("session/prompt", textPrompt(sid, r.opts.Prompt))
+	if err != nil {
+		return fail(nil, "%s", waitErr("a prompt for an unknown session", err))
+	}
+	if !m.IsError() {
+		return fail([]int{m.N}, "a prompt for a session that was never created was served; it must be an error")
+	}
+	code := m.Get("error.code").Int()
+	data := m.Get("error.data")
+	if code != -32002 || !data.Exists() || data.Type == gjson.Null {
+		return pass("error %d (no typed data to check)", code)
+	}
+	s, err := acpschema.LoadSchemaV2()
+	if err != nil {
+		return notRun("%v", err)
+	}
+	if probs := s.Validate("SessionNotFoundErrorData", []byte(data.Raw)); len(probs) > 0 {
+		return fail([]int{m.N}, "error.data of -32002 is not SessionNotFoundErrorData: %s", strings.Join(prefix("error.data.", probs), "; "))
+	}
+	if got := data.Get("sessionId").Str; got != sid {
+		return fail([]int{m.N}, "error.data.sessionId is %q, not the unknown session %q the prompt named", got, sid)
+	}
+	return pass("error -32002 with data.sessionId %q", sid)
+}
+
+// basicSessionV2 is basicSession in v2: initialize, session/new, one
+// prompt to its idle state_update, settle.
+func (r *run) basicSessionV2() (verdict, bool) {
+	if _, err := r.call("initialize", initParamsV2(2)); err != nil {
+		return notRun("initialize: %v", err), false
+	}
+	if _, err := r.newSession(); err == nil {
+		if ack, err := r.promptV2(r.opts.Prompt); err == nil && !ack.IsError() {
+			_, _ = r.awaitIdle(r.opts.Timeout)
+		}
+	}
+	r.settle()
+	return verdict{}, true
+}
+
+func scV2StdoutPurity(r *run) verdict {
+	if v, ok := r.basicSessionV2(); !ok {
+		return v
+	}
+	var bad []int
+	for _, m := range r.messages() {
+		if !m.Out && !m.obj {
+			bad = append(bad, m.N)
+		}
+	}
+	if len(bad) > 0 {
+		return fail(bad, "%d line(s) on the agent's stdout are not JSON-RPC messages; stdout must carry only ACP (log to stderr)", len(bad))
+	}
+	return pass("%d messages, all JSON objects", len(r.messages()))
+}
