@@ -76,7 +76,8 @@ type heartbeatRule struct {
 type cancelRule struct {
 	send []node
 	// ack, when set, is how the agent acknowledges a stop; grace is how
-	// long it has to before the bridge reports the stop unacknowledged.
+	// long it has to before the bridge reports the stop unacknowledged,
+	// zero for the engine's cancel grace (translate.Msg.Grace).
 	ack   *match
 	grace time.Duration
 }
@@ -425,7 +426,7 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 		}
 	}
 	if raw.Cancel != nil {
-		p.cancel = &cancelRule{grace: defaultCancelGrace}
+		p.cancel = &cancelRule{}
 		if raw.Cancel.Send != nil {
 			var d hcl.Diagnostics
 			p.cancel.send, d = c.frames(raw.Cancel.Send, scopeCancel)
@@ -731,8 +732,9 @@ func constString(a *hcl.Attribute, diags hcl.Diagnostics) (string, hcl.Diagnosti
 	return v.AsString(), diags
 }
 
-// defaultCancelGrace is how long the agent has to acknowledge a stop: the
-// engine's own cancel grace (bridge.Bridge.CancelGrace) by default.
+// defaultCancelGrace is how long the agent has to acknowledge a stop when
+// neither the cancel block nor the engine (translate.Msg.Grace) says: the
+// engine's own default.
 const defaultCancelGrace = 5 * time.Second
 
 // compileTurnKey compiles turn { key = "path" } (the same path in the

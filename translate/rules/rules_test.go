@@ -200,6 +200,23 @@ func TestGoldenTurnScope(t *testing.T) {
 	translatetest.Run(t, p.Dialect(), "testdata/turn-scope/*.txtar")
 }
 
+// TestGoldenCancelGrace runs turnScope without its cancel grace, which is
+// then the engine's (the transcripts' cancel-grace), and with it, which
+// wins.
+func TestGoldenCancelGrace(t *testing.T) {
+	src := strings.Replace(turnScope, "  grace = \"3s\"\n", "", 1)
+	if src == turnScope {
+		t.Fatal("turnScope has no grace line to remove")
+	}
+	for name, src := range map[string]string{"engine": src, "request": src, "explicit": turnScope} {
+		p, diags := Parse("chatwire.hcl", []byte(src))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		translatetest.Run(t, p.Dialect(), "testdata/cancel-grace/"+name+".txtar")
+	}
+}
+
 // turnKeep is a profile for an agent that assigns the turn's id itself, in
 // its first event: the event keeps it in turn scope (turn.run).
 const turnKeep = `

@@ -55,6 +55,10 @@ type translator struct {
 	p       *Profile
 	envVars map[string]string
 	now     time.Time
+	// grace is the engine's cancel grace, as its last cancel said
+	// (translate.Msg.Grace): how long the agent has to acknowledge a stop
+	// when the cancel block does not say.
+	grace time.Duration
 
 	conn      connState
 	rejectErr json.RawMessage
@@ -133,8 +137,10 @@ type turn struct {
 	key   string
 	keyed bool
 	// ackBy is when a forwarded stop must have been acknowledged (the
-	// cancel block's ack and grace); zero when none is awaited.
-	ackBy time.Time
+	// cancel block's ack and grace); zero when none is awaited. ackGrace
+	// is the grace it was given.
+	ackBy    time.Time
+	ackGrace time.Duration
 	// kept are the values events kept for the turn (turn.NAME).
 	kept map[string][]byte
 }
@@ -155,7 +161,7 @@ type pendingPermission struct {
 }
 
 func newTranslator(p *Profile, envVars map[string]string) *translator {
-	t := &translator{p: p, envVars: envVars, byID: map[string]*exchange{},
+	t := &translator{p: p, envVars: envVars, grace: defaultCancelGrace, byID: map[string]*exchange{},
 		perms: map[translate.Ref]*pendingPermission{}, stale: map[translate.Ref]bool{}}
 	if p.connect != nil {
 		t.conn = connWaitUp
@@ -171,6 +177,9 @@ var _ translate.AgentClock = (*translator)(nil)
 func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	if !m.At.IsZero() {
 		t.now = m.At
+	}
+	if m.Grace > 0 {
+		t.grace = m.Grace
 	}
 	var outs []translate.Out
 	var err error
@@ -197,7 +206,9 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	case translate.LinkUp:
 		outs = t.linkUp()
 	case translate.LinkDown:
+		grace := t.grace
 		*t = *newTranslator(t.p, t.envVars)
+		t.grace = grace
 		return nil, nil
 	case translate.Tick:
 		t.armed = time.Time{}
@@ -488,7 +499,11 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 		t.nextID++
 		e.id = t.nextID
 		if t.p.cancel.ack != nil {
-			tr.ackBy = t.now.Add(t.p.cancel.grace)
+			grace := t.p.cancel.grace
+			if grace == 0 {
+				grace = t.grace
+			}
+			tr.ackBy, tr.ackGrace = t.now.Add(grace), grace
 		}
 		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
 	}
@@ -1265,7 +1280,7 @@ func (t *translator) cancelAcked(tr *turn) []translate.Out {
 func (t *translator) cancelUnacked(tr *turn) []translate.Out {
 	tr.ackBy = time.Time{}
 	body := fmt.Sprintf("profile %s: the agent did not acknowledge the stop within %s (no frame matched the cancel block's ack %s); it may still be running the turn, whose later frames are dropped",
-		t.p.Name, t.p.cancel.grace, t.p.cancel.ack)
+		t.p.Name, tr.ackGrace, t.p.cancel.ack)
 	outs := []translate.Out{{Kind: translate.Note, Method: noteCancelUnacked, Session: tr.sess.id, Body: []byte(body)}}
 	outs = append(outs, t.withdrawPermission(tr)...)
 	tr.refused = true
