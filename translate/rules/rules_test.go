@@ -249,6 +249,17 @@ func TestGoldenTurnKeep(t *testing.T) {
 	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
 }
 
+// TestGoldenTurnKeepKey runs turnKeep with a turn key whose turn side is
+// the run id the agent assigns (turn.run), not the prompt's frame.
+func TestGoldenTurnKeepKey(t *testing.T) {
+	src := "turn {\n  key = { frame = \"run\", turn = \"run\" }\n}\n" + turnKeep
+	p, diags := Parse("run-id.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-keep-key/*.txtar")
+}
+
 // turnNumber sends a number id and matches the agent's echo of it.
 const turnNumber = `
 request "session/prompt" {

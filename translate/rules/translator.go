@@ -74,6 +74,12 @@ type translator struct {
 	perms    map[translate.Ref]*pendingPermission
 	stale    map[translate.Ref]bool
 
+	// ended are the keys of the last turns that ended, when the turn key
+	// is a value the agent assigns (turn { key = { turn = NAME } }): a
+	// frame naming one is a late frame of that turn, not the first frame
+	// of a turn whose id is not kept yet.
+	ended []string
+
 	nextBeat time.Time
 	armed    time.Time
 	// st is the match state of the frame being handled (reused).
@@ -448,7 +454,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		ex.turn = tr
 		tr.ex = ex
 	})...)
-	if k := t.p.turnKey; k != nil && tr.ex != nil {
+	if k := t.p.turnKey; k != nil && k.kept == "" && tr.ex != nil {
 		if v := get(tr.ex.sent, k.sent); v.Exists() {
 			tr.key, tr.keyed = v.String(), true
 		} else {
@@ -839,12 +845,18 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if k := t.p.turnKey; k != nil {
 		if v := envGet(envOf(env, envErr), frame, k.frame); v.Exists() {
 			s, ktr := t.turnByKey(v.String())
-			if ktr == nil {
+			switch {
+			case ktr != nil:
+				sess, tr, keyed = s, ktr, true
+			case k.kept != "" && sess.live() != nil && !sess.live().keyed && !slices.Contains(t.ended, v.String()):
+				// The agent's first frame of the running turn, naming the
+				// id it assigned, which the turn's rules keep.
+				tr = sess.live()
+			default:
 				// No session either: the turn that would say which is gone.
 				return []translate.Out{{Kind: translate.Note, Method: noteDropped,
 					Body: fmt.Appendf(nil, "frame of turn %s=%s, which is not running: %.120s", k.frame, v.String(), frame)}}, nil
 			}
-			sess, tr, keyed = s, ktr, true
 		}
 	}
 	st := &t.st
@@ -1161,6 +1173,9 @@ func (t *translator) keep(r *rule, frame []byte, sess *session, tr *turn, prompt
 				tr.kept = map[string][]byte{}
 			}
 			tr.kept[k.name] = raw
+			if key := t.p.turnKey; key != nil && key.kept == k.name {
+				tr.key, tr.keyed = v.String(), true
+			}
 		}
 	}
 }
@@ -1296,6 +1311,12 @@ func (t *translator) cancelUnacked(tr *turn) []translate.Out {
 func (t *translator) popTurn(tr *turn) {
 	if tr.cancelled || tr.dropped {
 		tr.sess.draining = true
+	}
+	if tr.keyed && t.p.turnKey.kept != "" {
+		if len(t.ended) == maxEnded {
+			t.ended = slices.Delete(t.ended, 0, 1)
+		}
+		t.ended = append(t.ended, tr.key)
 	}
 	tr.sess.turns = slices.DeleteFunc(tr.sess.turns, func(x *turn) bool { return x == tr })
 	if tr.ex != nil {
@@ -1537,8 +1558,12 @@ func (s *session) removeTool(tl *tool) {
 	s.tools = slices.DeleteFunc(s.tools, func(x *tool) bool { return x == tl })
 }
 
-// live is the session's turn whose prompt is still unanswered.
+// live is the session's turn whose prompt is still unanswered (nil for a
+// nil session).
 func (s *session) live() *turn {
+	if s == nil {
+		return nil
+	}
 	if n := len(s.turns); n > 0 && !s.turns[n-1].dropped {
 		return s.turns[n-1]
 	}
@@ -1592,6 +1617,9 @@ func (t *translator) currentTurn(sess *session) *turn {
 	}
 	return sess.turns[0]
 }
+
+// maxEnded is how many ended turns' keys a translator remembers.
+const maxEnded = 64
 
 // turnByKey finds the turn whose key (turn { key }) is v, and its session.
 func (t *translator) turnByKey(v string) (*session, *turn) {
