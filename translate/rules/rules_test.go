@@ -249,11 +249,12 @@ func TestGoldenTurnKeep(t *testing.T) {
 	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
 }
 
-// TestGoldenTurnKeepKey runs turnKeep with a turn key whose turn side is
-// the run id the agent assigns (turn.run), not the prompt's frame.
+// turnKeepKey is turnKeep with a turn key whose turn side is the run id
+// the agent assigns (turn.run), not the prompt's frame.
+const turnKeepKey = "turn {\n  key = { frame = \"run\", turn = \"run\" }\n}\n" + turnKeep
+
 func TestGoldenTurnKeepKey(t *testing.T) {
-	src := "turn {\n  key = { frame = \"run\", turn = \"run\" }\n}\n" + turnKeep
-	p, diags := Parse("run-id.hcl", []byte(src))
+	p, diags := Parse("run-id.hcl", []byte(turnKeepKey))
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
