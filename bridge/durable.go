@@ -467,7 +467,11 @@ func (e *engine) durableNotification(env *translate.Envelope) bool {
 		}
 		return true
 	}
-	e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: e.toBackend(s, env.Params)})
+	m := translate.Msg{Kind: translate.Notification, Method: env.Method, Body: e.toBackend(s, env.Params)}
+	if env.Method == "session/cancel" {
+		m.Grace = e.cancelGrace()
+	}
+	e.feed(s.link, m)
 	if env.Method == "session/cancel" {
 		e.armCancelGrace(s.id)
 	}
@@ -1251,7 +1255,7 @@ func (e *engine) endTurns(s *session, why string) {
 	}
 	e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
 	if s.link.down == nil && !s.b.attaching {
-		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), Grace: e.cancelGrace()})
 	}
 	for _, ref := range slices.Clone(s.prompts) {
 		if req := e.pending.get(ref); req != nil {

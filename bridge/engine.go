@@ -623,7 +623,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 			e.log.Debug("session/cancel for an unroutable session ignored", "session", sid, "error", err)
 			return
 		}
-		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params})
+		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Grace: e.cancelGrace()})
 		e.armCancelGrace(sid)
 		e.cancelQueued(sid)
 		return

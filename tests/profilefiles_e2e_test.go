@@ -55,8 +55,25 @@ func TestProfileFiles(t *testing.T) {
 	if out, errOut, ok := runIn(t, dir, "config", "validate", "--config", cfg); !ok {
 		t.Errorf("config validate of a config including the scaffold: %s%s", out, errOut)
 	}
-	if _, errOut, ok := runIn(t, dir, "dialects", "--config", cfg, "--profile", "mychat.hcl"); ok || !strings.Contains(errOut, "Dialect declared twice") {
-		t.Errorf("--profile naming a dialect the configuration declares: ok=%v %s", ok, errOut)
+	for _, cmd := range [][]string{{"dialects"}, {"config", "validate"}, {"config", "show"}} {
+		args := append(cmd, "--config", cfg, "--profile", "mychat.hcl")
+		if _, errOut, ok := runIn(t, dir, args...); ok || !strings.Contains(errOut, "Dialect declared twice") {
+			t.Errorf("%v: --profile naming a dialect the configuration declares: ok=%v %s", args, ok, errOut)
+		}
+	}
+	// config validate checks a profile file alone, or with a configuration.
+	if out, errOut, ok := runIn(t, dir, "config", "validate", "--profile", "mychat.hcl"); !ok || out != "ok: 0 agents, profile mychat\n" {
+		t.Errorf("config validate --profile of the scaffold: ok=%v\n%s%s", ok, out, errOut)
+	}
+	if out, errOut, ok := runIn(t, dir, "config", "validate", "--json", "--profile", "mychat.hcl"); !ok || !strings.Contains(out, `"profile": "mychat.hcl"`) || !strings.Contains(out, `"ok": true`) {
+		t.Errorf("config validate --json --profile of the scaffold: ok=%v\n%s%s", ok, out, errOut)
+	}
+	other := filepath.Join(dir, "other.hcl")
+	if err := os.WriteFile(other, []byte("agent \"mine\" {\n  dialect = \"mychat\"\n  websocket {\n    url = \"ws://127.0.0.1:9/\"\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, ok := runIn(t, dir, "config", "validate", "--config", other, "--profile", "mychat.hcl"); !ok || out != "ok: 1 agent, profile mychat\n" {
+		t.Errorf("config validate of an agent of the --profile dialect: ok=%v\n%s%s", ok, out, errOut)
 	}
 
 	// The same typo, loaded both ways, is reported in the profile file.
@@ -76,13 +93,25 @@ func TestProfileFiles(t *testing.T) {
 	for _, args := range [][]string{
 		{"--profile", "mychat.hcl", "--url", "ws://127.0.0.1:9/"},
 		{"config", "validate", "--config", cfg},
+		{"config", "validate", "--profile", "mychat.hcl"},
+		{"config", "show", "--profile", "mychat.hcl"},
+		{"dialects", "--profile", "mychat.hcl"},
 	} {
 		_, errOut, ok := runIn(t, dir, args...)
 		if ok || !strings.Contains(errOut, at) || !strings.Contains(errOut, "Unknown variable") {
 			t.Errorf("%v: ok=%v, want an Unknown variable error at %s:\n%s", args, ok, at, errOut)
 		}
 	}
-	if _, errOut, ok := runIn(t, dir, "--profile", "nope.hcl", "--url", "ws://127.0.0.1:9/"); ok || !strings.Contains(errOut, "nope.hcl") || !strings.Contains(errOut, "dialects new") {
-		t.Errorf("--profile of a missing file: ok=%v %s", ok, errOut)
+	out, _, ok = runIn(t, dir, "config", "validate", "--json", "--profile", "mychat.hcl")
+	if ok || !strings.Contains(out, `"summary": "Unknown variable"`) || !strings.Contains(out, `"file": "mychat.hcl"`) || !strings.Contains(out, `"line": `+strconv.Itoa(line)) {
+		t.Errorf("config validate --json --profile: ok=%v, want an Unknown variable error at %s:\n%s", ok, at, out)
+	}
+	for _, args := range [][]string{
+		{"--profile", "nope.hcl", "--url", "ws://127.0.0.1:9/"},
+		{"config", "validate", "--profile", "nope.hcl"},
+	} {
+		if _, errOut, ok := runIn(t, dir, args...); ok || !strings.Contains(errOut, "nope.hcl") || !strings.Contains(errOut, "dialects new") {
+			t.Errorf("%v: --profile of a missing file: ok=%v %s", args, ok, errOut)
+		}
 	}
 }

@@ -11,7 +11,9 @@ package tests
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -160,6 +162,34 @@ func TestTurnScope_Chatwire(t *testing.T) {
 	if log := e.Bridge.Stderr(); strings.Contains(log, "matched no rule") {
 		t.Errorf("a frame of the agent matched no rule of the profile:\n%s", log)
 	}
+}
+
+// A cancel block with ack and no grace gives the agent the engine's cancel
+// grace (--cancel-grace), not 5 s, to acknowledge a stop: the deaf agent's
+// stop is reported unacknowledged after 1 s.
+func TestTurnScope_CancelGraceFollowsEngine(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("testdata/chatwire.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noGrace := strings.Replace(string(src), "  grace = \"2s\"\n", "", 1)
+	if noGrace == string(src) {
+		t.Fatal("testdata/chatwire.hcl has no grace line to remove")
+	}
+	file := filepath.Join(t.TempDir(), "chatwire.hcl")
+	if err := os.WriteFile(file, []byte(noGrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := NewEditor(t, WSTransport(fakerules.Chatwire), EditorOptions{Args: []string{
+		"--profile", file, "--no-sessions", "--cancel-grace", "1s", "--log-level", "debug"}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	resp := cancelTurn(t, e, sid, "deaf")
+	if r := resp.Get("result.stopReason").Str; r != "cancelled" {
+		t.Fatalf("unacknowledged cancel: answered %s, want stopReason cancelled", resp)
+	}
+	stderrLine(t, e, "the WARN line for the unacknowledged stop", "[WARN]", "did not acknowledge the stop", "session="+string(sid), "within 1s")
 }
 
 // Two sessions on one connection, prompts running at once: the agent's

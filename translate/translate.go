@@ -126,6 +126,11 @@ type Msg struct {
 	// frame on rather than copying a large message.
 	Frame []byte
 	IDAt  int
+	// Grace, on a session/cancel notification and a CancelRequest, is the
+	// engine's cancel grace: how long it lets the cancelled prompt run
+	// before answering it cancelled itself. Zero means the engine did not
+	// say.
+	Grace time.Duration
 }
 
 // Out is one output of a translator. The engine writes outputs in the order

@@ -133,8 +133,8 @@ func newApp() *cli.App {
 				Usage: "work with the configuration file",
 				Subcommands: []*cli.Command{{
 					Name:  "validate",
-					Usage: "check the configuration file; print diagnostics to stderr",
-					Flags: append(commonFlagsUsing(launch.FlagConfig), &cli.BoolFlag{
+					Usage: "check the configuration file and the --profile file; print diagnostics to stderr",
+					Flags: append(commonFlagsUsing(launch.FlagConfig, flagProfile), &cli.BoolFlag{
 						Name:  "json",
 						Usage: "print the result as a JSON object (ok, the file, the agents, the diagnostics), for scripts",
 					}),

@@ -45,10 +45,11 @@ func unreadableConfig(path string) error {
 }
 
 // checkConfig loads path for checking (config.Check: an unset environment
-// variable is a warning) and runs every check serving would, writing the
-// diagnostics to stderr.
-func checkConfig(path string) (*config.Config, error) {
-	cfg, diags, err := checkConfigDiags(path)
+// variable is a warning) and the rule profile file profile (--profile),
+// either of which may be "", and runs every check serving would, writing
+// the diagnostics to stderr.
+func checkConfig(path, profile string) (*config.Config, error) {
+	cfg, diags, err := checkConfigDiags(path, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +64,18 @@ func checkConfig(path string) (*config.Config, error) {
 
 // checkConfigDiags is checkConfig returning the diagnostics rather than
 // writing them; err is for a file that cannot be read at all.
-func checkConfigDiags(path string) (*config.Config, hcl.Diagnostics, error) {
-	if err := unreadableConfig(path); err != nil {
-		return nil, nil, err
+func checkConfigDiags(path, profile string) (*config.Config, hcl.Diagnostics, error) {
+	cfg := &config.Config{Files: map[string]*hcl.File{}}
+	var diags hcl.Diagnostics
+	if path != "" {
+		if err := unreadableConfig(path); err != nil {
+			return nil, nil, err
+		}
+		cfg, diags = config.Check(path)
 	}
-	cfg, diags := config.Check(path)
+	if profile != "" && !diags.HasErrors() {
+		diags = append(diags, addProfile(cfg, profile)...)
+	}
 	if !diags.HasErrors() {
 		diags = append(diags, launch.AddUserDialects(cfg)...)
 	}
@@ -87,6 +95,7 @@ func checkConfigDiags(path string) (*config.Config, hcl.Diagnostics, error) {
 type validateReport struct {
 	OK          bool         `json:"ok"`
 	File        string       `json:"file"`
+	Profile     string       `json:"profile,omitempty"` // --profile FILE
 	Agents      []string     `json:"agents"`
 	Diagnostics []diagReport `json:"diagnostics"`
 }
@@ -100,20 +109,26 @@ type diagReport struct {
 	Column   int    `json:"column,omitempty"`
 }
 
+// validateAction checks the configuration file and the --profile file,
+// either alone when only it is there.
 func validateAction(c *cli.Context) error {
 	path, explicit := configPath(c)
-	if path == "" {
-		return launch.Usagef("no configuration file: give --%s FILE", launch.FlagConfig)
+	profile := lineage{c}.String(flagProfile)
+	if path == "" && profile == "" {
+		return launch.Usagef("no configuration file: give --%s FILE (or --%s FILE)", launch.FlagConfig, flagProfile)
 	}
-	if !explicit {
+	if path != "" && !explicit {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("no configuration file at %s (give --%s FILE, or create one with 'acp-bridge config init')", path, launch.FlagConfig)
+			if profile == "" {
+				return fmt.Errorf("no configuration file at %s (give --%s FILE, or create one with 'acp-bridge config init')", path, launch.FlagConfig)
+			}
+			path = ""
 		}
 	}
 	if c.Bool("json") {
-		return validateJSON(path)
+		return validateJSON(path, profile)
 	}
-	cfg, err := checkConfig(path)
+	cfg, err := checkConfig(path, profile)
 	if err != nil {
 		return err
 	}
@@ -121,18 +136,22 @@ func validateAction(c *cli.Context) error {
 	if len(cfg.Agents) == 1 {
 		noun = "agent"
 	}
-	_, err = fmt.Fprintf(os.Stdout, "ok: %d %s\n", len(cfg.Agents), noun)
+	if profile == "" {
+		_, err = fmt.Fprintf(os.Stdout, "ok: %d %s\n", len(cfg.Agents), noun)
+	} else {
+		_, err = fmt.Fprintf(os.Stdout, "ok: %d %s, profile %s\n", len(cfg.Agents), noun, profileName(profile))
+	}
 	return err
 }
 
 // validateJSON prints config validate's result as one JSON object; the
-// exit status is 1 when the file has errors, as without --json.
-func validateJSON(path string) error {
-	cfg, diags, err := checkConfigDiags(path)
+// exit status is 1 when the files have errors, as without --json.
+func validateJSON(path, profile string) error {
+	cfg, diags, err := checkConfigDiags(path, profile)
 	if err != nil {
 		return err
 	}
-	r := validateReport{OK: !diags.HasErrors(), File: path, Agents: []string{}, Diagnostics: []diagReport{}}
+	r := validateReport{OK: !diags.HasErrors(), File: path, Profile: profile, Agents: []string{}, Diagnostics: []diagReport{}}
 	for _, a := range cfg.Agents {
 		r.Agents = append(r.Agents, a.Name)
 	}
@@ -169,17 +188,22 @@ func writeJSON(v any) error {
 // whatever --header reads from the environment.
 func configShowAction(c *cli.Context) error {
 	path, explicit := configPath(c)
+	profile := lineage{c}.String(flagProfile)
+	if _, err := os.Stat(path); path != "" && !explicit && errors.Is(err, os.ErrNotExist) {
+		path = ""
+	}
 	cfg := &config.Config{}
 	var read []string
-	switch _, statErr := os.Stat(path); {
-	case path == "":
-	case !explicit && errors.Is(statErr, os.ErrNotExist):
-	default:
+	if path != "" || profile != "" {
 		var err error
-		if cfg, err = checkConfig(path); err != nil {
+		if cfg, err = checkConfig(path, profile); err != nil {
 			return err
 		}
-		read = append(read, path)
+		for _, f := range []string{path, profile} {
+			if f != "" {
+				read = append(read, f)
+			}
+		}
 	}
 	f := flagsFrom(c)
 	s, err := launch.ResolveSettings(cfg, f)

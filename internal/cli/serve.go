@@ -125,20 +125,7 @@ func loadConfig(path string, explicit bool, profile string) (*config.Config, err
 		cfg, diags = config.Load(path)
 	}
 	if profile != "" && !diags.HasErrors() {
-		ud, files, more := config.LoadProfile(profile)
-		diags = append(diags, more...)
-		maps.Copy(cfg.Files, files)
-		for _, other := range cfg.Dialects {
-			if ud != nil && other.Name == ud.Name {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dialect declared twice",
-					Detail:  fmt.Sprintf("--profile %s is dialect %q, which the configuration declares too (%s); rename the file or drop one.", profile, ud.Name, other.DeclRange),
-					Subject: ud.DeclRange.Ptr()})
-				ud = nil
-			}
-		}
-		if ud != nil {
-			cfg.Dialects = append(cfg.Dialects, ud)
-		}
+		diags = append(diags, addProfile(cfg, profile)...)
 	}
 	if !diags.HasErrors() {
 		diags = append(diags, launch.AddUserDialects(cfg)...)
@@ -150,6 +137,29 @@ func loadConfig(path string, explicit bool, profile string) (*config.Config, err
 		return nil, launch.ReportedError{Err: diags}
 	}
 	return cfg, nil
+}
+
+// addProfile adds the rule profile file path (--profile) to cfg's
+// dialects, as every command that takes --profile does; the caller compiles
+// it with the others (launch.AddUserDialects).
+func addProfile(cfg *config.Config, path string) hcl.Diagnostics {
+	ud, files, diags := config.LoadProfile(path)
+	if cfg.Files == nil {
+		cfg.Files = map[string]*hcl.File{}
+	}
+	maps.Copy(cfg.Files, files)
+	if ud == nil {
+		return diags
+	}
+	for _, other := range cfg.Dialects {
+		if other.Name == ud.Name {
+			return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dialect declared twice",
+				Detail:  fmt.Sprintf("--profile %s is dialect %q, which the configuration declares too (%s); rename the file or drop one.", path, ud.Name, other.DeclRange),
+				Subject: ud.DeclRange.Ptr()})
+		}
+	}
+	cfg.Dialects = append(cfg.Dialects, ud)
+	return diags
 }
 
 // resolvedAgent is what serving and doctor both derive from the command

@@ -77,11 +77,20 @@ editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":
 		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
 event> tick 1h`,
 	},
+	// Not shipped: turnKeepKey (rules_test.go), for a turn key compared
+	// with a kept turn value.
+	"turn-keep-key": {
+		setup: `editor> {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}
+editor> {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}
+editor> {"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"session-1","prompt":[{"type":"text","text":"hi"}]}}`,
+		finish: `editor> {"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"session-1"}}
+event> tick 1h`,
+	},
 }
 
 // fuzzProfile is the profile of fuzz case name.
 func fuzzProfile(t testing.TB, name string) *Profile {
-	src := map[string]string{"turn-scope": turnScope, "turn-keep": turnKeep}[name]
+	src := map[string]string{"turn-scope": turnScope, "turn-keep": turnKeep, "turn-keep-key": turnKeepKey}[name]
 	if src == "" {
 		return shipped(t, name)
 	}

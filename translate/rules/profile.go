@@ -76,13 +76,18 @@ type heartbeatRule struct {
 type cancelRule struct {
 	send []node
 	// ack, when set, is how the agent acknowledges a stop; grace is how
-	// long it has to before the bridge reports the stop unacknowledged.
+	// long it has to before the bridge reports the stop unacknowledged,
+	// zero for the engine's cancel grace (translate.Msg.Grace).
 	ack   *match
 	grace time.Duration
 }
 
+// turnKey is turn { key }: the path where the agent's frames name their
+// turn, and what a turn's own value is: the value at sent in the frame its
+// prompt was sent as, or, when kept is set, the value an event keeps for
+// the turn under that name (an id the agent assigns).
 type turnKey struct {
-	frame, sent string
+	frame, sent, kept string
 }
 
 type errorRule struct {
@@ -421,11 +426,11 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 			p.giveUp, diags = duration(raw.Turn.GiveUp, diags)
 		}
 		if raw.Turn.Key != nil {
-			p.turnKey, diags = compileTurnKey(raw.Turn.Key, diags)
+			p.turnKey, diags = c.turnKey(raw.Turn.Key, diags)
 		}
 	}
 	if raw.Cancel != nil {
-		p.cancel = &cancelRule{grace: defaultCancelGrace}
+		p.cancel = &cancelRule{}
 		if raw.Cancel.Send != nil {
 			var d hcl.Diagnostics
 			p.cancel.send, d = c.frames(raw.Cancel.Send, scopeCancel)
@@ -731,17 +736,19 @@ func constString(a *hcl.Attribute, diags hcl.Diagnostics) (string, hcl.Diagnosti
 	return v.AsString(), diags
 }
 
-// defaultCancelGrace is how long the agent has to acknowledge a stop: the
-// engine's own cancel grace (bridge.Bridge.CancelGrace) by default.
+// defaultCancelGrace is how long the agent has to acknowledge a stop when
+// neither the cancel block nor the engine (translate.Msg.Grace) says: the
+// engine's own default.
 const defaultCancelGrace = 5 * time.Second
 
-// compileTurnKey compiles turn { key = "path" } (the same path in the
-// agent's frames and in the prompt's frame) or key = { frame = "path",
-// sent = "path" }.
-func compileTurnKey(a *hcl.Attribute, diags hcl.Diagnostics) (*turnKey, hcl.Diagnostics) {
+// turnKey compiles turn { key = "path" } (the same path in the agent's
+// frames and in the prompt's frame), key = { frame = "path", sent = "path" },
+// or key = { frame = "path", turn = "NAME" }, where NAME is a value an
+// event keeps for the turn (turn.NAME).
+func (c *compiler) turnKey(a *hcl.Attribute, diags hcl.Diagnostics) (*turnKey, hcl.Diagnostics) {
 	bad := func() (*turnKey, hcl.Diagnostics) {
 		return nil, append(diags, diag(a.Expr.Range(), "Invalid key",
-			"key is the gjson path where the agent's frames name their turn, compared with the same path of the frame the prompt was sent as: key = \"chat_id\"; or, when the two differ, key = { frame = \"data.chat\", sent = \"chat_id\" }."))
+			"key is the gjson path where the agent's frames name their turn, compared with the same path of the frame the prompt was sent as: key = \"chat_id\"; or, when the two differ, key = { frame = \"data.chat\", sent = \"chat_id\" }; or, for an id the agent assigns and an event keeps, key = { frame = \"run\", turn = \"run\" }."))
 	}
 	v, d := a.Expr.Value(nil)
 	if d.HasErrors() || v.IsNull() {
@@ -752,14 +759,23 @@ func compileTurnKey(a *hcl.Attribute, diags hcl.Diagnostics) (*turnKey, hcl.Diag
 	case v.Type() == cty.String:
 		k.frame, k.sent = v.AsString(), v.AsString()
 	case v.Type().IsObjectType():
-		if len(v.Type().AttributeTypes()) != 2 || !v.Type().HasAttribute("frame") || !v.Type().HasAttribute("sent") {
+		ty := v.Type()
+		if len(ty.AttributeTypes()) != 2 || !ty.HasAttribute("frame") || ty.HasAttribute("sent") == ty.HasAttribute("turn") {
 			return bad()
 		}
-		f, s := v.GetAttr("frame"), v.GetAttr("sent")
-		if f.IsNull() || s.IsNull() || f.Type() != cty.String || s.Type() != cty.String {
+		f := v.GetAttr("frame")
+		if f.IsNull() || f.Type() != cty.String {
 			return bad()
 		}
-		k.frame, k.sent = f.AsString(), s.AsString()
+		k.frame = f.AsString()
+		if ty.HasAttribute("turn") {
+			return c.keptTurnKey(a.Expr, k, v.GetAttr("turn"), diags)
+		}
+		s := v.GetAttr("sent")
+		if s.IsNull() || s.Type() != cty.String {
+			return bad()
+		}
+		k.sent = s.AsString()
 	default:
 		return bad()
 	}
@@ -768,6 +784,29 @@ func compileTurnKey(a *hcl.Attribute, diags hcl.Diagnostics) (*turnKey, hcl.Diag
 			diags = append(diags, diag(a.Expr.Range(), "Invalid gjson path", "%q: %v.", p, err))
 		}
 	}
+	return k, diags
+}
+
+// keptTurnKey completes k with key = { …, turn = name }: name must be a
+// value an event keeps, which Parse checks once every event is compiled.
+func (c *compiler) keptTurnKey(expr hcl.Expression, k *turnKey, name cty.Value, diags hcl.Diagnostics) (*turnKey, hcl.Diagnostics) {
+	rng := expr.Range()
+	if obj, ok := expr.(*hclsyntax.ObjectConsExpr); ok {
+		for _, item := range obj.Items {
+			if key, d := constKey(item.KeyExpr); !d.HasErrors() && key == "turn" {
+				rng = item.ValueExpr.Range()
+			}
+		}
+	}
+	if err := checkPath(k.frame); err != nil {
+		diags = append(diags, diag(expr.Range(), "Invalid gjson path", "%q: %v.", k.frame, err))
+	}
+	if name.IsNull() || name.Type() != cty.String || name.AsString() == "" || name.AsString() == "sent" || strings.Contains(name.AsString(), ".") {
+		return nil, append(diags, diag(rng, "Invalid key",
+			"turn names a value an event keeps for the turn, as keep names it: keep = { run = \"data.run_id\" } is turn = \"run\". For a path of the prompt's frame write sent = \"path\" instead."))
+	}
+	k.kept = name.AsString()
+	c.turnKeptUses = append(c.turnKeptUses, keptUse{name: k.kept, rng: rng})
 	return k, diags
 }
 

@@ -200,6 +200,23 @@ func TestGoldenTurnScope(t *testing.T) {
 	translatetest.Run(t, p.Dialect(), "testdata/turn-scope/*.txtar")
 }
 
+// TestGoldenCancelGrace runs turnScope without its cancel grace, which is
+// then the engine's (the transcripts' cancel-grace), and with it, which
+// wins.
+func TestGoldenCancelGrace(t *testing.T) {
+	src := strings.Replace(turnScope, "  grace = \"3s\"\n", "", 1)
+	if src == turnScope {
+		t.Fatal("turnScope has no grace line to remove")
+	}
+	for name, src := range map[string]string{"engine": src, "request": src, "explicit": turnScope} {
+		p, diags := Parse("chatwire.hcl", []byte(src))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		translatetest.Run(t, p.Dialect(), "testdata/cancel-grace/"+name+".txtar")
+	}
+}
+
 // turnKeep is a profile for an agent that assigns the turn's id itself, in
 // its first event: the event keeps it in turn scope (turn.run).
 const turnKeep = `
@@ -230,6 +247,18 @@ func TestGoldenTurnKeep(t *testing.T) {
 		t.Fatal(diags)
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/turn-keep/*.txtar")
+}
+
+// turnKeepKey is turnKeep with a turn key whose turn side is the run id
+// the agent assigns (turn.run), not the prompt's frame.
+const turnKeepKey = "turn {\n  key = { frame = \"run\", turn = \"run\" }\n}\n" + turnKeep
+
+func TestGoldenTurnKeepKey(t *testing.T) {
+	p, diags := Parse("run-id.hcl", []byte(turnKeepKey))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/turn-keep-key/*.txtar")
 }
 
 // turnNumber sends a number id and matches the agent's echo of it.

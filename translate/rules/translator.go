@@ -55,6 +55,10 @@ type translator struct {
 	p       *Profile
 	envVars map[string]string
 	now     time.Time
+	// grace is the engine's cancel grace, as its last cancel said
+	// (translate.Msg.Grace): how long the agent has to acknowledge a stop
+	// when the cancel block does not say.
+	grace time.Duration
 
 	conn      connState
 	rejectErr json.RawMessage
@@ -69,6 +73,12 @@ type translator struct {
 	nextCall translate.Ref
 	perms    map[translate.Ref]*pendingPermission
 	stale    map[translate.Ref]bool
+
+	// ended are the keys of the last turns that ended, when the turn key
+	// is a value the agent assigns (turn { key = { turn = NAME } }): a
+	// frame naming one is a late frame of that turn, not the first frame
+	// of a turn whose id is not kept yet.
+	ended []string
 
 	nextBeat time.Time
 	armed    time.Time
@@ -133,8 +143,10 @@ type turn struct {
 	key   string
 	keyed bool
 	// ackBy is when a forwarded stop must have been acknowledged (the
-	// cancel block's ack and grace); zero when none is awaited.
-	ackBy time.Time
+	// cancel block's ack and grace); zero when none is awaited. ackGrace
+	// is the grace it was given.
+	ackBy    time.Time
+	ackGrace time.Duration
 	// kept are the values events kept for the turn (turn.NAME).
 	kept map[string][]byte
 }
@@ -155,7 +167,7 @@ type pendingPermission struct {
 }
 
 func newTranslator(p *Profile, envVars map[string]string) *translator {
-	t := &translator{p: p, envVars: envVars, byID: map[string]*exchange{},
+	t := &translator{p: p, envVars: envVars, grace: defaultCancelGrace, byID: map[string]*exchange{},
 		perms: map[translate.Ref]*pendingPermission{}, stale: map[translate.Ref]bool{}}
 	if p.connect != nil {
 		t.conn = connWaitUp
@@ -171,6 +183,9 @@ var _ translate.AgentClock = (*translator)(nil)
 func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	if !m.At.IsZero() {
 		t.now = m.At
+	}
+	if m.Grace > 0 {
+		t.grace = m.Grace
 	}
 	var outs []translate.Out
 	var err error
@@ -197,7 +212,9 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	case translate.LinkUp:
 		outs = t.linkUp()
 	case translate.LinkDown:
+		grace := t.grace
 		*t = *newTranslator(t.p, t.envVars)
+		t.grace = grace
 		return nil, nil
 	case translate.Tick:
 		t.armed = time.Time{}
@@ -437,7 +454,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		ex.turn = tr
 		tr.ex = ex
 	})...)
-	if k := t.p.turnKey; k != nil && tr.ex != nil {
+	if k := t.p.turnKey; k != nil && k.kept == "" && tr.ex != nil {
 		if v := get(tr.ex.sent, k.sent); v.Exists() {
 			tr.key, tr.keyed = v.String(), true
 		} else {
@@ -488,7 +505,11 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 		t.nextID++
 		e.id = t.nextID
 		if t.p.cancel.ack != nil {
-			tr.ackBy = t.now.Add(t.p.cancel.grace)
+			grace := t.p.cancel.grace
+			if grace == 0 {
+				grace = t.grace
+			}
+			tr.ackBy, tr.ackGrace = t.now.Add(grace), grace
 		}
 		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
 	}
@@ -824,12 +845,18 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if k := t.p.turnKey; k != nil {
 		if v := envGet(envOf(env, envErr), frame, k.frame); v.Exists() {
 			s, ktr := t.turnByKey(v.String())
-			if ktr == nil {
+			switch {
+			case ktr != nil:
+				sess, tr, keyed = s, ktr, true
+			case k.kept != "" && sess.live() != nil && !sess.live().keyed && !slices.Contains(t.ended, v.String()):
+				// The agent's first frame of the running turn, naming the
+				// id it assigned, which the turn's rules keep.
+				tr = sess.live()
+			default:
 				// No session either: the turn that would say which is gone.
 				return []translate.Out{{Kind: translate.Note, Method: noteDropped,
 					Body: fmt.Appendf(nil, "frame of turn %s=%s, which is not running: %.120s", k.frame, v.String(), frame)}}, nil
 			}
-			sess, tr, keyed = s, ktr, true
 		}
 	}
 	st := &t.st
@@ -1146,6 +1173,9 @@ func (t *translator) keep(r *rule, frame []byte, sess *session, tr *turn, prompt
 				tr.kept = map[string][]byte{}
 			}
 			tr.kept[k.name] = raw
+			if key := t.p.turnKey; key != nil && key.kept == k.name {
+				tr.key, tr.keyed = v.String(), true
+			}
 		}
 	}
 }
@@ -1265,7 +1295,7 @@ func (t *translator) cancelAcked(tr *turn) []translate.Out {
 func (t *translator) cancelUnacked(tr *turn) []translate.Out {
 	tr.ackBy = time.Time{}
 	body := fmt.Sprintf("profile %s: the agent did not acknowledge the stop within %s (no frame matched the cancel block's ack %s); it may still be running the turn, whose later frames are dropped",
-		t.p.Name, t.p.cancel.grace, t.p.cancel.ack)
+		t.p.Name, tr.ackGrace, t.p.cancel.ack)
 	outs := []translate.Out{{Kind: translate.Note, Method: noteCancelUnacked, Session: tr.sess.id, Body: []byte(body)}}
 	outs = append(outs, t.withdrawPermission(tr)...)
 	tr.refused = true
@@ -1281,6 +1311,12 @@ func (t *translator) cancelUnacked(tr *turn) []translate.Out {
 func (t *translator) popTurn(tr *turn) {
 	if tr.cancelled || tr.dropped {
 		tr.sess.draining = true
+	}
+	if tr.keyed && t.p.turnKey.kept != "" {
+		if len(t.ended) == maxEnded {
+			t.ended = slices.Delete(t.ended, 0, 1)
+		}
+		t.ended = append(t.ended, tr.key)
 	}
 	tr.sess.turns = slices.DeleteFunc(tr.sess.turns, func(x *turn) bool { return x == tr })
 	if tr.ex != nil {
@@ -1522,8 +1558,12 @@ func (s *session) removeTool(tl *tool) {
 	s.tools = slices.DeleteFunc(s.tools, func(x *tool) bool { return x == tl })
 }
 
-// live is the session's turn whose prompt is still unanswered.
+// live is the session's turn whose prompt is still unanswered (nil for a
+// nil session).
 func (s *session) live() *turn {
+	if s == nil {
+		return nil
+	}
 	if n := len(s.turns); n > 0 && !s.turns[n-1].dropped {
 		return s.turns[n-1]
 	}
@@ -1577,6 +1617,9 @@ func (t *translator) currentTurn(sess *session) *turn {
 	}
 	return sess.turns[0]
 }
+
+// maxEnded is how many ended turns' keys a translator remembers.
+const maxEnded = 64
 
 // turnByKey finds the turn whose key (turn { key }) is v, and its session.
 func (t *translator) turnByKey(v string) (*session, *turn) {

@@ -63,6 +63,10 @@ type request struct {
 type Driver struct {
 	tr         translate.Translator
 	perSession bool
+	// CancelGrace is the engine's cancel grace the driver gives session/cancel
+	// and CancelRequest inputs (translate.Msg.Grace), as the engine does;
+	// NewDriver sets the engine's default, 5 s.
+	CancelGrace time.Duration
 
 	now      time.Time // Msg.At of the next input
 	nextRef  translate.Ref
@@ -103,12 +107,13 @@ func NewDriver(d translate.Dialect, options []byte, filename string) (*Driver, e
 		return nil, fmt.Errorf("dialect %q: constructor returned a nil Translator", d.Name)
 	}
 	return &Driver{
-		tr:         tr,
-		now:        Epoch,
-		perSession: d.PerSession,
-		requests:   make(map[translate.Ref]*request),
-		byRawID:    make(map[string]translate.Ref),
-		calls:      make(map[translate.Ref]string),
+		tr:          tr,
+		now:         Epoch,
+		perSession:  d.PerSession,
+		CancelGrace: 5 * time.Second,
+		requests:    make(map[translate.Ref]*request),
+		byRawID:     make(map[string]translate.Ref),
+		calls:       make(map[translate.Ref]string),
 	}, nil
 }
 
@@ -173,9 +178,12 @@ func (dr *Driver) Editor(message []byte) ([]Output, error) {
 		if !ok || dr.requests[ref].answered || dr.requests[ref].abandoned {
 			return nil, nil
 		}
-		m = translate.Msg{Kind: translate.CancelRequest, Ref: ref}
+		m = translate.Msg{Kind: translate.CancelRequest, Ref: ref, Grace: dr.CancelGrace}
 	case env.IsNotification():
 		m = translate.Msg{Kind: translate.Notification, Method: env.Method, Body: clone(env.Params)}
+		if env.Method == "session/cancel" {
+			m.Grace = dr.CancelGrace
+		}
 	default:
 		n, err := strconv.ParseUint(string(env.ID), 10, 64)
 		if err != nil {
@@ -261,7 +269,7 @@ func (dr *Driver) Event(event string) ([]Output, error) {
 		if r.answered || r.abandoned {
 			return nil, fmt.Errorf("event %q: request %s is no longer pending (the engine would drop the cancel)", event, id)
 		}
-		m = translate.Msg{Kind: translate.CancelRequest, Ref: ref}
+		m = translate.Msg{Kind: translate.CancelRequest, Ref: ref, Grace: dr.CancelGrace}
 	default:
 		return nil, fmt.Errorf("unknown event %q (want abandon or cancel-request)", name)
 	}

@@ -15,7 +15,13 @@
 //	pending: <editor id> [<editor id>…]
 //
 // names editor requests (by their raw JSON ids, e.g. 3 or "abc") that are
-// meant to be still unanswered when the transcript ends.
+// meant to be still unanswered when the transcript ends. Another,
+//
+//	cancel-grace: <duration>
+//
+// is the engine's cancel grace the runner gives session/cancel and
+// CancelRequest inputs (translate.Msg.Grace); 5s, the engine's default,
+// without it.
 //
 // Sections:
 //
@@ -88,6 +94,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/tools/txtar"
 
@@ -208,9 +215,18 @@ func check(d translate.Dialect, name string, data []byte) result {
 		return res
 	}
 	var pending []string
+	var grace time.Duration
 	for _, l := range strings.Split(string(ar.Comment), "\n") {
 		if rest, ok := strings.CutPrefix(l, "pending:"); ok {
 			pending = append(pending, strings.Fields(strings.ReplaceAll(rest, ",", " "))...)
+		}
+		if rest, ok := strings.CutPrefix(l, "cancel-grace:"); ok {
+			d, err := time.ParseDuration(strings.TrimSpace(rest))
+			if err != nil || d <= 0 {
+				res.problems = append(res.problems, fmt.Sprintf("%s: cancel-grace: %q is not a positive duration", name, strings.TrimSpace(rest)))
+				return res
+			}
+			grace = d
 		}
 	}
 
@@ -222,6 +238,9 @@ func check(d translate.Dialect, name string, data []byte) result {
 	if err != nil {
 		res.problems = append(res.problems, fmt.Sprintf("%s: %v", name, err))
 		return res
+	}
+	if grace > 0 {
+		dr.CancelGrace = grace
 	}
 
 	var lines []tline

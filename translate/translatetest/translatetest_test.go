@@ -214,6 +214,7 @@ func TestCheck_Invariants(t *testing.T) {
 			`editor> {"jsonrpc":"2.0","id":7,"method":"echo","params":{}}`,
 		}, "listed as pending but was answered"},
 		{"pending id unknown", "pending: 9", nil, "no editor request has id 9"},
+		{"cancel-grace not a duration", "cancel-grace: soon", nil, `cancel-grace: "soon" is not a positive duration`},
 		{"answer for a Ref never given", "", []string{
 			`agent> {"answer":4,"result":{}}`,
 		}, "answers Ref 4, which the editor never sent"},
