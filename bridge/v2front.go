@@ -53,6 +53,9 @@ func (e *engine) editorLine(frame []byte) {
 // should handle frame.
 func (e *engine) chooseFront(frame []byte) bool {
 	forced := e.b.EditorProtocol
+	if forced == 0 && !json.Valid(frame) {
+		return true // not JSON (or not UTF-8): the engine's parse error, under id null
+	}
 	r := gjson.ParseBytes(frame)
 	if forced == 0 && (r.Get("method").Str != "initialize" || !r.Get("id").Exists()) {
 		return true
