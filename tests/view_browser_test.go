@@ -286,6 +286,24 @@ func TestTraceView_Browser50k(t *testing.T) {
 	if shown != want.String() {
 		t.Errorf("#json shows\n%s\nwant\n%s", shown, want.String())
 	}
+	// The page indents a message as json.Indent does, and cuts a long one.
+	for _, msg := range []string{`{"a":[1,2,{"b":"c\"]}\\"}],"e":{},"f":[ ], "g" : { "h" : null } }`, `"s"`, `[[[]]]`, `{"t":"é 😀 \u2028"}`} {
+		var got string
+		wd.call(t, "POST", "/execute/sync", map[string]any{"script": `return indent(arguments[0])`, "args": []any{msg}}, &got)
+		var want bytes.Buffer
+		if err := json.Indent(&want, []byte(msg), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got != want.String() {
+			t.Errorf("the page indents %s as\n%s\nwant\n%s", msg, got, want.String())
+		}
+	}
+	var cut bool
+	eval(`const s = indent('{"a":"' + "x".repeat(2 << 20) + '"}'); return s.length < (1 << 20) + 100 && s.endsWith("characters")`, &cut)
+	if !cut {
+		t.Error("the page does not cut a message past 1 MiB")
+	}
+
 	build := ""
 	if raceEnabled {
 		build = " (by a -race build)"
