@@ -191,6 +191,130 @@ func TestTraceView_Browser(t *testing.T) {
 	}
 }
 
+// A trace of 50,000 messages is one page a browser loads in seconds: it
+// holds only the rows in view (and a margin), scrolling draws the rest,
+// and clicking the last response brings its request, 50,000 rows up,
+// into view. The test reports the times; it asserts only generous bounds.
+func TestTraceView_Browser50k(t *testing.T) {
+	t.Parallel()
+	driver, err := exec.LookPath("chromedriver")
+	if err != nil {
+		t.Skip("install chromium and chromium-driver (apt-get install chromium chromium-driver) to run this test")
+	}
+	const n = 50000
+	path := filepath.Join(t.TempDir(), "big.trace")
+	var b bytes.Buffer
+	b.WriteString(`{"t_ns":0,"hop":"editor","dir":"in","kind":"request","method":"session/prompt","id":1,"session":"s","msg":{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}}` + "\n")
+	for i := 1; i < n-1; i++ {
+		fmt.Fprintf(&b, `{"t_ns":%d,"hop":"editor","dir":"out","kind":"notification","method":"session/update","session":"s","msg":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d of the model's answer"}}}}}`+"\n", i*1000, i)
+	}
+	answer := `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
+	fmt.Fprintf(&b, `{"t_ns":%d,"hop":"editor","dir":"out","kind":"response","id":1,"msg":%s}`+"\n", n*1000, answer)
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	page, html := traceView(t, path)
+	write := time.Since(start)
+	if len(html) > 15<<20 {
+		t.Errorf("the page of %d updates is %d bytes", n, len(html))
+	}
+
+	wd := startWebDriver(t, driver)
+	eval := func(script string, value any) {
+		t.Helper()
+		wd.call(t, "POST", "/execute/sync", map[string]any{"script": script, "args": []any{}}, value)
+	}
+	// waitFor polls script until it returns true.
+	waitFor := func(what, script string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var ok bool
+			eval(script, &ok)
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	start = time.Now()
+	wd.call(t, "POST", "/url", map[string]any{"url": "file://" + page}, nil)
+	waitFor("the first rows", `return document.getElementById("r0") !== null`)
+	load := time.Since(start)
+
+	var rows int
+	eval(`return document.querySelectorAll(".row").length`, &rows)
+	if rows == 0 || rows > 300 {
+		t.Errorf("the document holds %d rows of %d, want at most a few hundred", rows, n)
+	}
+
+	// Scroll to the end, click the answer: its request comes into view.
+	start = time.Now()
+	eval(`window.scrollTo(0, document.documentElement.scrollHeight); return true`, nil)
+	last := fmt.Sprintf("r%d", n-1)
+	waitFor("the last row", `return document.getElementById("`+last+`") !== null`)
+	eval(`return document.querySelectorAll(".row").length`, &rows)
+	if rows > 300 {
+		t.Errorf("at the end the document holds %d rows", rows)
+	}
+	el := wd.find(t, "#"+last)
+	if len(el) != 1 {
+		t.Fatalf("no arrow #%s", last)
+	}
+	var label string
+	eval(`return document.querySelector("#`+last+` .label").textContent`, &label)
+	if !strings.HasPrefix(label, "result #1 · ") {
+		t.Errorf("the answer is labelled %q, want its latency", label)
+	}
+	wd.call(t, "POST", "/element/"+el[0]+"/click", map[string]any{}, nil)
+	waitFor("the request in view", `const el = document.getElementById("r0");
+		if (!el) return false;
+		const r = el.getBoundingClientRect(), bar = document.querySelector("header").getBoundingClientRect().bottom;
+		return r.top >= bar && r.bottom <= window.innerHeight && el.classList.contains("paired");`)
+	jump := time.Since(start)
+
+	var shown string
+	eval(`return document.getElementById("json").textContent`, &shown)
+	var want bytes.Buffer
+	if err := json.Indent(&want, []byte(answer), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if shown != want.String() {
+		t.Errorf("#json shows\n%s\nwant\n%s", shown, want.String())
+	}
+	// The page indents a message as json.Indent does, and cuts a long one.
+	for _, msg := range []string{`{"a":[1,2,{"b":"c\"]}\\"}],"e":{},"f":[ ], "g" : { "h" : null } }`, `"s"`, `[[[]]]`, `{"t":"é 😀 \u2028"}`} {
+		var got string
+		wd.call(t, "POST", "/execute/sync", map[string]any{"script": `return indent(arguments[0])`, "args": []any{msg}}, &got)
+		var want bytes.Buffer
+		if err := json.Indent(&want, []byte(msg), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got != want.String() {
+			t.Errorf("the page indents %s as\n%s\nwant\n%s", msg, got, want.String())
+		}
+	}
+	var cut bool
+	eval(`const s = indent('{"a":"' + "x".repeat(2 << 20) + '"}'); return s.length < (1 << 20) + 100 && s.endsWith("characters")`, &cut)
+	if !cut {
+		t.Error("the page does not cut a message past 1 MiB")
+	}
+
+	build := ""
+	if raceEnabled {
+		build = " (by a -race build)"
+	}
+	t.Logf("%d records: a %.1f MB page written in %v%s; first rows drawn %v after navigating; scroll to the end, click, request in view: %v",
+		n, float64(len(html))/(1<<20), write.Round(time.Millisecond), build, load.Round(time.Millisecond), jump.Round(time.Millisecond))
+	if load > 30*time.Second {
+		t.Errorf("the page took %v to load", load)
+	}
+}
+
 // webDriver is a W3C WebDriver session on a chromedriver.
 type webDriver struct {
 	base string // http://127.0.0.1:PORT/session/ID

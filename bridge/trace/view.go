@@ -32,54 +32,38 @@ const (
 	ViewMaxBytes = 1 << 20
 )
 
-// viewRow is one record as the view draws it.
-type viewRow struct {
-	I       int
-	Note    bool
-	Kind    string
-	Hop     string
-	Dir     string
-	Link    int
-	Session string
-	Method  string
-	Label   string
-	// Side is "editor" or "agent": which half of the diagram the arrow
-	// spans; Right says it points toward the agent.
-	Side  string
-	Right bool
-	// Pair is, for a response, the index of its request; -1 otherwise
-	// (the page's script pairs the request with its response).
-	Pair   int
-	Ms     string
-	Pretty string
-}
+// The page's records are one JSON array of tuples, a tuple per record:
+//
+//	[ms, kind, hop, dir, link, session, method, label, pair, indent, body]
+//
+// kind, hop, dir, session, method and label index the page's table of
+// strings (most repeat from record to record); pair is, for a response,
+// the index of its request and -1 otherwise; body is the text of the JSON
+// panel, which the page indents first when indent is 1 (a valid message
+// within ViewMaxDepth: the page indents it as json.Indent would) and shows
+// as it is when 0 (raw text, a note, or a message Go has indented and
+// cut at the caps).
 
 type viewHead struct {
 	Title string
-	// Page counts a paged view's pages from 1 (0: not paged); Prev is the
-	// previous page's file name.
-	Page int
-	Prev string
 }
 
 type viewTail struct {
 	Sessions []string
 	Methods  []string
 	Stats    string
-	Next     string // the next page's file name
+	MaxBytes int
 }
-
-// ViewPageSize is how many records a page of WriteViewFile holds: one
-// page of 50,000 messages was 67 MB and took a browser a minute to load;
-// 5,000 took 3.4 s, so a page holds fewer than that.
-const ViewPageSize = 2000
 
 // A View writes a trace as one self-contained HTML page (inline CSS and
 // script, no network): a sequence diagram with editor, bridge and agent
 // lanes, one arrow per message, notes on the bridge lane, a JSON panel for
-// the clicked arrow, and filters by session and method. It writes each
-// record as it is added, so that it holds one message at a time; what it
-// keeps is the index of unanswered requests and the filters' values.
+// the clicked arrow, and filters by session and method. The records go
+// into the page as data and the page draws only the rows in view, so that
+// a trace of 50,000 messages is one page that loads in seconds. The View
+// writes each record as it is added, holding one message at a time; what
+// it keeps is the index of unanswered requests, the table of strings and
+// the filters' values.
 type View struct {
 	w        *bufio.Writer
 	n        int
@@ -89,9 +73,10 @@ type View struct {
 	sessions []string
 	methods  []string
 	seen     map[string]bool // "s"+session, "m"+method: in the lists
+	strs     map[string]int
+	strList  []string
 	pretty   bytes.Buffer
-	title    string
-	page     int
+	line     []byte // the tuple being written
 	// protocols are the ACP versions the initialize answers negotiated,
 	// one text per hop and link (view_protocol.go).
 	protocols []string
@@ -112,45 +97,26 @@ type openReq struct {
 
 // NewView writes the page's head to w and returns the View to add records to.
 func NewView(w io.Writer, title string) (*View, error) {
-	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}, title: title}
-	return v, viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title})
+	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}, strs: map[string]int{}}
+	if err := viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title}); err != nil {
+		return nil, err
+	}
+	_, err := v.w.WriteString(`<script type="application/json" id="records">[`)
+	return v, err
 }
 
-// NextPage ends the page being written with a link to the next one, named
-// next, and starts that page on w with a link back to prev. Record
-// numbers and the pairing of requests with their responses go on across
-// pages; the filters and counts are the page's own.
-func (v *View) NextPage(next string, w io.Writer, prev string) error {
-	if err := v.closePage(next); err != nil {
-		return err
-	}
-	if v.page == 0 {
-		v.page = 1
-	}
-	v.page++
-	v.w = bufio.NewWriter(w)
-	v.arrows, v.notes, v.sessions, v.methods, v.seen = 0, 0, nil, nil, map[string]bool{}
-	return viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: v.title, Page: v.page, Prev: prev})
-}
-
-// Add writes r's row.
+// Add writes r's tuple.
 func (v *View) Add(r Record) error {
 	i := v.n
 	v.n++
-	row := viewRow{I: i, Kind: r.Kind, Hop: r.Hop, Dir: r.Dir, Link: r.Link, Session: r.Session,
-		Method: r.Method, Pair: -1, Ms: strconv.FormatFloat(float64(r.TNs)/1e6, 'f', 3, 64)}
-	row.Pretty = v.prettyOf(r)
+	session, method, pair := r.Session, r.Method, -1
+	var lbl string
 	if r.Kind == KindNote {
-		row.Note = true
-		row.Label = r.Note
+		lbl = r.Note
 		v.notes++
 	} else {
 		v.arrows++
-		row.Side = r.Hop
-		// Toward the agent: the editor's messages in, the bridge's
-		// messages out to the agent.
-		row.Right = (r.Hop == "editor") == (r.Dir == "in")
-		row.Label = label(r)
+		lbl = label(r)
 		switch r.Kind {
 		case KindRequest:
 			v.open[openKey{r.Hop, r.Link, r.Dir, string(r.ID)}] = openReq{i, r.Method, r.Session, r.TNs}
@@ -162,47 +128,143 @@ func (v *View) Add(r Record) error {
 			k := openKey{r.Hop, r.Link, other, string(r.ID)}
 			if req, ok := v.open[k]; ok && len(r.ID) > 0 {
 				delete(v.open, k)
-				row.Pair = req.i
-				row.Method = req.method
-				// The request→response latency, on the response's arrow.
-				row.Label += " · " + latency(r.TNs-req.tns)
-				if row.Session == "" {
-					row.Session = req.session
-				}
+				pair = req.i
+				method = req.method
 				if req.method == "initialize" && r.Kind == KindResponse {
-					row.Label += v.noteProtocol(r)
+					lbl += v.noteProtocol(r)
+				}
+				// The request→response latency, on the response's arrow.
+				lbl += " · " + latency(r.TNs-req.tns)
+				if session == "" {
+					session = req.session
 				}
 			}
 		}
 	}
-	if row.Session != "" && !v.seen["s"+row.Session] {
-		v.seen["s"+row.Session] = true
-		v.sessions = append(v.sessions, row.Session)
+	if session != "" && !v.seen["s"+session] {
+		v.seen["s"+session] = true
+		v.sessions = append(v.sessions, session)
 	}
 	if r.Method != "" && !v.seen["m"+r.Method] {
 		v.seen["m"+r.Method] = true
 		v.methods = append(v.methods, r.Method)
 	}
-	return viewTmpl.ExecuteTemplate(v.w, "row", row)
+
+	b := v.line[:0]
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, '\n', '[')
+	b = strconv.AppendFloat(b, float64(r.TNs)/1e6, 'f', 3, 64)
+	for _, s := range []string{r.Kind, r.Hop, r.Dir} {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(v.intern(s)), 10)
+	}
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(r.Link), 10)
+	for _, s := range []string{session, method, lbl} {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(v.intern(s)), 10)
+	}
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pair), 10)
+	body, pageIndents := v.bodyOf(r)
+	if pageIndents {
+		b = append(b, ",1,"...)
+	} else {
+		b = append(b, ",0,"...)
+	}
+	b = appendScriptString(b, body)
+	b = append(b, ']')
+	v.line = b[:0]
+	_, err := v.w.Write(b)
+	return err
+}
+
+// intern returns s's index in the page's table of strings.
+func (v *View) intern(s string) int {
+	k, ok := v.strs[s]
+	if !ok {
+		k = len(v.strList)
+		v.strs[s] = k
+		v.strList = append(v.strList, s)
+	}
+	return k
 }
 
 // Close writes the page's end and flushes it.
-func (v *View) Close() error { return v.closePage("") }
-
-func (v *View) closePage(next string) error {
+func (v *View) Close() error {
+	b := append(v.line[:0], "]</script>\n<script type=\"application/json\" id=\"strings\">["...)
+	for k, s := range v.strList {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = appendScriptString(b, s)
+	}
+	b = append(b, "]</script>\n"...)
+	if _, err := v.w.Write(b); err != nil {
+		return err
+	}
 	slices.Sort(v.methods)
 	stats := fmt.Sprintf("%d messages, %d notes", v.arrows, v.notes)
 	if len(v.protocols) > 0 {
 		stats += "; " + strings.Join(v.protocols, "; ")
 	}
-	if v.page > 0 || next != "" {
-		stats = fmt.Sprintf("page %d: %s (records #%d to #%d)", max(v.page, 1), stats, v.n-v.arrows-v.notes, v.n-1)
-	}
-	tail := viewTail{Sessions: v.sessions, Methods: v.methods, Stats: stats, Next: next}
+	tail := viewTail{Sessions: v.sessions, Methods: v.methods, MaxBytes: ViewMaxBytes, Stats: stats}
 	if err := viewTmpl.ExecuteTemplate(v.w, "tail", tail); err != nil {
 		return err
 	}
 	return v.w.Flush()
+}
+
+// appendScriptString appends s to b as a JSON string that can sit in a
+// <script type="application/json"> block whatever s holds: besides the
+// quote, the backslash and control characters, it escapes <, > and & (no
+// "</script" nor "<!--" can end or change the block) and U+2028/U+2029,
+// and writes invalid UTF-8 as U+FFFD.
+func appendScriptString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // WriteHTML writes recs as one page: see View.
@@ -264,25 +326,30 @@ func label(r Record) string {
 	return r.Kind
 }
 
-// prettyOf is what the JSON panel shows for r: the message indented as
-// json.Indent would (its numbers and strings byte-exact) within the caps,
-// the raw text, or the note record.
-func (v *View) prettyOf(r Record) string {
+// bodyOf is what the JSON panel shows for r, and whether the page is to
+// indent it: a valid message within ViewMaxDepth as it is (the page
+// indents it, which is cheaper to send than the indented text); a deeper
+// one indented here, as json.Indent would (its numbers and strings
+// byte-exact) within the caps; the raw text; or the note record.
+func (v *View) bodyOf(r Record) (body string, pageIndents bool) {
 	buf := &v.pretty
 	buf.Reset()
 	switch {
 	case len(r.Msg) > 0:
 		if !json.Valid(r.Msg) {
-			return capText(string(r.Msg))
+			return capText(string(r.Msg)), false
+		}
+		if _, levels := valueEnd(r.Msg, skipSpace(r.Msg, 0)); levels <= ViewMaxDepth {
+			return string(r.Msg), true
 		}
 		indent(buf, r.Msg, ViewMaxDepth, ViewMaxBytes)
-		return buf.String()
+		return buf.String(), false
 	case r.Kind != KindNote:
-		return capText(r.Raw)
+		return capText(r.Raw), false
 	}
 	r.Msg, r.Raw = nil, ""
 	b, _ := json.MarshalIndent(r, "", "  ")
-	return capText(string(b))
+	return capText(string(b)), false
 }
 
 // capText cuts s at ViewMaxBytes with a marker saying how much is elided.
@@ -405,10 +472,9 @@ func valueEnd(src []byte, i int) (end, levels int) {
 }
 
 // WriteViewFile writes the trace at in as a page at out, one record at a
-// time, and returns how many records it read. Past ViewPageSize records
-// it goes on in OUT-2.html, OUT-3.html…, each page linking to the next
-// and back. The pages hold every message of the trace, so they get the
-// trace's permissions; out is never a symbolic link followed.
+// time, and returns how many records it read. The page holds every
+// message of the trace, so it gets the trace's permissions; out is never
+// a symbolic link followed.
 func WriteViewFile(in, out string) (int, error) {
 	src, err := os.Open(in)
 	if err != nil {
@@ -420,49 +486,31 @@ func WriteViewFile(in, out string) (int, error) {
 		return 0, err
 	}
 	perm := st.Mode().Perm()
-	var files []*os.File
-	create := func(name string) (*os.File, error) {
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, perm)
-		if err != nil {
-			if isLoop(err) {
-				return nil, fmt.Errorf("%s is a symbolic link; name the page's file itself", name)
-			}
-			return nil, err
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, perm)
+	if err != nil {
+		if isLoop(err) {
+			return 0, fmt.Errorf("%s is a symbolic link; name the page's file itself", out)
 		}
-		files = append(files, f)
-		// An existing file keeps its mode through O_CREATE: set the trace's.
-		return f, f.Chmod(perm)
+		return 0, err
 	}
-	n, err := copyView(NewReader(src), out, filepath.Base(in), create)
-	for _, f := range files {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+	// An existing file keeps its mode through O_CREATE: set the trace's.
+	err = f.Chmod(perm)
+	n := 0
+	if err == nil {
+		n, err = copyView(NewReader(src), f, filepath.Base(in))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		for _, f := range files {
-			os.Remove(f.Name())
-		}
+		os.Remove(out)
 		return 0, err
 	}
 	return n, nil
 }
 
-// PageName is the file name of page k (from 1) of a view written to out.
-func PageName(out string, k int) string {
-	if k <= 1 {
-		return out
-	}
-	base := strings.TrimSuffix(out, ".html")
-	return base + "-" + strconv.Itoa(k) + ".html"
-}
-
-func copyView(r *Reader, out, title string, create func(string) (*os.File, error)) (int, error) {
-	f, err := create(out)
-	if err != nil {
-		return 0, err
-	}
-	v, err := NewView(f, title)
+func copyView(r *Reader, w io.Writer, title string) (int, error) {
+	v, err := NewView(w, title)
 	if err != nil {
 		return 0, err
 	}
@@ -474,17 +522,6 @@ func copyView(r *Reader, out, title string, create func(string) (*os.File, error
 		}
 		if err != nil {
 			return n, err
-		}
-		if n > 0 && n%ViewPageSize == 0 {
-			page := n/ViewPageSize + 1
-			next := PageName(out, page)
-			f, err := create(next)
-			if err != nil {
-				return n, err
-			}
-			if err := v.NextPage(filepath.Base(next), f, filepath.Base(PageName(out, page-1))); err != nil {
-				return n, err
-			}
 		}
 		if err := v.Add(rec); err != nil {
 			return n, err

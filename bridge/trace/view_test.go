@@ -6,16 +6,78 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
 
-// The page has an arrow per message and a note per annotation, requests
-// point at their responses and back (per hop and link: the same id on the
-// other hop is another request), a response inherits its request's method
-// and session for the filters, and message text cannot break out of the
-// page.
+// viewTuple is a record as the page holds it (see View).
+type viewTuple struct {
+	Ms                     float64
+	Kind, Hop, Dir         string
+	Link                   int
+	Session, Method, Label string
+	Pair                   int
+	Indent                 bool
+	Body                   string
+}
+
+// scriptBlock returns the text of the page's script block with the id.
+func scriptBlock(page, id string) (string, bool) {
+	_, rest, ok := strings.Cut(page, `<script type="application/json" id="`+id+`">`)
+	text, _, ok2 := strings.Cut(rest, "</script>")
+	return text, ok && ok2
+}
+
+// viewTuples decodes the records a page holds, or with last only the
+// last of them.
+func viewTuples(t *testing.T, page string, last bool) []viewTuple {
+	t.Helper()
+	recs, ok := scriptBlock(page, "records")
+	table, ok2 := scriptBlock(page, "strings")
+	if !ok || !ok2 {
+		t.Fatalf("the page lacks its records or strings")
+	}
+	var strs []string
+	if err := json.Unmarshal([]byte(table), &strs); err != nil {
+		t.Fatalf("strings: %v", err)
+	}
+	if last {
+		// A tuple a line: "[" then ",\n[...]" for each.
+		recs = "[" + recs[strings.LastIndex(recs, "\n[")+1:]
+	}
+	var raw [][]json.RawMessage
+	if err := json.Unmarshal([]byte(recs), &raw); err != nil {
+		t.Fatalf("records: %v", err)
+	}
+	var out []viewTuple
+	for _, r := range raw {
+		if len(r) != 11 {
+			t.Fatalf("tuple of %d fields: %s", len(r), r)
+		}
+		var x viewTuple
+		var idx [6]int
+		var indent int
+		for k, dst := range []any{&x.Ms, &idx[0], &idx[1], &idx[2], &x.Link, &idx[3], &idx[4], &idx[5], &x.Pair, &indent, &x.Body} {
+			if err := json.Unmarshal(r[k], dst); err != nil {
+				t.Fatalf("field %d of %s: %v", k, r, err)
+			}
+		}
+		for k, dst := range []*string{&x.Kind, &x.Hop, &x.Dir, &x.Session, &x.Method, &x.Label} {
+			if idx[k] < 0 || idx[k] >= len(strs) {
+				t.Fatalf("string %d of %d", idx[k], len(strs))
+			}
+			*dst = strs[idx[k]]
+		}
+		x.Indent = indent == 1
+		out = append(out, x)
+	}
+	return out
+}
+
+// The page has a tuple per record, a response names its request (per hop
+// and link: the same id on the other hop is another request) and inherits
+// its method and session for the filters, and message text cannot break
+// out of the page.
 func TestWriteHTML(t *testing.T) {
 	mk := func(hop, dir string, link int, msg string) Record {
 		r := Record{Hop: hop, Dir: dir, Link: link}
@@ -34,30 +96,31 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	if n := strings.Count(page, `<div class="arrow `); n != 4 {
-		t.Errorf("%d arrows, want 4", n)
+	got := viewTuples(t, page, false)
+	if len(got) != len(recs) {
+		t.Fatalf("%d records in the page, want %d", len(got), len(recs))
 	}
-	if n := strings.Count(page, `<div class="note"`); n != 1 {
-		t.Errorf("%d notes, want 1", n)
-	}
-	if n := strings.Count(page, `class="lane `); n != 3 {
-		t.Errorf("%d lanes, want 3", n)
-	}
-	pairs := map[string]string{}
-	for _, m := range regexp.MustCompile(`id="r(\d+)" data-i="\d+" data-pair="(-?\d+)"`).FindAllStringSubmatch(page, -1) {
-		pairs[m[1]] = m[2]
-	}
-	// A response names its request; the page's script tells the request.
-	want := map[string]string{"0": "-1", "4": "0", "1": "-1", "3": "1"}
-	for k, v := range want {
-		if pairs[k] != v {
-			t.Errorf("arrow r%s paired with %q, want r%s (all: %v)", k, pairs[k], v, pairs)
+	for i, x := range got {
+		if x.Kind != recs[i].Kind || x.Hop != recs[i].Hop || x.Dir != recs[i].Dir || x.Link != recs[i].Link {
+			t.Errorf("record %d: %+v", i, x)
 		}
 	}
-	if !strings.Contains(page, `<div class="row" data-i="4" data-session="s-1" data-method="session/prompt">`) {
-		t.Error("the editor's answer does not carry its request's session and method")
+	if got[2].Label != "cancel-grace" {
+		t.Errorf("note labelled %q", got[2].Label)
 	}
-	if strings.Contains(page, "<script>alert(1)") {
+	// A response names its request; the page's script tells the request.
+	for i, want := range []int{-1, -1, -1, 1, 0} {
+		if got[i].Pair != want {
+			t.Errorf("record %d paired with %d, want %d", i, got[i].Pair, want)
+		}
+	}
+	if got[4].Session != "s-1" || got[4].Method != "session/prompt" {
+		t.Errorf("the editor's answer has session %q and method %q, not its request's", got[4].Session, got[4].Method)
+	}
+	if !got[0].Indent || got[0].Body != string(recs[0].Msg) {
+		t.Errorf("record 0's body is %q (indent %v), want the message", got[0].Body, got[0].Indent)
+	}
+	if strings.Contains(page, "<script>alert(1)") || strings.Count(page, "</script>") != 3 {
 		t.Error("message text broke out of the page's script")
 	}
 }
@@ -137,28 +200,37 @@ func FuzzView(f *testing.F) {
 	})
 }
 
-// The JSON panel's text sits next to its arrow as a JSON string the page's
-// script parses: it must come back exactly, whatever the message holds.
+// A message's text is a JSON string in the page's data, which the
+// page's script parses: it must come back exactly, whatever the message
+// holds, and hold nothing that ends the script or starts markup.
 func TestView_PanelTextRoundTrips(t *testing.T) {
-	msg := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"</script><!-- \u2028 & ' \" \\ é 😀"}}`
+	msg := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"</script><!-- \u2028 & ' \" \\ é 😀 ` + "\u2028\u2029" + ` </SCRIPT >"}}`
 	r := Record{Hop: "editor", Dir: "in"}
 	Classify(&r, []byte(msg))
+	raw := Record{Hop: "agent", Dir: "in", Kind: KindFrame, Raw: "not json </script><b>x\x00\xff\u2028"}
 	var page bytes.Buffer
-	if err := WriteHTML(&page, "t", []Record{r}); err != nil {
+	if err := WriteHTML(&page, "t", []Record{r, raw}); err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?s)<script type="application/json" id="p0">(.*?)</script>`).FindStringSubmatch(page.String())
-	if m == nil {
-		t.Fatalf("no panel text in the page")
+	m, ok := scriptBlock(page.String(), "records")
+	if !ok {
+		t.Fatalf("no records in the page")
 	}
-	var got string
-	if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
-		t.Fatalf("panel text %s is not a JSON string: %v", m[1], err)
+	if strings.ContainsAny(m, "<>&\u2028\u2029") {
+		t.Errorf("the page's data holds <, >, & or a line separator: %s", m)
 	}
-	var want bytes.Buffer
-	json.Indent(&want, []byte(msg), "", "  ")
-	if got != want.String() {
-		t.Errorf("panel text = %q, want %q", got, want.String())
+	got := viewTuples(t, page.String(), false)
+	if got[0].Body != msg || !got[0].Indent {
+		t.Errorf("body = %q, want %q", got[0].Body, msg)
+	}
+	if want := strings.ToValidUTF8(raw.Raw, "\ufffd"); got[1].Body != want || got[1].Indent {
+		t.Errorf("raw body = %q, want %q", got[1].Body, want)
+	}
+	for _, s := range []string{msg, raw.Raw, "\x01\x1f\"\\\t\n"} {
+		var back string
+		if err := json.Unmarshal(appendScriptString(nil, s), &back); err != nil || back != strings.ToValidUTF8(s, "\ufffd") {
+			t.Errorf("appendScriptString(%q) decodes to %q, %v", s, back, err)
+		}
 	}
 }
 
@@ -181,37 +253,28 @@ func TestView_UpdateKindsAndLatencies(t *testing.T) {
 	if err := WriteHTML(&buf, "t", recs); err != nil {
 		t.Fatal(err)
 	}
-	page := buf.String()
-	for _, want := range []string{
-		`<span class="label">session/update tool_call</span>`,
-		`<span class="label">session/update agent_message_text</span>`,
-		`<span class="label">result #7 · 1234 ms</span>`,
-		`<span class="label">result #99</span>`,
-		`scrollIntoView`,
+	got := viewTuples(t, buf.String(), false)
+	for i, want := range []string{
+		"session/prompt #7",
+		"session/update tool_call",
+		"session/update agent_message_text",
+		"result #7 · 1234 ms",
+		"result #99",
 	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %s", want)
+		if got[i].Label != want {
+			t.Errorf("record %d labelled %q, want %q", i, got[i].Label, want)
 		}
 	}
 }
 
-// A long trace is viewed as pages of ViewPageSize records, each linked to
-// the next and back, each a page a browser loads at once (a single page of
-// 50,000 messages was 67 MB and took a minute; any trace is now pages of
-// at most ViewPageSize records); numbering and request/response pairing go
-// on across pages. Three pages, the last holding the odd records, make
-// the class: a 50,000-message trace is 25 of them.
-func TestWriteViewFile_Pages(t *testing.T) {
+// A long trace is one page: 50,000 short updates make a page of about
+// 250 bytes a record (a view of one HTML row per record was 1,300), the
+// request at the start paired with its answer at the end.
+func TestWriteViewFile_OnePage(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "big.trace")
-	var b bytes.Buffer
-	const n = 2*ViewPageSize + 2
-	b.WriteString(`{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"in","kind":"request","method":"session/prompt","id":1,"session":"s","msg":{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}}` + "\n")
-	for i := 1; i < n-1; i++ {
-		fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"notification","method":"session/update","session":"s","msg":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d of the model's answer"}}}}}`+"\n", i*1000, i)
-	}
-	fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}}`+"\n", n*1000)
-	if err := os.WriteFile(in, b.Bytes(), 0o600); err != nil {
+	const n = 50000
+	if err := os.WriteFile(in, updatesTrace(n), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "big.html")
@@ -219,36 +282,31 @@ func TestWriteViewFile_Pages(t *testing.T) {
 	if err != nil || got != n {
 		t.Fatalf("WriteViewFile = %d, %v", got, err)
 	}
-	pages := (n + ViewPageSize - 1) / ViewPageSize
-	for k := 1; k <= pages+1; k++ {
-		page, err := os.ReadFile(PageName(out, k))
-		if k == pages+1 {
-			if err == nil {
-				t.Errorf("page %d exists, want %d pages", k, pages)
-			}
-			break
-		}
-		if err != nil {
-			t.Fatalf("page %d: %v", k, err)
-		}
-		s := string(page)
-		if size := len(page); size > 4<<20 {
-			t.Errorf("page %d is %d bytes", k, size)
-		}
-		if arrows := strings.Count(s, `<div class="arrow `); arrows > ViewPageSize {
-			t.Errorf("page %d has %d arrows", k, arrows)
-		}
-		if first := fmt.Sprintf(`id="r%d"`, (k-1)*ViewPageSize); !strings.Contains(s, first) {
-			t.Errorf("page %d lacks record #%d", k, (k-1)*ViewPageSize)
-		}
-		if hasNext := strings.Contains(s, `href="`+filepath.Base(PageName(out, k+1))+`">next page`); hasNext != (k < pages) {
-			t.Errorf("page %d: next link %v", k, hasNext)
-		}
-		if hasPrev := strings.Contains(s, `href="`+filepath.Base(PageName(out, k-1))+`">← previous page`); hasPrev != (k > 1) {
-			t.Errorf("page %d: previous link %v", k, hasPrev)
-		}
-		if k == pages && !strings.Contains(s, `data-pair="0"`) {
-			t.Error("the last page's answer is not paired with the request on page 1")
-		}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if size := len(page); size > 15<<20 {
+		t.Errorf("the page of %d updates is %d bytes", n, size)
+	}
+	if m, _ := scriptBlock(string(page), "records"); strings.Count(m, "\n[") != n {
+		t.Errorf("%d records in the page, want %d", strings.Count(m, "\n["), n)
+	}
+	if last := viewTuples(t, string(page), true)[0]; last.Pair != 0 || !strings.HasPrefix(last.Label, "result #1 · ") {
+		t.Errorf("the last record is %+v, want the answer to record 0", last)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, "big-*.html")); len(matches) > 0 {
+		t.Errorf("more pages: %v", matches)
+	}
+}
+
+// updatesTrace is a trace of a prompt, n-2 short updates and the answer.
+func updatesTrace(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"in","kind":"request","method":"session/prompt","id":1,"session":"s","msg":{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}}` + "\n")
+	for i := 1; i < n-1; i++ {
+		fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"notification","method":"session/update","session":"s","msg":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d of the model's answer"}}}}}`+"\n", i*1000, i)
+	}
+	fmt.Fprintf(&b, `{"t_ns":%d,"time":"2026-01-01T00:00:00Z","hop":"editor","dir":"out","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}}`+"\n", n*1000)
+	return b.Bytes()
 }

@@ -158,10 +158,6 @@ func traceViewAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if pages := (n + trace.ViewPageSize - 1) / trace.ViewPageSize; pages > 1 {
-		fmt.Fprintf(os.Stderr, "acp-bridge: wrote %s to %s (%d records, %d pages of %d)\n", out, trace.PageName(out, pages), n, pages, trace.ViewPageSize)
-		return nil
-	}
 	fmt.Fprintf(os.Stderr, "acp-bridge: wrote %s (%d records)\n", out, n)
 	return nil
 }
