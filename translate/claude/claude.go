@@ -16,7 +16,9 @@
 //	tool titles, kinds, content     same rules                 tools.ts
 //	usage_update (used/size/cost)   at each turn's result      same
 //	prompt answer usage             from the result            summed over results
-//	models, set_model, option       from the CLI's list        same; current = first
+//	models, set_model, option       from the CLI's list;       same
+//	                                current = first unless
+//	                                model is configured
 //	modes                           5, always                  5; bypass hidden as root
 //	available commands              filtered, mcp: names       same
 //	plan (TodoWrite)                plan updates               same

@@ -232,6 +232,11 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 	}
 	if len(models) > 0 {
 		t.models = models
+		if t.opts.Model == "" {
+			// No model configured: the CLI's first model is the current
+			// one, as claude-agent-acp shows it.
+			t.model = models[0].Value
+		}
 		t.ensureModel()
 	}
 	var outs []translate.Out
