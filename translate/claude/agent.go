@@ -153,7 +153,8 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input, exitPlan: name == "ExitPlanMode"}
 	options := permissionOptions
 	if p.exitPlan {
-		options = exitPlanOptions
+		options = t.exitPlanChoices()
+		p.bypass = options[0] == exitPlanBypass
 	}
 	if s := req.Get("permission_suggestions"); s.IsArray() {
 		p.suggestions = compactJSON([]byte(s.Raw))

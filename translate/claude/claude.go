@@ -24,7 +24,8 @@
 //	plan (TodoWrite)                plan updates               same
 //	thoughts, images                chunks                     same
 //	permission options, outcomes    same ids and answers       same
-//	ExitPlanMode options            3 (no bypass option)       4 when not root
+//	ExitPlanMode options            4 when the CLI allows      4 when not root
+//	                                bypass, else 3
 //	compaction, local command out   message chunks             same
 //	/context… (output in result)    message chunk              same
 //	session/load history            the bridge's store         read from CLI files
@@ -39,10 +40,11 @@
 // a pure translator cannot read (the bridge's session store replays
 // instead); hook-based updates need hook callbacks the dialect does not
 // register; a second prompt while one runs is refused because the CLI's
-// results could not be told apart; the bypass option of ExitPlanMode and
-// the bypassPermissions mode need the CLI started with
-// --allow-dangerously-skip-permissions, which the dialect does not add
-// (extra_args can), so the CLI refuses the switch with its own reason.
+// results could not be told apart; the bypassPermissions mode needs the
+// CLI started with --allow-dangerously-skip-permissions, which the dialect
+// does not add (extra_args can; ExitPlanMode then offers the bypass option
+// first, as the adapter does), so otherwise the CLI refuses the switch with
+// its own reason.
 //
 // One CLI process holds one conversation, so the engine starts one process
 // per ACP session (Dialect.PerSession) and answers initialize and
@@ -256,6 +258,8 @@ type permission struct {
 	suggestions json.RawMessage
 	// exitPlan marks ExitPlanMode, whose options are modes.
 	exitPlan bool
+	// bypass says the ExitPlanMode options included bypassPermissions.
+	bypass bool
 }
 
 // tool is what the translator knows of one tool use.

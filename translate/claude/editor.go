@@ -748,6 +748,33 @@ var exitPlanOptions = []permissionOption{
 	{"reject_once", "No, keep planning", "plan"},
 }
 
+// exitPlanBypass comes first among the ExitPlanMode options when the CLI
+// can switch to bypassPermissions (see translator.bypassAllowed).
+var exitPlanBypass = permissionOption{"allow_always", "Yes, and bypass permissions", "bypassPermissions"}
+
+// bypassAllowed reports whether the CLI accepts the bypassPermissions mode:
+// it was started in that mode, or with --allow-dangerously-skip-permissions
+// or --dangerously-skip-permissions (extra_args), or it has switched to it.
+// claude-agent-acp starts every CLI with the first of these unless it runs
+// as root; this dialect leaves that to the configuration.
+func (t *translator) bypassAllowed() bool {
+	if t.opts.PermissionMode == "bypassPermissions" || t.mode == "bypassPermissions" {
+		return true
+	}
+	return slices.ContainsFunc(t.opts.ExtraArgs, func(a string) bool {
+		return a == "--allow-dangerously-skip-permissions" || a == "--dangerously-skip-permissions"
+	})
+}
+
+// exitPlanChoices are the options of an ExitPlanMode permission request,
+// as claude-agent-acp offers them.
+func (t *translator) exitPlanChoices() []permissionOption {
+	if t.bypassAllowed() {
+		return append([]permissionOption{exitPlanBypass}, exitPlanOptions...)
+	}
+	return exitPlanOptions
+}
+
 // editorResponse handles the editor's answer to a permission request.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	if t.stale[m.Ref] {
@@ -792,8 +819,11 @@ func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 // mode (kept by the CLI for the session, and shown to the editor), or
 // staying in it.
 func (t *translator) exitPlanAnswer(p *permission, option string) []translate.Out {
+	if option == "bypassPermissions" && !p.bypass {
+		option = "" // not offered
+	}
 	switch option {
-	case "acceptEdits", "default":
+	case "acceptEdits", "default", "bypassPermissions":
 		t.mode = option
 		setMode := marshal([]any{map[string]string{"type": "setMode", "mode": option, "destination": "session"}})
 		return []translate.Out{
