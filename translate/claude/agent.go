@@ -455,6 +455,11 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 			continue
 		}
 		delete(t.tools, id)
+		if tl.name == "EnterPlanMode" && !block.Get("is_error").Bool() {
+			// claude-agent-acp's PostToolUse hook: the CLI is planning now.
+			t.mode = "plan"
+			outs = append(outs, t.modeUpdate(), t.configUpdate())
+		}
 		if tl.plan || !tl.announced {
 			continue
 		}
@@ -462,6 +467,8 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 		status := "completed"
 		if failed {
 			status = "failed"
+		} else {
+			outs = append(outs, t.postToolUse(id, tl, msg.Get("tool_use_result"))...)
 		}
 		content := block.Get("content")
 		raw := compactJSON([]byte(content.Raw))
@@ -483,6 +490,77 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 		outs = append(outs, t.update(u))
 	}
 	return outs
+}
+
+// postToolUse shows what claude-agent-acp's PostToolUse hook shows once a
+// tool succeeded, before its result: a tool_call_update carrying the tool's
+// own response (the user message's tool_use_result, which is the hook's
+// tool_response) in _meta.claudeCode.toolResponse, and for Edit the diff
+// and locations of the patch the CLI applied.
+func (t *translator) postToolUse(id string, tl *tool, response gjson.Result) []translate.Out {
+	if !response.Exists() {
+		return nil
+	}
+	raw := compactJSON([]byte(response.Raw))
+	if raw == nil {
+		return nil
+	}
+	meta := map[string]any{"toolResponse": raw, "toolName": tl.name}
+	if tl.parent != "" {
+		meta["parentToolUseId"] = tl.parent
+	}
+	u := toolCall{
+		Meta:          marshal(map[string]any{"claudeCode": meta}),
+		SessionUpdate: "tool_call_update",
+		ToolCallID:    id,
+	}
+	if tl.name == "Edit" {
+		u.Content, u.Locations = patchView(response)
+	}
+	return []translate.Out{t.update(u)}
+}
+
+// patchView is the diff of an Edit's response, hunk by hunk, as
+// claude-agent-acp shows it: each hunk of structuredPatch is one diff
+// (context lines on both sides) located at the hunk's first new line.
+func patchView(response gjson.Result) ([]toolContent, []location) {
+	path := response.Get("filePath").Str
+	patch := response.Get("structuredPatch")
+	if path == "" || !patch.IsArray() {
+		return nil, nil
+	}
+	var content []toolContent
+	var locations []location
+	for _, hunk := range patch.Array() {
+		var oldLines, newLines []string
+		for _, l := range hunk.Get("lines").Array() {
+			line := l.String()
+			text := ""
+			if line != "" {
+				text = line[1:]
+			}
+			switch {
+			case strings.HasPrefix(line, "-"):
+				oldLines = append(oldLines, text)
+			case strings.HasPrefix(line, "+"):
+				newLines = append(newLines, text)
+			default:
+				oldLines = append(oldLines, text)
+				newLines = append(newLines, text)
+			}
+		}
+		if len(oldLines) == 0 && len(newLines) == 0 {
+			continue
+		}
+		start := hunk.Get("newStart").Int()
+		locations = append(locations, location{Path: path, Line: &start})
+		var oldText *string
+		if s := strings.Join(oldLines, "\n"); s != "" {
+			oldText = &s
+		}
+		content = append(content, diffItem(path, oldText, strings.Join(newLines, "\n")))
+	}
+	return content, locations
 }
 
 // result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).

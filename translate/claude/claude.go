@@ -30,7 +30,8 @@
 //	/context… (output in result)    message chunk              same
 //	session/load history            the bridge's store         read from CLI files
 //	resume, close                   yes                        yes (also fork, list)
-//	PostToolUse hook updates        no (no hooks registered)   toolResponse in _meta
+//	PostToolUse hook updates        from tool_use_result       toolResponse in _meta,
+//	                                (same updates)             Edit's patch as diff
 //	terminal_output _meta (Bash)    no                         when the editor asks
 //	prompt queueing                 refused (-32600)           queued
 //	subagent text and thoughts      hidden                     streamed ones shown
@@ -38,8 +39,7 @@
 //
 // Not mapped, and why: history replay needs the CLI's session files, which
 // a pure translator cannot read (the bridge's session store replays
-// instead); hook-based updates need hook callbacks the dialect does not
-// register; a second prompt while one runs is refused because the CLI's
+// instead); a second prompt while one runs is refused because the CLI's
 // results could not be told apart; the bypassPermissions mode needs the
 // CLI started with --allow-dangerously-skip-permissions, which the dialect
 // does not add (extra_args can; ExitPlanMode then offers the bypass option
@@ -90,6 +90,10 @@
 //     message after a tool result, where 2.0 went on to the assistant.
 //     Tool calls still without a result when the turn ends are closed as
 //     failed, so that no editor shows them running.
+//   - The adapter's PostToolUse hook is not registered: the same update is
+//     made from the tool result's user message, whose tool_use_result is
+//     the response the CLI hands the hook, and sent where the hook's would
+//     come, before the completed tool_call_update. A failed tool has none.
 //   - Permissions: every can_use_tool becomes its own
 //     session/request_permission, whatever else is pending, with the
 //     reference's options (always allow, allow, reject; for ExitPlanMode
