@@ -51,6 +51,11 @@ func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	if t.session == "" || t.closed {
 		return []translate.Out{note("CLI message " + typ + " with no session open")}, nil
 	}
+	if typ == "user" {
+		if outs, ok := t.echo(msg); ok {
+			return outs, nil
+		}
+	}
 	if t.staleTurns > 0 && (typ == "stream_event" || typ == "assistant" || typ == "user") {
 		// Output of a turn the engine gave up on (see result): the
 		// editor already saw it end.
@@ -563,6 +568,43 @@ func patchView(response gjson.Result) ([]toolContent, []location) {
 	return content, locations
 }
 
+// echo handles the CLI's echo of a queued prompt (--replay-user-messages),
+// which says the CLI took it, as claude-agent-acp reads it: the running
+// prompt is answered end_turn (with the usage of the results it saw, none)
+// and what follows is the queued prompt's turn. The echo of a prompt
+// answered "cancelled" while queued starts a turn nobody waits for: it is
+// interrupted and its output dropped. It reports false for other user
+// messages.
+func (t *translator) echo(msg gjson.Result) ([]translate.Out, bool) {
+	id := msg.Get("uuid").Str
+	if id == "" {
+		return nil, false
+	}
+	if t.dropped[id] {
+		delete(t.dropped, id)
+		if t.turn != nil {
+			// Taken into the running turn, which is being cancelled.
+			return nil, true
+		}
+		t.staleTurns++
+		return []translate.Out{t.controlRequest(&ctlRequest{kind: ctlInterrupt}, struct {
+			Subtype string `json:"subtype"`
+		}{"interrupt"})}, true
+	}
+	i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.uuid == id })
+	if i < 0 {
+		return nil, false
+	}
+	next := t.queue[i]
+	t.queue = slices.Delete(t.queue, i, i+1)
+	var outs []translate.Out
+	if tr := t.turn; tr != nil && !tr.abandoned && t.staleTurns == 0 {
+		outs = append(outs, reply(tr.ref, stopReason{StopReason: "end_turn", Usage: &usage{}}))
+	}
+	t.turn = next
+	return outs, true
+}
+
 // result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).
 func (t *translator) result(msg gjson.Result) []translate.Out {
 	if t.staleTurns > 0 {
@@ -578,6 +620,11 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 		return []translate.Out{t.note("result with no prompt running")}
 	}
 	t.turn = nil
+	if len(t.queue) > 0 {
+		// The CLI takes the next queued prompt now, as claude-agent-acp
+		// expects when no echo handed the turn over.
+		t.turn, t.queue = t.queue[0], t.queue[1:]
+	}
 	t.stream.reset("")
 	// Permission requests the CLI left open are moot once its turn ended,
 	// and so are tool calls without a result (an interrupted tool, one

@@ -33,14 +33,13 @@
 //	PostToolUse hook updates        from tool_use_result       toolResponse in _meta,
 //	                                (same updates)             Edit's patch as diff
 //	terminal_output _meta (Bash)    no                         when the editor asks
-//	prompt queueing                 refused (-32600)           queued
+//	prompt queueing                 queued, promptQueueing     same
 //	subagent text and thoughts      hidden                     streamed ones shown
 //	subagent tool calls             parentToolUseId in _meta   same
 //
 // Not mapped, and why: history replay needs the CLI's session files, which
 // a pure translator cannot read (the bridge's session store replays
-// instead); a second prompt while one runs is refused because the CLI's
-// results could not be told apart; the bypassPermissions mode needs the
+// instead); the bypassPermissions mode needs the
 // CLI started with --allow-dangerously-skip-permissions, which the dialect
 // does not add (extra_args can; ExitPlanMode then offers the bypass option
 // first, as the adapter does), so otherwise the CLI refuses the switch with
@@ -106,11 +105,19 @@
 //     pending permission requests ($/cancel_request) and denies them toward
 //     the CLI at once, so neither side waits on the other; the turn's
 //     result then answers the prompt "cancelled", whatever its subtype.
-//   - A second session/prompt while one runs is refused (-32600): the CLI
-//     would queue it and the two turns' results could not be told apart.
-//     A prompt sent after the engine abandoned the running one (its cancel
-//     grace ran out) waits behind it: the abandoned turn's output and
-//     result are dropped.
+//   - A second session/prompt while one runs is queued, as
+//     claude-agent-acp queues it (and says so, promptQueueing in the
+//     initialize answer's _meta.claudeCode, so that the engine's one-turn
+//     rule lets it through): it goes to the CLI at once with a uuid, which
+//     the CLI echoes (--replay-user-messages) when it takes the message.
+//     The running prompt is answered by its result, and the queued one's
+//     turn follows; if the echo comes first (the CLI took the message into
+//     the running turn) the running prompt is answered end_turn there, and
+//     the rest of the turn is the queued prompt's. session/cancel answers
+//     queued prompts "cancelled"; a turn the CLI starts for one of them is
+//     interrupted and dropped. A prompt sent after the engine abandoned the
+//     running one (its cancel grace ran out) waits behind it: the abandoned
+//     turn's output and result are dropped.
 //   - This translator does not replay history on session/load (the CLI
 //     keeps it and has no way to print it): the session is resumed and
 //     the answer comes without replay, reported as a Note. With the
@@ -292,6 +299,9 @@ type turn struct {
 	// local marks a prompt that is a command the CLI answers itself,
 	// without the model (/context): its result's text is the output.
 	local bool
+	// uuid is the prompt message's uuid, which the CLI echoes
+	// (--replay-user-messages) when it takes the message.
+	uuid string
 }
 
 // stream is the streaming state of the assistant message being received
@@ -352,20 +362,30 @@ type translator struct {
 	// staleTurns counts abandoned turns the CLI has not ended yet, whose
 	// results come before the running turn's.
 	staleTurns int
-	tools      map[string]*tool
-	nextTool   uint64
-	stream     stream
+	// queue holds the prompts sent while another ran, in order: the CLI
+	// has them and takes each when its echo comes or the turn before ends.
+	queue []*turn
+	// dropped holds the uuids of queued prompts answered "cancelled"
+	// before the CLI took them; a turn the CLI starts for one is
+	// interrupted and its output dropped.
+	dropped map[string]bool
+	// prompts counts the prompts sent, for their uuids.
+	prompts  int
+	tools    map[string]*tool
+	nextTool uint64
+	stream   stream
 }
 
 func newTranslator(o Options) *translator {
 	t := &translator{
-		opts:  o,
-		mode:  o.PermissionMode,
-		model: o.Model,
-		ctl:   make(map[string]*ctlRequest),
-		perms: make(map[translate.Ref]*permission),
-		stale: make(map[translate.Ref]bool),
-		tools: make(map[string]*tool),
+		opts:    o,
+		mode:    o.PermissionMode,
+		model:   o.Model,
+		ctl:     make(map[string]*ctlRequest),
+		perms:   make(map[translate.Ref]*permission),
+		stale:   make(map[translate.Ref]bool),
+		dropped: make(map[string]bool),
+		tools:   make(map[string]*tool),
 	}
 	if t.mode == "" {
 		t.mode = "default"

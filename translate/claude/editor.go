@@ -39,6 +39,12 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		if t.turn != nil && t.turn.ref == m.Ref {
 			return t.cancelTurn(), nil
 		}
+		if i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.ref == m.Ref }); i >= 0 {
+			q := t.queue[i]
+			t.queue = slices.Delete(t.queue, i, i+1)
+			t.dropped[q.uuid] = true
+			return []translate.Out{reply(q.ref, stopReason{StopReason: "cancelled"})}, nil
+		}
 		return nil, nil
 	case translate.Abandon:
 		return t.abandon(m.Ref), nil
@@ -49,6 +55,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		// editor's calls; this translator's process is gone.
 		t.turn = nil
 		t.staleTurns = 0
+		t.queue = nil
 		clear(t.perms)
 		clear(t.ctl)
 		t.closed = true
@@ -106,6 +113,9 @@ func initializeResult() any {
 		Close  struct{} `json:"close"`
 	}
 	type agentCapabilities struct {
+		// _meta.claudeCode.promptQueueing says, as claude-agent-acp says
+		// it, that a prompt sent while a turn runs is queued (see prompt).
+		Meta json.RawMessage `json:"_meta"`
 		// --resume restores a session (history replay waits for the
 		// bridge's transcripts; see the package comment).
 		LoadSession         bool                `json:"loadSession"`
@@ -125,6 +135,7 @@ func initializeResult() any {
 	}{
 		ProtocolVersion: 1,
 		AgentCapabilities: agentCapabilities{
+			Meta:               json.RawMessage(`{"claudeCode":{"promptQueueing":true}}`),
 			LoadSession:        true,
 			PromptCapabilities: promptCapabilities{Image: true, EmbeddedContext: true},
 			MCPCapabilities:    mcpCapabilities{HTTP: true, SSE: true},
@@ -430,9 +441,6 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	if outs := t.checkSession(m.Ref, p.SessionID); outs != nil {
 		return outs
 	}
-	if t.turn != nil && !t.turn.abandoned {
-		return []translate.Out{failf(m.Ref, translate.CodeInvalidRequest, "a prompt is already running in this session: wait for its response or send session/cancel first")}
-	}
 	blocks, err := promptBlocks(p.Prompt)
 	if err != nil {
 		return []translate.Out{fail(m.Ref, err.JSON())}
@@ -440,12 +448,21 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	if len(blocks) == 0 {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "session/prompt needs at least one content block")}
 	}
-	if t.turn != nil {
+	t.prompts++
+	tr := &turn{ref: m.Ref, local: localCommand(blocks), uuid: SessionUUID(fmt.Sprintf("%s/prompt/%d", t.session, t.prompts))}
+	switch {
+	case t.turn != nil && !t.turn.abandoned:
+		// Queued, as claude-agent-acp queues it: the CLI takes the
+		// message when it can, and its echo says when (see echo).
+		t.queue = append(t.queue, tr)
+	case t.turn != nil:
 		// The engine answered the running turn itself (abandoned); the
 		// CLI ends it, interrupted, before it takes this message.
 		t.staleTurns++
+		t.turn = tr
+	default:
+		t.turn = tr
 	}
-	t.turn = &turn{ref: m.Ref, local: localCommand(blocks)}
 	type message struct {
 		Role    string           `json:"role"`
 		Content []anthropicBlock `json:"content"`
@@ -457,7 +474,23 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		Message         message         `json:"message"`
 		ParentToolUseID json.RawMessage `json:"parent_tool_use_id"`
 		SessionID       string          `json:"session_id"`
-	}{"user", message{"user", blocks}, json.RawMessage("null"), "default"})}
+		UUID            string          `json:"uuid"`
+	}{"user", message{"user", blocks}, json.RawMessage("null"), "default", tr.uuid})}
+}
+
+// dropQueued answers the queued prompts "cancelled", as claude-agent-acp
+// answers them on session/cancel, and remembers them so that a turn the
+// CLI starts for one of them is stopped.
+func (t *translator) dropQueued() []translate.Out {
+	var outs []translate.Out
+	for _, q := range t.queue {
+		t.dropped[q.uuid] = true
+		if !q.abandoned {
+			outs = append(outs, reply(q.ref, stopReason{StopReason: "cancelled"}))
+		}
+	}
+	t.queue = nil
+	return outs
 }
 
 // cancelTurn interrupts the running turn: a control interrupt to the CLI
@@ -468,7 +501,7 @@ func (t *translator) cancelTurn() []translate.Out {
 	if t.turn == nil || t.closed {
 		return nil
 	}
-	var outs []translate.Out
+	outs := t.dropQueued()
 	if !t.turn.cancelled {
 		t.turn.cancelled = true
 		outs = append(outs, t.controlRequest(&ctlRequest{kind: ctlInterrupt}, struct {
@@ -506,6 +539,10 @@ func (t *translator) abandon(ref translate.Ref) []translate.Out {
 		outs := t.cancelTurn()
 		t.turn.abandoned = true
 		return outs
+	}
+	if i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.ref == ref }); i >= 0 {
+		t.dropped[t.queue[i].uuid] = true
+		t.queue = slices.Delete(t.queue, i, i+1)
 	}
 	if t.openRef == ref {
 		t.openRef = 0

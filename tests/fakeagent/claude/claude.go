@@ -19,7 +19,9 @@
 //     wait for the control_response;
 //   - an interrupt ends the running turn with "[Request interrupted by
 //     user]" and an error_during_execution result; the process then takes
-//     the next user message.
+//     the next user message;
+//   - a user message that comes while a turn runs is queued and taken
+//     when the turn ends (echoed then, with --replay-user-messages).
 //
 // With EnvVersion naming a 2.1 version it speaks as Claude Code 2.1 does
 // (the shapes claude-agent-acp 0.23.1 is built for): the initialize answer
@@ -127,7 +129,9 @@ type cli struct {
 	// stateEvents: send session_state_changed (2.1, asked for by env).
 	stateEvents bool
 	replay      bool // --replay-user-messages
-	noise       *rand.Rand
+	// queue holds the user messages that came while a turn ran.
+	queue []gjson.Result
+	noise *rand.Rand
 	// usage is what the assistant messages of the turn report, grown per
 	// message.
 	usage   int
@@ -340,34 +344,42 @@ func (c *cli) receive(line []byte) {
 		}
 		ch <- m.Get("response")
 	case "user":
-		if c.replay {
-			// What --replay-user-messages echoes: the message with its
-			// uuid, which the SDK hosts match to their prompt.
-			var echo obj
-			_ = json.Unmarshal(line, &echo)
-			echo["session_id"] = c.session
-			echo["isReplay"] = true
-			c.send(echo)
-		}
 		c.mu.Lock()
 		if c.turn != nil {
+			// Queued, as the CLI queues input that comes while a turn
+			// runs: taken when the turn ends.
+			c.queue = append(c.queue, m)
 			c.mu.Unlock()
-			c.j.event("violation: user message while a turn runs")
+			c.j.event("queued")
 			return
 		}
 		t := &turn{interrupted: make(chan struct{})}
 		c.turn = t
 		c.mu.Unlock()
-		var text []string
-		for _, b := range m.Get("message.content").Array() {
-			if b.Get("type").Str == "text" {
-				text = append(text, b.Get("text").Str)
-			}
-		}
-		go c.run(t, strings.Join(text, ""))
+		c.take(t, m)
 	default:
 		c.j.event("violation: unknown message " + m.Get("type").Str)
 	}
+}
+
+// take starts turn t for user message m, echoing m first with
+// --replay-user-messages: the message with its uuid, which the SDK hosts
+// match to their prompt.
+func (c *cli) take(t *turn, m gjson.Result) {
+	if c.replay {
+		var echo obj
+		_ = json.Unmarshal([]byte(m.Raw), &echo)
+		echo["session_id"] = c.session
+		echo["isReplay"] = true
+		c.send(echo)
+	}
+	var text []string
+	for _, b := range m.Get("message.content").Array() {
+		if b.Get("type").Str == "text" {
+			text = append(text, b.Get("text").Str)
+		}
+	}
+	go c.run(t, strings.Join(text, ""))
 }
 
 // answerInitialize answers the initialize control request after
@@ -469,6 +481,17 @@ func (c *cli) result(subtype string, isError bool, text string) {
 	}
 	c.send(r)
 	c.sessionState("idle")
+	c.mu.Lock()
+	if c.turn != nil || len(c.queue) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	m := c.queue[0]
+	c.queue = c.queue[1:]
+	t := &turn{interrupted: make(chan struct{})}
+	c.turn = t
+	c.mu.Unlock()
+	c.take(t, m)
 }
 
 // sessionState sends session_state_changed when asked for.
