@@ -28,7 +28,8 @@
 //	                                bypass, else 3
 //	compaction, local command out   message chunks             same
 //	/context… (output in result)    message chunk              same
-//	session/load history            the bridge's store         read from CLI files
+//	session/load history            the bridge's store (same   read from CLI files
+//	                                kinds, before the answer)
 //	resume, close                   yes                        yes (also fork, list)
 //	PostToolUse hook updates        from tool_use_result       toolResponse in _meta,
 //	                                (same updates)             Edit's patch as diff
