@@ -28,7 +28,9 @@
 // lists 2.1's models and slash commands (an argumentHint may be a list),
 // a rate_limit_event opens each turn, assistant messages carry usage, a
 // system message follows each tool result, the result names each model's
-// context window, session_state_changed frames each turn when
+// context window, a tool that succeeded calls the host's PostToolUse hook
+// callbacks (registered in initialize) and its result carries
+// tool_use_result, session_state_changed frames each turn when
 // CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS is set, and with
 // --replay-user-messages each user message is echoed back with its uuid.
 // With EnvSeed set, messages that may come anywhere in a 2.1 turn
@@ -45,6 +47,7 @@ package fakeclaude
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -114,11 +117,16 @@ type cli struct {
 
 	wmu sync.Mutex // one line per write on stdout
 
-	mu       sync.Mutex
-	mode     string
-	turn     *turn
-	next     int                          // control request ids of the CLI
-	answers  map[string]chan gjson.Result // can_use_tool request id → answer
+	mu      sync.Mutex
+	mode    string
+	turn    *turn
+	next    int                          // control request ids of the CLI
+	answers map[string]chan gjson.Result // can_use_tool request id → answer
+	// postToolUse are the host's PostToolUse hook callback ids (from
+	// initialize), called after each tool that succeeded (2.1).
+	postToolUse []string
+	// tools are the tool uses sent, by id: name and input.
+	tools    map[string]gjson.Result
 	bypassOK bool
 	// initPending is true from the initialize control request until its
 	// answer goes out.
@@ -149,7 +157,7 @@ func (t *turn) interrupt() { t.once.Do(func() { close(t.interrupted) }) }
 // RunStdio runs the fake CLI on the process's stdin and stdout with the
 // process's arguments, and returns the exit status.
 func RunStdio() int {
-	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}, version: "2.0.77"}
+	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}, tools: map[string]gjson.Result{}, version: "2.0.77"}
 	if v := os.Getenv(EnvVersion); v != "" {
 		c.version = v
 	}
@@ -304,6 +312,11 @@ func (c *cli) receive(line []byte) {
 		case "initialize":
 			c.mu.Lock()
 			c.initPending = true
+			for _, ids := range req.Get("hooks.PostToolUse.#.hookCallbackIds").Array() {
+				for _, h := range ids.Array() {
+					c.postToolUse = append(c.postToolUse, h.Str)
+				}
+			}
 			c.mu.Unlock()
 			go c.answerInitialize(id)
 		case "interrupt":
@@ -446,6 +459,14 @@ func (c *cli) assistant(id string, content ...obj) {
 		c.mu.Unlock()
 		message["usage"] = obj{"input_tokens": 10, "cache_read_input_tokens": u, "cache_creation_input_tokens": 5, "output_tokens": 7}
 	}
+	c.mu.Lock()
+	for _, b := range content {
+		if b["type"] == "tool_use" {
+			raw, _ := json.Marshal(b)
+			c.tools[b["id"].(string)] = gjson.ParseBytes(raw)
+		}
+	}
+	c.mu.Unlock()
 	c.send(obj{"type": "assistant", "message": message, "parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
 }
 
@@ -455,8 +476,28 @@ func (c *cli) assistant(id string, content ...obj) {
 func ContextUsed(n int) int { return 10 + 100*n + 5 + 7 }
 
 func (c *cli) toolResult(id string, content string, isError bool) {
-	c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
-		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+	msg := obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
+		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"}
+	if c.v21 && !isError {
+		// 2.1 runs the PostToolUse hooks, then reports the tool's own
+		// response beside its result.
+		c.mu.Lock()
+		use := c.tools[id]
+		hooks := c.postToolUse
+		c.mu.Unlock()
+		response := toolResponse(use, content)
+		if len(hooks) > 0 {
+			// The tool runs before its hooks do: a host that registers
+			// its hook for a tool use when the assistant message comes
+			// (claude-agent-acp) has it registered by then.
+			time.Sleep(hookDelay)
+		}
+		for _, h := range hooks {
+			c.hookCallback(h, id, use, response)
+		}
+		msg["tool_use_result"] = response
+	}
+	c.send(msg)
 	if c.v21 {
 		// 2.1 reports on the tool before the model goes on.
 		c.send(obj{"type": "system", "subtype": "informational", "content": "Tool " + id + " finished", "level": "info", "session_id": c.session, "uuid": "u"})
@@ -507,6 +548,42 @@ func (c *cli) say(msgID, text string) {
 	c.streamText(0, text)
 	c.assistant(msgID, obj{"type": "text", "text": text})
 	c.streamEvent(obj{"type": "message_stop"})
+}
+
+// hookDelay is how long a tool runs before its PostToolUse hooks are
+// called.
+const hookDelay = 200 * time.Millisecond
+
+// toolResponse is what a 2.1 tool reports of its run, by tool.
+func toolResponse(use gjson.Result, content string) obj {
+	switch use.Get("name").Str {
+	case "Bash":
+		return obj{"stdout": content, "stderr": "", "interrupted": false, "isImage": false}
+	case "Read":
+		return obj{"type": "text", "file": obj{"filePath": use.Get("input.file_path").Str, "content": content, "numLines": 1, "startLine": 1, "totalLines": 1}}
+	case "TodoWrite":
+		return obj{"oldTodos": []any{}, "newTodos": json.RawMessage(use.Get("input.todos").Raw)}
+	}
+	return obj{"content": content}
+}
+
+// hookCallback calls the host's hook callback id for PostToolUse of tool
+// use id and waits for its answer.
+func (c *cli) hookCallback(callback, id string, use gjson.Result, response obj) {
+	c.mu.Lock()
+	c.next++
+	rid := fmt.Sprintf("ff7f898a-0000-4000-8000-%012d", c.next)
+	ch := make(chan gjson.Result, 1)
+	c.answers[rid] = ch
+	c.mu.Unlock()
+	input := json.RawMessage(cmp.Or(use.Get("input").Raw, "{}"))
+	c.send(obj{"type": "control_request", "request_id": rid, "request": obj{
+		"subtype": "hook_callback", "callback_id": callback, "tool_use_id": id,
+		"input": obj{"session_id": c.session, "cwd": mustCwd(), "hook_event_name": "PostToolUse",
+			"tool_name": use.Get("name").Str, "tool_input": input, "tool_response": response, "tool_use_id": id},
+	}})
+	c.j.event("hook " + id)
+	<-ch
 }
 
 // askPermission sends can_use_tool and waits for the answer (nil when the
