@@ -596,6 +596,11 @@ func (t *translator) echo(msg gjson.Result) ([]translate.Out, bool) {
 		return nil, false
 	}
 	next := t.queue[i]
+	if next.cancelled {
+		// Taken into the running turn, which is being cancelled: the
+		// prompt is answered after it (see result).
+		return nil, true
+	}
 	t.queue = slices.Delete(t.queue, i, i+1)
 	var outs []translate.Out
 	if tr := t.turn; tr != nil && !tr.abandoned && t.staleTurns == 0 {
@@ -615,10 +620,17 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 		clear(t.tools)
 		return nil
 	}
-	tr := t.turn
-	if tr == nil {
+	if t.turn == nil {
 		return []translate.Out{t.note("result with no prompt running")}
 	}
+	cancelled := t.dropQueued(false)
+	return append(t.endTurn(msg), cancelled...)
+}
+
+// endTurn answers the running prompt with the result msg, and makes the
+// next queued prompt the running one.
+func (t *translator) endTurn(msg gjson.Result) []translate.Out {
+	tr := t.turn
 	t.turn = nil
 	if len(t.queue) > 0 {
 		// The CLI takes the next queued prompt now, as claude-agent-acp

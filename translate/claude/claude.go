@@ -115,8 +115,9 @@
 //     turn follows; if the echo comes first (the CLI took the message into
 //     the running turn) the running prompt is answered end_turn there, and
 //     the rest of the turn is the queued prompt's. session/cancel answers
-//     queued prompts "cancelled"; a turn the CLI starts for one of them is
-//     interrupted and dropped. A prompt sent after the engine abandoned the
+//     queued prompts "cancelled" (claude-agent-acp at once; here right
+//     after the running prompt, so that no later prompt ends first); a
+//     turn the CLI starts for one of them is interrupted and dropped. A prompt sent after the engine abandoned the
 //     running one (its cancel grace ran out) waits behind it: the abandoned
 //     turn's output and result are dropped.
 //   - This translator does not replay history on session/load (the CLI

@@ -478,18 +478,22 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	}{"user", message{"user", blocks}, json.RawMessage("null"), "default", tr.uuid})}
 }
 
-// dropQueued answers the queued prompts "cancelled", as claude-agent-acp
-// answers them on session/cancel, and remembers them so that a turn the
-// CLI starts for one of them is stopped.
-func (t *translator) dropQueued() []translate.Out {
+// dropQueued answers the queued prompts that were cancelled (all of them
+// when all is true) "cancelled", as claude-agent-acp answers them on
+// session/cancel, and remembers them so that a turn the CLI starts for one
+// of them is stopped.
+func (t *translator) dropQueued(all bool) []translate.Out {
 	var outs []translate.Out
-	for _, q := range t.queue {
+	t.queue = slices.DeleteFunc(t.queue, func(q *turn) bool {
+		if !all && !q.cancelled {
+			return false
+		}
 		t.dropped[q.uuid] = true
 		if !q.abandoned {
 			outs = append(outs, reply(q.ref, stopReason{StopReason: "cancelled"}))
 		}
-	}
-	t.queue = nil
+		return true
+	})
 	return outs
 }
 
@@ -501,7 +505,13 @@ func (t *translator) cancelTurn() []translate.Out {
 	if t.turn == nil || t.closed {
 		return nil
 	}
-	outs := t.dropQueued()
+	// The queued prompts are answered "cancelled" after the running one
+	// (see result), so that the editor never sees a later prompt end
+	// first.
+	for _, q := range t.queue {
+		q.cancelled = true
+	}
+	var outs []translate.Out
 	if !t.turn.cancelled {
 		t.turn.cancelled = true
 		outs = append(outs, t.controlRequest(&ctlRequest{kind: ctlInterrupt}, struct {
@@ -572,6 +582,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 		if !t.turn.abandoned {
 			outs = append(outs, reply(t.turn.ref, stopReason{StopReason: "cancelled"}))
 		}
+		outs = append(outs, t.dropQueued(true)...)
 		t.turn = nil
 	}
 	if t.openRef != 0 {
