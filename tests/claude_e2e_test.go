@@ -220,7 +220,7 @@ func TestClaude_StreamingAndFlags(t *testing.T) {
 		t.Errorf("completed update = %s, want the output %q in a console block as content, and as rawOutput", u, fakeclaude.ToolOutput)
 	}
 	j = e.journalIn(t, cwd, "the prompt", func(j fakeclaude.Journal) bool { return len(j.UserMessages()) == 1 })
-	if got, want := j.UserMessages()[0], `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"list files"}]},"parent_tool_use_id":null,"session_id":"default"}`; got != want {
+	if got, want := j.UserMessages()[0], `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"list files"}]},"parent_tool_use_id":null,"session_id":"default","uuid":"`+claude.SessionUUID(string(sid)+"/prompt/1")+`"}`; got != want {
 		t.Errorf("CLI received %s\nwant %s", got, want)
 	}
 	if n := len(e.journals(t)); n != 1 {
@@ -629,5 +629,170 @@ func TestClaude_TurnErrors(t *testing.T) {
 	}
 	if c := e.Fake.Chunks(sid); len(c) != 0 {
 		t.Errorf("chunks %q: the CLI's error text belongs in the error, not the transcript", c)
+	}
+}
+
+// A second session/prompt while one runs is queued, as claude-agent-acp
+// queues it: it reaches the CLI at once, the CLI takes it when the running
+// turn ends, and each prompt is answered by its own turn, end_turn, in
+// order, the second prompt's output after the first's answer.
+func TestClaude_PromptQueue(t *testing.T) {
+	t.Parallel()
+	e := newClaudeEditor(t, "")
+	release := make(chan struct{})
+	e.Fake.OnPermission(func(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected("allow")}, nil
+	})
+	e.Initialize(t)
+	cwd := t.TempDir()
+	sid := e.NewSession(t, cwd)
+
+	type answer struct {
+		r   acp.PromptResponse
+		err error
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		r, err := e.Prompt(ctxT(t), sid, "touch")
+		first <- answer{r, err}
+	}()
+	waitUntil(t, WaitTimeout, "the first turn's permission request", func() bool { return len(e.Fake.Permissions()) == 1 })
+	id1 := e.In.LastID("session/prompt")
+	go func() {
+		r, err := e.Prompt(ctxT(t), sid, "hello")
+		second <- answer{r, err}
+	}()
+	j := e.journalIn(t, cwd, "the second prompt queued", func(j fakeclaude.Journal) bool { return j.HasEvent("queued") })
+	if n := len(j.UserMessages()); n != 2 {
+		t.Errorf("CLI received %d user messages while the first turn ran, want 2", n)
+	}
+	id2 := e.In.LastID("session/prompt")
+	if id1 == id2 {
+		t.Fatalf("the second prompt was not sent (last prompt id %s)", id2)
+	}
+	close(release)
+
+	for i, ch := range []chan answer{first, second} {
+		select {
+		case a := <-ch:
+			if a.err != nil || a.r.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("prompt %d = %+v, %v; want end_turn", i+1, a.r, a.err)
+			}
+		case <-time.After(WaitTimeout):
+			t.Fatalf("prompt %d was not answered", i+1)
+		}
+	}
+	r1, r2 := e.Out.Response(t, id1), e.Out.Response(t, id2)
+	echo, ok := e.Out.Find(time.Second, func(l Line) bool { return l.Get("params.update.content.text").Str == "echo: hello" })
+	if !ok {
+		t.Fatal("no chunk of the second prompt's turn (echo: hello)")
+	}
+	if !(r1.N < echo.N && echo.N < r2.N) {
+		t.Errorf("stdout lines: first answer %d, second turn's chunk %d, second answer %d; want them in that order", r1.N, echo.N, r2.N)
+	}
+	if created, ok := e.Out.Find(time.Second, func(l Line) bool { return l.Get("params.update.content.text").Str == "Created." }); !ok || created.N > r1.N {
+		t.Errorf("the first turn's message (line %d, found %v) should come before its answer (line %d)", created.N, ok, r1.N)
+	}
+}
+
+// session/load of a session a bridge that has since exited ran replays its
+// history before the answer, as claude-agent-acp 0.23.1 replays the CLI's
+// session file (loadSession → replaySessionHistory → toAcpNotifications,
+// read from its source): the prompt as user_message_chunk, then thoughts,
+// the plan (TodoWrite), the tool call and its result, the image and the
+// text, in the order the turn showed them; the available commands come
+// after the answer. session/resume replays nothing, as the adapter's
+// unstable_resumeSession does not. The comparison cannot run against the
+// adapter itself: its replay reads the CLI's session files through the
+// Agent SDK (getSessionMessages), which the fake CLI does not write.
+func TestClaude_LoadReplay(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	cwd := t.TempDir()
+	first := newClaudeEditor(t, "", "--state-dir", state)
+	first.Initialize(t)
+	sid := first.NewSession(t, cwd)
+	if r, err := first.Prompt(ctxT(t), sid, "plan"); err != nil || r.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", r, err)
+	}
+	first.In.Close()
+	if _, ok := first.WaitExit(WaitTimeout); !ok {
+		t.Fatal("the first bridge did not exit")
+	}
+
+	want := []string{
+		"user_message_chunk text plan",
+		"agent_thought_chunk text Plan first, then read.",
+		"plan",
+		"tool_call toolu_read read",
+		"tool_call_update toolu_read completed",
+		"agent_message_chunk image",
+		"agent_message_chunk text Planned.",
+	}
+	for _, method := range []string{"session/load", "session/resume"} {
+		e := newClaudeEditor(t, "", "--state-dir", state)
+		e.Initialize(t)
+		var err error
+		if method == "session/resume" {
+			_, err = e.Conn.ResumeSession(ctxT(t), acp.ResumeSessionRequest{SessionId: sid, Cwd: cwd})
+		} else {
+			_, err = e.Conn.LoadSession(ctxT(t), acp.LoadSessionRequest{SessionId: sid, Cwd: cwd, McpServers: []acp.McpServer{}})
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		answer := e.Out.Response(t, e.In.LastID(method))
+		// What an editor shows: text chunks of one kind in a row are one
+		// text (the bridge replays them as they streamed, the adapter
+		// whole), and a tool_call_update without a status only fills in
+		// the input (the adapter's replayed tool_call has it already).
+		var got []string
+		for _, l := range e.Out.Lines() {
+			if l.N > answer.N || l.Method() != "session/update" {
+				continue
+			}
+			u := l.Get("params.update")
+			s := u.Get("sessionUpdate").Str
+			switch s {
+			case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk":
+				typ := u.Get("content.type").Str
+				if n := len(got); typ == "text" && n > 0 && strings.HasPrefix(got[n-1], s+" text ") {
+					got[n-1] += u.Get("content.text").Str
+					continue
+				}
+				s += " " + typ
+				if typ == "text" {
+					s += " " + u.Get("content.text").Str
+				}
+			case "tool_call":
+				s += " " + u.Get("toolCallId").Str + " " + u.Get("kind").Str
+			case "tool_call_update":
+				if !u.Get("status").Exists() {
+					if !u.Get("rawInput").IsObject() {
+						t.Errorf("%s replayed a tool_call_update with neither status nor input: %s", method, u.Raw)
+					}
+					continue
+				}
+				s += " " + u.Get("toolCallId").Str + " " + u.Get("status").Str
+			}
+			got = append(got, s)
+		}
+		e.In.Close()
+		if _, ok := e.WaitExit(WaitTimeout); !ok {
+			t.Fatalf("the bridge of %s did not exit", method)
+		}
+		if method == "session/resume" {
+			if len(got) != 0 {
+				t.Errorf("session/resume sent %q before its answer, want no replay", got)
+			}
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("session/load replayed\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+		}
 	}
 }

@@ -189,7 +189,12 @@ func viewParity(lines []string) parityView {
 				}
 				step = append(step, kind+" "+text)
 			case "tool_call", "tool_call_update":
-				step = append(step, strings.TrimSpace(kind+" "+u.Get("toolCallId").Str+" "+u.Get("status").Str)+toolShown(u))
+				s := strings.TrimSpace(kind+" "+u.Get("toolCallId").Str+" "+u.Get("status").Str) + toolShown(u)
+				if r := u.Get("_meta.claudeCode.toolResponse"); r.Exists() {
+					// The PostToolUse hook's update: the tool's response.
+					s += " toolResponse=" + r.Raw
+				}
+				step = append(step, s)
 			case "usage_update":
 				step = append(step, fmt.Sprintf("usage_update used=%d size=%d cost=%v %s", u.Get("used").Int(), u.Get("size").Int(), u.Get("cost.amount").Float(), u.Get("cost.currency").Str))
 			case "current_mode_update":
@@ -270,7 +275,8 @@ func configValues(opts gjson.Result) string {
 // The same scripted session through the bridge and through claude-agent-acp
 // 0.23.1 shows the editor the same modes, models, config options and slash
 // commands, and per step the same updates: one tool_call per tool, then
-// tool_call_updates; the same usage_update; the same permission options;
+// tool_call_updates, with the PostToolUse hook's (the tool's response in
+// _meta); the same usage_update; the same permission options;
 // the same stop reasons and token usage.
 func TestClaude_Parity(t *testing.T) {
 	t.Parallel()

@@ -138,6 +138,11 @@ func testRealCLI(t *testing.T, command []string) {
 		slices.ContainsFunc(lifecycle[1:], func(s string) bool { return strings.HasPrefix(s, "tool_call ") }) {
 		t.Errorf("run the tool: tool call lifecycle %q, want one tool_call, then tool_call_updates ending completed", lifecycle)
 	}
+	if !slices.ContainsFunc(tool, func(s string) bool {
+		return strings.HasPrefix(s, "tool_call_update ") && strings.Contains(s, " toolResponse={")
+	}) {
+		t.Errorf("run the tool: updates %q, want the PostToolUse update with the tool's response (tool_use_result)", tool)
+	}
 	if len(v.Permissions) != 1 || !strings.HasPrefix(v.Permissions[0], "step 4: ") {
 		t.Errorf("permission requests %q, want one, in the second prompt", v.Permissions)
 	}

@@ -51,6 +51,11 @@ func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	if t.session == "" || t.closed {
 		return []translate.Out{note("CLI message " + typ + " with no session open")}, nil
 	}
+	if typ == "user" {
+		if outs, ok := t.echo(msg); ok {
+			return outs, nil
+		}
+	}
 	if t.staleTurns > 0 && (typ == "stream_event" || typ == "assistant" || typ == "user") {
 		// Output of a turn the engine gave up on (see result): the
 		// editor already saw it end.
@@ -153,7 +158,8 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input, exitPlan: name == "ExitPlanMode"}
 	options := permissionOptions
 	if p.exitPlan {
-		options = exitPlanOptions
+		options = t.exitPlanChoices()
+		p.bypass = options[0] == exitPlanBypass
 	}
 	if s := req.Get("permission_suggestions"); s.IsArray() {
 		p.suggestions = compactJSON([]byte(s.Raw))
@@ -454,6 +460,11 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 			continue
 		}
 		delete(t.tools, id)
+		if tl.name == "EnterPlanMode" && !block.Get("is_error").Bool() {
+			// claude-agent-acp's PostToolUse hook: the CLI is planning now.
+			t.mode = "plan"
+			outs = append(outs, t.modeUpdate(), t.configUpdate())
+		}
 		if tl.plan || !tl.announced {
 			continue
 		}
@@ -461,6 +472,8 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 		status := "completed"
 		if failed {
 			status = "failed"
+		} else {
+			outs = append(outs, t.postToolUse(id, tl, msg.Get("tool_use_result"))...)
 		}
 		content := block.Get("content")
 		raw := compactJSON([]byte(content.Raw))
@@ -484,6 +497,119 @@ func (t *translator) userMessage(msg gjson.Result) []translate.Out {
 	return outs
 }
 
+// postToolUse shows what claude-agent-acp's PostToolUse hook shows once a
+// tool succeeded, before its result: a tool_call_update carrying the tool's
+// own response (the user message's tool_use_result, which is the hook's
+// tool_response) in _meta.claudeCode.toolResponse, and for Edit the diff
+// and locations of the patch the CLI applied.
+func (t *translator) postToolUse(id string, tl *tool, response gjson.Result) []translate.Out {
+	if !response.Exists() {
+		return nil
+	}
+	raw := compactJSON([]byte(response.Raw))
+	if raw == nil {
+		return nil
+	}
+	meta := map[string]any{"toolResponse": raw, "toolName": tl.name}
+	if tl.parent != "" {
+		meta["parentToolUseId"] = tl.parent
+	}
+	u := toolCall{
+		Meta:          marshal(map[string]any{"claudeCode": meta}),
+		SessionUpdate: "tool_call_update",
+		ToolCallID:    id,
+	}
+	if tl.name == "Edit" {
+		u.Content, u.Locations = patchView(response)
+	}
+	return []translate.Out{t.update(u)}
+}
+
+// patchView is the diff of an Edit's response, hunk by hunk, as
+// claude-agent-acp shows it: each hunk of structuredPatch is one diff
+// (context lines on both sides) located at the hunk's first new line.
+func patchView(response gjson.Result) ([]toolContent, []location) {
+	path := response.Get("filePath").Str
+	patch := response.Get("structuredPatch")
+	if path == "" || !patch.IsArray() {
+		return nil, nil
+	}
+	var content []toolContent
+	var locations []location
+	for _, hunk := range patch.Array() {
+		var oldLines, newLines []string
+		for _, l := range hunk.Get("lines").Array() {
+			line := l.String()
+			text := ""
+			if line != "" {
+				text = line[1:]
+			}
+			switch {
+			case strings.HasPrefix(line, "-"):
+				oldLines = append(oldLines, text)
+			case strings.HasPrefix(line, "+"):
+				newLines = append(newLines, text)
+			default:
+				oldLines = append(oldLines, text)
+				newLines = append(newLines, text)
+			}
+		}
+		if len(oldLines) == 0 && len(newLines) == 0 {
+			continue
+		}
+		start := hunk.Get("newStart").Int()
+		locations = append(locations, location{Path: path, Line: &start})
+		var oldText *string
+		if s := strings.Join(oldLines, "\n"); s != "" {
+			oldText = &s
+		}
+		content = append(content, diffItem(path, oldText, strings.Join(newLines, "\n")))
+	}
+	return content, locations
+}
+
+// echo handles the CLI's echo of a queued prompt (--replay-user-messages),
+// which says the CLI took it, as claude-agent-acp reads it: the running
+// prompt is answered end_turn (with the usage of the results it saw, none)
+// and what follows is the queued prompt's turn. The echo of a prompt
+// answered "cancelled" while queued starts a turn nobody waits for: it is
+// interrupted and its output dropped. It reports false for other user
+// messages.
+func (t *translator) echo(msg gjson.Result) ([]translate.Out, bool) {
+	id := msg.Get("uuid").Str
+	if id == "" {
+		return nil, false
+	}
+	if t.dropped[id] {
+		delete(t.dropped, id)
+		if t.turn != nil {
+			// Taken into the running turn, which is being cancelled.
+			return nil, true
+		}
+		t.staleTurns++
+		return []translate.Out{t.controlRequest(&ctlRequest{kind: ctlInterrupt}, struct {
+			Subtype string `json:"subtype"`
+		}{"interrupt"})}, true
+	}
+	i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.uuid == id })
+	if i < 0 {
+		return nil, false
+	}
+	next := t.queue[i]
+	if next.cancelled {
+		// Taken into the running turn, which is being cancelled: the
+		// prompt is answered after it (see result).
+		return nil, true
+	}
+	t.queue = slices.Delete(t.queue, i, i+1)
+	var outs []translate.Out
+	if tr := t.turn; tr != nil && !tr.abandoned && t.staleTurns == 0 {
+		outs = append(outs, reply(tr.ref, stopReason{StopReason: "end_turn", Usage: &usage{}}))
+	}
+	t.turn = next
+	return outs, true
+}
+
 // result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).
 func (t *translator) result(msg gjson.Result) []translate.Out {
 	if t.staleTurns > 0 {
@@ -494,11 +620,23 @@ func (t *translator) result(msg gjson.Result) []translate.Out {
 		clear(t.tools)
 		return nil
 	}
-	tr := t.turn
-	if tr == nil {
+	if t.turn == nil {
 		return []translate.Out{t.note("result with no prompt running")}
 	}
+	cancelled := t.dropQueued(false)
+	return append(t.endTurn(msg), cancelled...)
+}
+
+// endTurn answers the running prompt with the result msg, and makes the
+// next queued prompt the running one.
+func (t *translator) endTurn(msg gjson.Result) []translate.Out {
+	tr := t.turn
 	t.turn = nil
+	if len(t.queue) > 0 {
+		// The CLI takes the next queued prompt now, as claude-agent-acp
+		// expects when no echo handed the turn over.
+		t.turn, t.queue = t.queue[0], t.queue[1:]
+	}
 	t.stream.reset("")
 	// Permission requests the CLI left open are moot once its turn ended,
 	// and so are tool calls without a result (an interrupted tool, one

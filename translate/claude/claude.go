@@ -16,31 +16,35 @@
 //	tool titles, kinds, content     same rules                 tools.ts
 //	usage_update (used/size/cost)   at each turn's result      same
 //	prompt answer usage             from the result            summed over results
-//	models, set_model, option       from the CLI's list        same; current = first
+//	models, set_model, option       from the CLI's list;       same
+//	                                current = first unless
+//	                                model is configured
 //	modes                           5, always                  5; bypass hidden as root
 //	available commands              filtered, mcp: names       same
 //	plan (TodoWrite)                plan updates               same
 //	thoughts, images                chunks                     same
 //	permission options, outcomes    same ids and answers       same
-//	ExitPlanMode options            3 (no bypass option)       4 when not root
+//	ExitPlanMode options            4 when the CLI allows      4 when not root
+//	                                bypass, else 3
 //	compaction, local command out   message chunks             same
 //	/context… (output in result)    message chunk              same
-//	session/load history            the bridge's store         read from CLI files
+//	session/load history            the bridge's store (same   read from CLI files
+//	                                kinds, before the answer)
 //	resume, close                   yes                        yes (also fork, list)
-//	PostToolUse hook updates        no (no hooks registered)   toolResponse in _meta
+//	PostToolUse hook updates        from tool_use_result       toolResponse in _meta,
+//	                                (same updates)             Edit's patch as diff
 //	terminal_output _meta (Bash)    no                         when the editor asks
-//	prompt queueing                 refused (-32600)           queued
+//	prompt queueing                 queued, promptQueueing     same
 //	subagent text and thoughts      hidden                     streamed ones shown
 //	subagent tool calls             parentToolUseId in _meta   same
 //
 // Not mapped, and why: history replay needs the CLI's session files, which
 // a pure translator cannot read (the bridge's session store replays
-// instead); hook-based updates need hook callbacks the dialect does not
-// register; a second prompt while one runs is refused because the CLI's
-// results could not be told apart; the bypass option of ExitPlanMode and
-// the bypassPermissions mode need the CLI started with
-// --allow-dangerously-skip-permissions, which the dialect does not add
-// (extra_args can), so the CLI refuses the switch with its own reason.
+// instead); the bypassPermissions mode needs the
+// CLI started with --allow-dangerously-skip-permissions, which the dialect
+// does not add (extra_args can; ExitPlanMode then offers the bypass option
+// first, as the adapter does), so otherwise the CLI refuses the switch with
+// its own reason.
 //
 // One CLI process holds one conversation, so the engine starts one process
 // per ACP session (Dialect.PerSession) and answers initialize and
@@ -86,6 +90,10 @@
 //     message after a tool result, where 2.0 went on to the assistant.
 //     Tool calls still without a result when the turn ends are closed as
 //     failed, so that no editor shows them running.
+//   - The adapter's PostToolUse hook is not registered: the same update is
+//     made from the tool result's user message, whose tool_use_result is
+//     the response the CLI hands the hook, and sent where the hook's would
+//     come, before the completed tool_call_update. A failed tool has none.
 //   - Permissions: every can_use_tool becomes its own
 //     session/request_permission, whatever else is pending, with the
 //     reference's options (always allow, allow, reject; for ExitPlanMode
@@ -98,11 +106,20 @@
 //     pending permission requests ($/cancel_request) and denies them toward
 //     the CLI at once, so neither side waits on the other; the turn's
 //     result then answers the prompt "cancelled", whatever its subtype.
-//   - A second session/prompt while one runs is refused (-32600): the CLI
-//     would queue it and the two turns' results could not be told apart.
-//     A prompt sent after the engine abandoned the running one (its cancel
-//     grace ran out) waits behind it: the abandoned turn's output and
-//     result are dropped.
+//   - A second session/prompt while one runs is queued, as
+//     claude-agent-acp queues it (and says so, promptQueueing in the
+//     initialize answer's _meta.claudeCode, so that the engine's one-turn
+//     rule lets it through): it goes to the CLI at once with a uuid, which
+//     the CLI echoes (--replay-user-messages) when it takes the message.
+//     The running prompt is answered by its result, and the queued one's
+//     turn follows; if the echo comes first (the CLI took the message into
+//     the running turn) the running prompt is answered end_turn there, and
+//     the rest of the turn is the queued prompt's. session/cancel answers
+//     queued prompts "cancelled" (claude-agent-acp at once; here right
+//     after the running prompt, so that no later prompt ends first); a
+//     turn the CLI starts for one of them is interrupted and dropped. A prompt sent after the engine abandoned the
+//     running one (its cancel grace ran out) waits behind it: the abandoned
+//     turn's output and result are dropped.
 //   - This translator does not replay history on session/load (the CLI
 //     keeps it and has no way to print it): the session is resumed and
 //     the answer comes without replay, reported as a Note. With the
@@ -254,6 +271,8 @@ type permission struct {
 	suggestions json.RawMessage
 	// exitPlan marks ExitPlanMode, whose options are modes.
 	exitPlan bool
+	// bypass says the ExitPlanMode options included bypassPermissions.
+	bypass bool
 }
 
 // tool is what the translator knows of one tool use.
@@ -282,6 +301,9 @@ type turn struct {
 	// local marks a prompt that is a command the CLI answers itself,
 	// without the model (/context): its result's text is the output.
 	local bool
+	// uuid is the prompt message's uuid, which the CLI echoes
+	// (--replay-user-messages) when it takes the message.
+	uuid string
 }
 
 // stream is the streaming state of the assistant message being received
@@ -342,20 +364,30 @@ type translator struct {
 	// staleTurns counts abandoned turns the CLI has not ended yet, whose
 	// results come before the running turn's.
 	staleTurns int
-	tools      map[string]*tool
-	nextTool   uint64
-	stream     stream
+	// queue holds the prompts sent while another ran, in order: the CLI
+	// has them and takes each when its echo comes or the turn before ends.
+	queue []*turn
+	// dropped holds the uuids of queued prompts answered "cancelled"
+	// before the CLI took them; a turn the CLI starts for one is
+	// interrupted and its output dropped.
+	dropped map[string]bool
+	// prompts counts the prompts sent, for their uuids.
+	prompts  int
+	tools    map[string]*tool
+	nextTool uint64
+	stream   stream
 }
 
 func newTranslator(o Options) *translator {
 	t := &translator{
-		opts:  o,
-		mode:  o.PermissionMode,
-		model: o.Model,
-		ctl:   make(map[string]*ctlRequest),
-		perms: make(map[translate.Ref]*permission),
-		stale: make(map[translate.Ref]bool),
-		tools: make(map[string]*tool),
+		opts:    o,
+		mode:    o.PermissionMode,
+		model:   o.Model,
+		ctl:     make(map[string]*ctlRequest),
+		perms:   make(map[translate.Ref]*permission),
+		stale:   make(map[translate.Ref]bool),
+		dropped: make(map[string]bool),
+		tools:   make(map[string]*tool),
 	}
 	if t.mode == "" {
 		t.mode = "default"

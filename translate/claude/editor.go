@@ -39,6 +39,12 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		if t.turn != nil && t.turn.ref == m.Ref {
 			return t.cancelTurn(), nil
 		}
+		if i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.ref == m.Ref }); i >= 0 {
+			q := t.queue[i]
+			t.queue = slices.Delete(t.queue, i, i+1)
+			t.dropped[q.uuid] = true
+			return []translate.Out{reply(q.ref, stopReason{StopReason: "cancelled"})}, nil
+		}
 		return nil, nil
 	case translate.Abandon:
 		return t.abandon(m.Ref), nil
@@ -49,6 +55,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		// editor's calls; this translator's process is gone.
 		t.turn = nil
 		t.staleTurns = 0
+		t.queue = nil
 		clear(t.perms)
 		clear(t.ctl)
 		t.closed = true
@@ -106,6 +113,9 @@ func initializeResult() any {
 		Close  struct{} `json:"close"`
 	}
 	type agentCapabilities struct {
+		// _meta.claudeCode.promptQueueing says, as claude-agent-acp says
+		// it, that a prompt sent while a turn runs is queued (see prompt).
+		Meta json.RawMessage `json:"_meta"`
 		// --resume restores a session (history replay waits for the
 		// bridge's transcripts; see the package comment).
 		LoadSession         bool                `json:"loadSession"`
@@ -125,6 +135,7 @@ func initializeResult() any {
 	}{
 		ProtocolVersion: 1,
 		AgentCapabilities: agentCapabilities{
+			Meta:               json.RawMessage(`{"claudeCode":{"promptQueueing":true}}`),
 			LoadSession:        true,
 			PromptCapabilities: promptCapabilities{Image: true, EmbeddedContext: true},
 			MCPCapabilities:    mcpCapabilities{HTTP: true, SSE: true},
@@ -232,6 +243,11 @@ func (t *translator) opened(response json.RawMessage, errText string) []translat
 	}
 	if len(models) > 0 {
 		t.models = models
+		if t.opts.Model == "" {
+			// No model configured: the CLI's first model is the current
+			// one, as claude-agent-acp shows it.
+			t.model = models[0].Value
+		}
 		t.ensureModel()
 	}
 	var outs []translate.Out
@@ -425,9 +441,6 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	if outs := t.checkSession(m.Ref, p.SessionID); outs != nil {
 		return outs
 	}
-	if t.turn != nil && !t.turn.abandoned {
-		return []translate.Out{failf(m.Ref, translate.CodeInvalidRequest, "a prompt is already running in this session: wait for its response or send session/cancel first")}
-	}
 	blocks, err := promptBlocks(p.Prompt)
 	if err != nil {
 		return []translate.Out{fail(m.Ref, err.JSON())}
@@ -435,12 +448,21 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	if len(blocks) == 0 {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "session/prompt needs at least one content block")}
 	}
-	if t.turn != nil {
+	t.prompts++
+	tr := &turn{ref: m.Ref, local: localCommand(blocks), uuid: SessionUUID(fmt.Sprintf("%s/prompt/%d", t.session, t.prompts))}
+	switch {
+	case t.turn != nil && !t.turn.abandoned:
+		// Queued, as claude-agent-acp queues it: the CLI takes the
+		// message when it can, and its echo says when (see echo).
+		t.queue = append(t.queue, tr)
+	case t.turn != nil:
 		// The engine answered the running turn itself (abandoned); the
 		// CLI ends it, interrupted, before it takes this message.
 		t.staleTurns++
+		t.turn = tr
+	default:
+		t.turn = tr
 	}
-	t.turn = &turn{ref: m.Ref, local: localCommand(blocks)}
 	type message struct {
 		Role    string           `json:"role"`
 		Content []anthropicBlock `json:"content"`
@@ -452,7 +474,27 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		Message         message         `json:"message"`
 		ParentToolUseID json.RawMessage `json:"parent_tool_use_id"`
 		SessionID       string          `json:"session_id"`
-	}{"user", message{"user", blocks}, json.RawMessage("null"), "default"})}
+		UUID            string          `json:"uuid"`
+	}{"user", message{"user", blocks}, json.RawMessage("null"), "default", tr.uuid})}
+}
+
+// dropQueued answers the queued prompts that were cancelled (all of them
+// when all is true) "cancelled", as claude-agent-acp answers them on
+// session/cancel, and remembers them so that a turn the CLI starts for one
+// of them is stopped.
+func (t *translator) dropQueued(all bool) []translate.Out {
+	var outs []translate.Out
+	t.queue = slices.DeleteFunc(t.queue, func(q *turn) bool {
+		if !all && !q.cancelled {
+			return false
+		}
+		t.dropped[q.uuid] = true
+		if !q.abandoned {
+			outs = append(outs, reply(q.ref, stopReason{StopReason: "cancelled"}))
+		}
+		return true
+	})
+	return outs
 }
 
 // cancelTurn interrupts the running turn: a control interrupt to the CLI
@@ -462,6 +504,12 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 func (t *translator) cancelTurn() []translate.Out {
 	if t.turn == nil || t.closed {
 		return nil
+	}
+	// The queued prompts are answered "cancelled" after the running one
+	// (see result), so that the editor never sees a later prompt end
+	// first.
+	for _, q := range t.queue {
+		q.cancelled = true
 	}
 	var outs []translate.Out
 	if !t.turn.cancelled {
@@ -502,6 +550,10 @@ func (t *translator) abandon(ref translate.Ref) []translate.Out {
 		t.turn.abandoned = true
 		return outs
 	}
+	if i := slices.IndexFunc(t.queue, func(q *turn) bool { return q.ref == ref }); i >= 0 {
+		t.dropped[t.queue[i].uuid] = true
+		t.queue = slices.Delete(t.queue, i, i+1)
+	}
 	if t.openRef == ref {
 		t.openRef = 0
 	}
@@ -530,6 +582,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 		if !t.turn.abandoned {
 			outs = append(outs, reply(t.turn.ref, stopReason{StopReason: "cancelled"}))
 		}
+		outs = append(outs, t.dropQueued(true)...)
 		t.turn = nil
 	}
 	if t.openRef != 0 {
@@ -743,6 +796,33 @@ var exitPlanOptions = []permissionOption{
 	{"reject_once", "No, keep planning", "plan"},
 }
 
+// exitPlanBypass comes first among the ExitPlanMode options when the CLI
+// can switch to bypassPermissions (see translator.bypassAllowed).
+var exitPlanBypass = permissionOption{"allow_always", "Yes, and bypass permissions", "bypassPermissions"}
+
+// bypassAllowed reports whether the CLI accepts the bypassPermissions mode:
+// it was started in that mode, or with --allow-dangerously-skip-permissions
+// or --dangerously-skip-permissions (extra_args), or it has switched to it.
+// claude-agent-acp starts every CLI with the first of these unless it runs
+// as root; this dialect leaves that to the configuration.
+func (t *translator) bypassAllowed() bool {
+	if t.opts.PermissionMode == "bypassPermissions" || t.mode == "bypassPermissions" {
+		return true
+	}
+	return slices.ContainsFunc(t.opts.ExtraArgs, func(a string) bool {
+		return a == "--allow-dangerously-skip-permissions" || a == "--dangerously-skip-permissions"
+	})
+}
+
+// exitPlanChoices are the options of an ExitPlanMode permission request,
+// as claude-agent-acp offers them.
+func (t *translator) exitPlanChoices() []permissionOption {
+	if t.bypassAllowed() {
+		return append([]permissionOption{exitPlanBypass}, exitPlanOptions...)
+	}
+	return exitPlanOptions
+}
+
 // editorResponse handles the editor's answer to a permission request.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	if t.stale[m.Ref] {
@@ -787,8 +867,11 @@ func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 // mode (kept by the CLI for the session, and shown to the editor), or
 // staying in it.
 func (t *translator) exitPlanAnswer(p *permission, option string) []translate.Out {
+	if option == "bypassPermissions" && !p.bypass {
+		option = "" // not offered
+	}
 	switch option {
-	case "acceptEdits", "default":
+	case "acceptEdits", "default", "bypassPermissions":
 		t.mode = option
 		setMode := marshal([]any{map[string]string{"type": "setMode", "mode": option, "destination": "session"}})
 		return []translate.Out{

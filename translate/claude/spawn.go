@@ -20,6 +20,7 @@ var StreamFlags = []string{
 	"--verbose",
 	"--include-partial-messages",
 	"--permission-prompt-tool", "stdio",
+	"--replay-user-messages",
 }
 
 // uuidNamespace is the namespace of SessionUUID's name-based UUIDs: the

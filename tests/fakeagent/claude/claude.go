@@ -19,14 +19,18 @@
 //     wait for the control_response;
 //   - an interrupt ends the running turn with "[Request interrupted by
 //     user]" and an error_during_execution result; the process then takes
-//     the next user message.
+//     the next user message;
+//   - a user message that comes while a turn runs is queued and taken
+//     when the turn ends (echoed then, with --replay-user-messages).
 //
 // With EnvVersion naming a 2.1 version it speaks as Claude Code 2.1 does
 // (the shapes claude-agent-acp 0.23.1 is built for): the initialize answer
 // lists 2.1's models and slash commands (an argumentHint may be a list),
 // a rate_limit_event opens each turn, assistant messages carry usage, a
 // system message follows each tool result, the result names each model's
-// context window, session_state_changed frames each turn when
+// context window, a tool that succeeded calls the host's PostToolUse hook
+// callbacks (registered in initialize) and its result carries
+// tool_use_result, session_state_changed frames each turn when
 // CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS is set, and with
 // --replay-user-messages each user message is echoed back with its uuid.
 // With EnvSeed set, messages that may come anywhere in a 2.1 turn
@@ -43,6 +47,7 @@ package fakeclaude
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -112,11 +117,16 @@ type cli struct {
 
 	wmu sync.Mutex // one line per write on stdout
 
-	mu       sync.Mutex
-	mode     string
-	turn     *turn
-	next     int                          // control request ids of the CLI
-	answers  map[string]chan gjson.Result // can_use_tool request id → answer
+	mu      sync.Mutex
+	mode    string
+	turn    *turn
+	next    int                          // control request ids of the CLI
+	answers map[string]chan gjson.Result // can_use_tool request id → answer
+	// postToolUse are the host's PostToolUse hook callback ids (from
+	// initialize), called after each tool that succeeded (2.1).
+	postToolUse []string
+	// tools are the tool uses sent, by id: name and input.
+	tools    map[string]gjson.Result
 	bypassOK bool
 	// initPending is true from the initialize control request until its
 	// answer goes out.
@@ -127,7 +137,9 @@ type cli struct {
 	// stateEvents: send session_state_changed (2.1, asked for by env).
 	stateEvents bool
 	replay      bool // --replay-user-messages
-	noise       *rand.Rand
+	// queue holds the user messages that came while a turn ran.
+	queue []gjson.Result
+	noise *rand.Rand
 	// usage is what the assistant messages of the turn report, grown per
 	// message.
 	usage   int
@@ -145,7 +157,7 @@ func (t *turn) interrupt() { t.once.Do(func() { close(t.interrupted) }) }
 // RunStdio runs the fake CLI on the process's stdin and stdout with the
 // process's arguments, and returns the exit status.
 func RunStdio() int {
-	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}, version: "2.0.77"}
+	c := &cli{argv: os.Args[1:], mode: "default", answers: map[string]chan gjson.Result{}, tools: map[string]gjson.Result{}, version: "2.0.77"}
 	if v := os.Getenv(EnvVersion); v != "" {
 		c.version = v
 	}
@@ -300,6 +312,11 @@ func (c *cli) receive(line []byte) {
 		case "initialize":
 			c.mu.Lock()
 			c.initPending = true
+			for _, ids := range req.Get("hooks.PostToolUse.#.hookCallbackIds").Array() {
+				for _, h := range ids.Array() {
+					c.postToolUse = append(c.postToolUse, h.Str)
+				}
+			}
 			c.mu.Unlock()
 			go c.answerInitialize(id)
 		case "interrupt":
@@ -340,34 +357,42 @@ func (c *cli) receive(line []byte) {
 		}
 		ch <- m.Get("response")
 	case "user":
-		if c.replay {
-			// What --replay-user-messages echoes: the message with its
-			// uuid, which the SDK hosts match to their prompt.
-			var echo obj
-			_ = json.Unmarshal(line, &echo)
-			echo["session_id"] = c.session
-			echo["isReplay"] = true
-			c.send(echo)
-		}
 		c.mu.Lock()
 		if c.turn != nil {
+			// Queued, as the CLI queues input that comes while a turn
+			// runs: taken when the turn ends.
+			c.queue = append(c.queue, m)
 			c.mu.Unlock()
-			c.j.event("violation: user message while a turn runs")
+			c.j.event("queued")
 			return
 		}
 		t := &turn{interrupted: make(chan struct{})}
 		c.turn = t
 		c.mu.Unlock()
-		var text []string
-		for _, b := range m.Get("message.content").Array() {
-			if b.Get("type").Str == "text" {
-				text = append(text, b.Get("text").Str)
-			}
-		}
-		go c.run(t, strings.Join(text, ""))
+		c.take(t, m)
 	default:
 		c.j.event("violation: unknown message " + m.Get("type").Str)
 	}
+}
+
+// take starts turn t for user message m, echoing m first with
+// --replay-user-messages: the message with its uuid, which the SDK hosts
+// match to their prompt.
+func (c *cli) take(t *turn, m gjson.Result) {
+	if c.replay {
+		var echo obj
+		_ = json.Unmarshal([]byte(m.Raw), &echo)
+		echo["session_id"] = c.session
+		echo["isReplay"] = true
+		c.send(echo)
+	}
+	var text []string
+	for _, b := range m.Get("message.content").Array() {
+		if b.Get("type").Str == "text" {
+			text = append(text, b.Get("text").Str)
+		}
+	}
+	go c.run(t, strings.Join(text, ""))
 }
 
 // answerInitialize answers the initialize control request after
@@ -434,6 +459,14 @@ func (c *cli) assistant(id string, content ...obj) {
 		c.mu.Unlock()
 		message["usage"] = obj{"input_tokens": 10, "cache_read_input_tokens": u, "cache_creation_input_tokens": 5, "output_tokens": 7}
 	}
+	c.mu.Lock()
+	for _, b := range content {
+		if b["type"] == "tool_use" {
+			raw, _ := json.Marshal(b)
+			c.tools[b["id"].(string)] = gjson.ParseBytes(raw)
+		}
+	}
+	c.mu.Unlock()
 	c.send(obj{"type": "assistant", "message": message, "parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
 }
 
@@ -443,8 +476,28 @@ func (c *cli) assistant(id string, content ...obj) {
 func ContextUsed(n int) int { return 10 + 100*n + 5 + 7 }
 
 func (c *cli) toolResult(id string, content string, isError bool) {
-	c.send(obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
-		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"})
+	msg := obj{"type": "user", "message": obj{"role": "user", "content": []obj{{"tool_use_id": id, "type": "tool_result", "content": content, "is_error": isError}}},
+		"parent_tool_use_id": nil, "session_id": c.session, "uuid": "u"}
+	if c.v21 && !isError {
+		// 2.1 runs the PostToolUse hooks, then reports the tool's own
+		// response beside its result.
+		c.mu.Lock()
+		use := c.tools[id]
+		hooks := c.postToolUse
+		c.mu.Unlock()
+		response := toolResponse(use, content)
+		if len(hooks) > 0 {
+			// The tool runs before its hooks do: a host that registers
+			// its hook for a tool use when the assistant message comes
+			// (claude-agent-acp) has it registered by then.
+			time.Sleep(hookDelay)
+		}
+		for _, h := range hooks {
+			c.hookCallback(h, id, use, response)
+		}
+		msg["tool_use_result"] = response
+	}
+	c.send(msg)
 	if c.v21 {
 		// 2.1 reports on the tool before the model goes on.
 		c.send(obj{"type": "system", "subtype": "informational", "content": "Tool " + id + " finished", "level": "info", "session_id": c.session, "uuid": "u"})
@@ -469,6 +522,17 @@ func (c *cli) result(subtype string, isError bool, text string) {
 	}
 	c.send(r)
 	c.sessionState("idle")
+	c.mu.Lock()
+	if c.turn != nil || len(c.queue) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	m := c.queue[0]
+	c.queue = c.queue[1:]
+	t := &turn{interrupted: make(chan struct{})}
+	c.turn = t
+	c.mu.Unlock()
+	c.take(t, m)
 }
 
 // sessionState sends session_state_changed when asked for.
@@ -484,6 +548,42 @@ func (c *cli) say(msgID, text string) {
 	c.streamText(0, text)
 	c.assistant(msgID, obj{"type": "text", "text": text})
 	c.streamEvent(obj{"type": "message_stop"})
+}
+
+// hookDelay is how long a tool runs before its PostToolUse hooks are
+// called.
+const hookDelay = 200 * time.Millisecond
+
+// toolResponse is what a 2.1 tool reports of its run, by tool.
+func toolResponse(use gjson.Result, content string) obj {
+	switch use.Get("name").Str {
+	case "Bash":
+		return obj{"stdout": content, "stderr": "", "interrupted": false, "isImage": false}
+	case "Read":
+		return obj{"type": "text", "file": obj{"filePath": use.Get("input.file_path").Str, "content": content, "numLines": 1, "startLine": 1, "totalLines": 1}}
+	case "TodoWrite":
+		return obj{"oldTodos": []any{}, "newTodos": json.RawMessage(use.Get("input.todos").Raw)}
+	}
+	return obj{"content": content}
+}
+
+// hookCallback calls the host's hook callback id for PostToolUse of tool
+// use id and waits for its answer.
+func (c *cli) hookCallback(callback, id string, use gjson.Result, response obj) {
+	c.mu.Lock()
+	c.next++
+	rid := fmt.Sprintf("ff7f898a-0000-4000-8000-%012d", c.next)
+	ch := make(chan gjson.Result, 1)
+	c.answers[rid] = ch
+	c.mu.Unlock()
+	input := json.RawMessage(cmp.Or(use.Get("input").Raw, "{}"))
+	c.send(obj{"type": "control_request", "request_id": rid, "request": obj{
+		"subtype": "hook_callback", "callback_id": callback, "tool_use_id": id,
+		"input": obj{"session_id": c.session, "cwd": mustCwd(), "hook_event_name": "PostToolUse",
+			"tool_name": use.Get("name").Str, "tool_input": input, "tool_response": response, "tool_use_id": id},
+	}})
+	c.j.event("hook " + id)
+	<-ch
 }
 
 // askPermission sends can_use_tool and waits for the answer (nil when the
