@@ -119,9 +119,16 @@ func (e *engine) v2Line(frame []byte) bool {
 	}
 	e.v2.initID = json.RawMessage(bytes.Clone([]byte(r.Get("id").Raw)))
 	e.v2.v1Params = withKey(json.RawMessage(v1.Raw), "protocolVersion", json.RawMessage("1"))
-	// The params as written: a v1 agent reads what it knows of them (its
-	// client capabilities default to none, which is what a v2 editor has).
-	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", json.RawMessage(r.Get("params").Raw)))
+	// The params as written, but for the version: the bridge asks the
+	// agent for the one it chose toward the editor (2), the highest it
+	// speaks, not a higher one the editor may have asked for. A v1 agent
+	// reads what it knows of them (its client capabilities default to
+	// none, which is what a v2 editor has).
+	params := json.RawMessage(r.Get("params").Raw)
+	if r.Get("params.protocolVersion").Raw != "2" {
+		params = withKey(params, "protocolVersion", json.RawMessage("2"))
+	}
+	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
 	return true
 }
 
