@@ -707,6 +707,12 @@ func scSchema(r *run) verdict {
 		return notRun("%v", err)
 	}
 	own := r.findings("schema")
+	return r.schemaVerdict(own, "v1")
+}
+
+// schemaVerdict is the schema scenario's verdict on this session's
+// findings and those of the scenarios before it, against ACP version.
+func (r *run) schemaVerdict(own []finding, version string) verdict {
 	all := append(append([]finding(nil), r.prior...), own...)
 	if len(all) == 0 {
 		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
@@ -723,7 +729,7 @@ func scSchema(r *run) verdict {
 	if len(all) > 5 {
 		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
 	}
-	v := fail(nil, "%d message(s) do not match the ACP v1 schema: %s", len(all), strings.Join(probs, " | "))
+	v := fail(nil, "%d message(s) do not match the ACP %s schema: %s", len(all), version, strings.Join(probs, " | "))
 	v.extra = extra
 	return v
 }

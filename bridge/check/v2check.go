@@ -188,25 +188,7 @@ func scV2Schema(r *run) verdict {
 		return notRun("%v", err)
 	}
 	own := r.findingsV2("schema")
-	all := append(append([]finding(nil), r.prior...), own...)
-	if len(all) == 0 {
-		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
-	}
-	var probs, extra []string
-	for _, f := range all {
-		if len(probs) < 5 {
-			probs = append(probs, fmt.Sprintf("%s #%d: %s", f.scenario, f.n, strings.Join(f.probs, "; ")))
-		}
-		if len(extra) < 10 {
-			extra = append(extra, "("+f.scenario+") "+f.line)
-		}
-	}
-	if len(all) > 5 {
-		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
-	}
-	v := fail(nil, "%d message(s) do not match the ACP v2 schema: %s", len(all), strings.Join(probs, " | "))
-	v.extra = extra
-	return v
+	return r.schemaVerdict(own, "v2")
 }
 
 func scV2Initialize(r *run) verdict {
