@@ -410,7 +410,6 @@ func scV2ConcurrentPrompt(r *run) verdict {
 	if first, err := r.await(r.opts.CancelAfter, func(m Msg) bool { return isUpdate(m, r.sid) && !isState(m, r.sid, "running") }); err == nil && isState(first, r.sid, "idle") {
 		return notRun("the turn for %q ended before a second prompt could be sent (--long-prompt)", r.opts.LongPrompt)
 	}
-	before := len(r.messages())
 	ackB, err := r.promptV2(r.opts.Prompt)
 	defer func() {
 		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
@@ -427,28 +426,89 @@ func scV2ConcurrentPrompt(r *run) verdict {
 	}
 	// Acknowledged: it must wait for the first turn. Streaming to two agent
 	// messages in turn (A, B, A) is two turns running alongside.
-	r.drain(r.opts.Quiet * 2)
-	var order []string
-	var lines []int
-	for _, m := range r.messages()[before:] {
-		k := m.Get("params.update.sessionUpdate").Str
-		if !isUpdate(m, r.sid) || (k != "agent_message_chunk" && k != "agent_message") {
-			continue
-		}
-		id := m.Get("params.update.messageId").Str
-		if len(order) == 0 || order[len(order)-1] != id {
-			order = append(order, id)
-			lines = append(lines, m.N)
-		}
-	}
-	seen := map[string]bool{}
-	for i, id := range order {
-		if seen[id] {
-			return fail(lines[:i+1], "agent messages %s streamed in turn: the second prompt ran alongside the first", strings.Join(order[:i+1], ", "))
-		}
-		seen[id] = true
+	order, lines, ok := r.watchReplies(ackA.N + 1)
+	if !ok {
+		return fail(lines, "agent messages %s streamed in turn: the second prompt ran alongside the first", strings.Join(order, ", "))
 	}
 	return pass("the second prompt was acknowledged and did not stream alongside the first")
+}
+
+// watchReplies follows the agent messages sid streams after transcript
+// index from, in the order they stream, and reports false with the order
+// up to the first message that streams again after another one did.
+//
+// How long it watches is measured by the agent's own progress, not only
+// by the clock, so that a loaded machine cannot hide an overlap: it
+// watches for twice the quiet period, and further while the first turn is
+// still streaming (up to five messages' worth); once a second reply has
+// begun it watches until the session goes idle and then a quiet period
+// more, so the first turn has the chance to stream again after it. The
+// whole is bounded by the timeout.
+func (r *run) watchReplies(from int) (order []string, lines []int, ok bool) {
+	start := time.Now()
+	deadline := start.Add(r.opts.Timeout)
+	seen := map[string]bool{}
+	var last, idleAt time.Time
+	chunks, newest := 0, -1
+	// observe takes one message in; false means a reply streamed again.
+	observe := func(m Msg) bool {
+		if m.N <= newest {
+			return true // read from the transcript already
+		}
+		newest = m.N
+		if !isUpdate(m, r.sid) {
+			return true
+		}
+		if isState(m, r.sid, "idle") {
+			idleAt = time.Now()
+			return true
+		}
+		k := m.Get("params.update.sessionUpdate").Str
+		if k != "agent_message_chunk" && k != "agent_message" {
+			return true
+		}
+		chunks++
+		last = time.Now()
+		id := m.Get("params.update.messageId").Str
+		if len(order) > 0 && order[len(order)-1] == id {
+			return true
+		}
+		order = append(order, id)
+		lines = append(lines, m.N)
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+		idleAt = time.Time{}
+		return true
+	}
+	// What came while the second prompt was being acknowledged.
+	for _, m := range r.messages()[from:] {
+		if !observe(m) {
+			return order, lines, false
+		}
+	}
+	for {
+		until := start.Add(r.opts.Quiet * 2)
+		switch {
+		case len(order) >= 2 && !idleAt.IsZero():
+			until = idleAt.Add(r.opts.Quiet)
+		case len(order) >= 2:
+			until = deadline
+		case chunks > 0 && chunks < 5 && last.Add(r.opts.Quiet).After(until):
+			until = last.Add(r.opts.Quiet)
+		}
+		if until.After(deadline) {
+			until = deadline
+		}
+		m, err := r.next(until)
+		if err != nil {
+			return order, lines, true
+		}
+		if !observe(m) {
+			return order, lines, false
+		}
+	}
 }
 
 func scV2UnknownSession(r *run) verdict {

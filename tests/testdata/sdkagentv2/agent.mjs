@@ -49,6 +49,7 @@
 //   short-message        the whole-message upsert that ends a reply drops
 //                        its last word (valid v2, a different answer)
 //   overlap              a prompt during a turn runs alongside it
+//   mute-initialize      initialize is never answered
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
 
@@ -197,7 +198,7 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
 
 const app = acp
   .agent({ name: "sdk-agent-v2" })
-  .onRequest(acp.methods.agent.initialize, () => ({
+  .onRequest(acp.methods.agent.initialize, () => defects.has("mute-initialize") ? new Promise(() => {}) : ({
     protocolVersion: acp.PROTOCOL_VERSION,
     info: { name: "sdk-agent-v2", version: "2.4.0" },
     capabilities: { session: { prompt: { embeddedContext: {} } } },
