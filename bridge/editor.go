@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
@@ -25,6 +26,9 @@ type editorMsg struct {
 	// translated says the message is in the editor's protocol version
 	// already (a v2 editor's front made it).
 	translated bool
+	// raw is the rest of a direct write (flushDirect): bytes to write as
+	// they are, newline included.
+	raw bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
@@ -47,6 +51,15 @@ type editorWriter struct {
 	closing bool
 	wake    chan struct{} // capacity 1: the queue may be non-empty, or closing
 	room    chan struct{} // capacity 1: the writer took the queue
+	// idle says writeLoop has flushed everything and waits; directing
+	// that a caller holds the writer's role for a direct write
+	// (flushDirect), which writeLoop then waits out.
+	idle, directing bool
+	// direct, when not nil, writes without blocking: what the stream
+	// takes at once (a non-blocking pipe or socket); scratch is the
+	// direct writer's buffer.
+	direct  func([]byte) (int, error)
+	scratch []byte
 
 	done chan struct{} // closed when writeLoop has returned
 	err  error         // set by writeLoop before done is closed
@@ -155,6 +168,67 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 	return sent
 }
 
+// directLimit bounds what flushDirect writes itself.
+const directLimit = 64 << 10
+
+// flushDirect writes ms to the stream itself, without waking the writer,
+// when the writer is idle with nothing queued and the stream takes writes
+// without blocking: a request's answer then reaches the editor with no
+// goroutine hand-off. What the stream does not take at once is queued for
+// the writer, first. It reports false, having done nothing, when it cannot
+// (the caller queues ms as usual).
+func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
+	if ew.direct == nil {
+		return false
+	}
+	n := 0
+	for i := range ms {
+		n += ms[i].size()
+	}
+	if n > directLimit {
+		return false
+	}
+	ew.mu.Lock()
+	if !ew.idle || ew.directing || ew.closing || len(ew.queue) != 0 {
+		ew.mu.Unlock()
+		return false
+	}
+	ew.directing = true
+	buf := ew.scratch[:0]
+	ew.mu.Unlock()
+
+	for i := range ms {
+		m := ms[i]
+		for _, part := range [3][]byte{m.head, m.body, m.tail} {
+			if !m.oneLine {
+				part = oneLine(part)
+			}
+			buf = append(buf, part...)
+		}
+		buf = append(buf, '\n')
+	}
+	written, _ := ew.direct(buf) // an error is the writer's to meet and report
+
+	ew.mu.Lock()
+	ew.directing = false
+	if written < len(buf) {
+		rest := editorMsg{body: bytes.Clone(buf[max(written, 0):]), raw: true, oneLine: true}
+		ew.queue = append(ew.queue, editorMsg{})
+		copy(ew.queue[1:], ew.queue)
+		ew.queue[0] = rest
+		ew.queued += len(rest.body)
+	}
+	if cap(buf) <= directLimit*2 {
+		ew.scratch = buf[:0]
+	}
+	wake := len(ew.queue) != 0 || ew.closing
+	ew.mu.Unlock()
+	if wake {
+		signal(ew.wake)
+	}
+	return true
+}
+
 // full reports whether the next message would have to wait.
 func (ew *editorWriter) full() bool {
 	ew.mu.Lock()
@@ -189,6 +263,12 @@ func (ew *editorWriter) writeLoop() {
 	bw := bufio.NewWriterSize(ew.w, 64<<10)
 	for {
 		ew.mu.Lock()
+		if ew.directing {
+			// A caller is writing directly; it wakes us when done.
+			ew.mu.Unlock()
+			<-ew.wake
+			continue
+		}
 		if len(ew.queue) == 0 {
 			closing := ew.closing
 			ew.mu.Unlock()
@@ -196,7 +276,13 @@ func (ew *editorWriter) writeLoop() {
 				ew.err = err
 				return
 			}
+			ew.mu.Lock()
+			ew.idle = len(ew.queue) == 0 && !ew.directing
+			ew.mu.Unlock()
 			<-ew.wake
+			ew.mu.Lock()
+			ew.idle = false
+			ew.mu.Unlock()
 			continue
 		}
 		// Take the whole queue and give the loop the other buffer.
@@ -221,6 +307,10 @@ func (ew *editorWriter) writeLoop() {
 }
 
 func writeMsg(bw *bufio.Writer, m editorMsg) error {
+	if m.raw {
+		_, err := bw.Write(m.body)
+		return err
+	}
 	for _, part := range [3][]byte{m.head, m.body, m.tail} {
 		if len(part) == 0 {
 			continue
@@ -272,6 +362,10 @@ type editorLine struct {
 type editorReader struct {
 	r     *ndjson.Reader
 	lines chan<- editorLine
+	// inline, when not nil, handles a line in place and reports whether it
+	// did (inline.go); lines counted in flight are handed over instead.
+	inline   func([]byte) bool
+	inflight *atomic.Int32
 	// ended is closed when the input has ended (or failed), before the
 	// final editorLine is handed over: the loop may be busy writing to an
 	// editor that no longer reads, and must learn of the end all the same.
@@ -286,6 +380,12 @@ func (er *editorReader) readLoop(ctx context.Context) {
 	defer close(er.done)
 	for {
 		frame, err := er.r.Next()
+		if err == nil && er.inline != nil && er.inline(frame) {
+			continue
+		}
+		if err == nil && er.inflight != nil {
+			er.inflight.Add(1)
+		}
 		if err != nil {
 			if _, tooLong := err.(*ndjson.TooLongError); !tooLong {
 				close(er.ended)

@@ -2,8 +2,12 @@ package bridge
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -58,4 +62,162 @@ func TestSendAllKeepsOrderAndBound(t *testing.T) {
 		t.Errorf("sendAll queued %d of %d before it was stopped; want some, not all", n, len(batch))
 	}
 	r.Close()
+}
+
+// lockedSink is the editor's stream shared by the writer goroutine and a
+// direct writer, as one pipe is in the binary.
+type lockedSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *lockedSink) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(b)
+}
+
+func (s *lockedSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// Direct writes and queued sends in any interleaving, with the stream
+// taking any part of a direct write at once (the rest then goes through the
+// writer, first): every message arrives whole, once, in the order it was
+// handed over, and closing ends the writer even while it waits out a
+// direct write. Seeded random sequences, the gate's one caller at a time.
+func TestFlushDirectInterleavings(t *testing.T) {
+	for seed := range int64(200) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		sink := &lockedSink{}
+		ew := newEditorWriter(sink, 256)
+		direct, partial := 0, 0
+		ew.direct = func(b []byte) (int, error) {
+			n := len(b)
+			switch rng.IntN(4) {
+			case 0:
+				n = 0 // EAGAIN: nothing taken
+			case 1:
+				n = rng.IntN(len(b) + 1)
+			}
+			if n < len(b) {
+				partial++
+				// A slow system call: the other sender's messages
+				// arrive while this one holds the writer's role.
+				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			}
+			return sink.Write(b[:n])
+		}
+		go ew.writeLoop()
+		// Another goroutine sends meanwhile, as a caller off the gate
+		// would: its messages keep their own order, and no line of
+		// either is cut by the other's.
+		other := make(chan struct{})
+		go func() {
+			defer close(other)
+			for i := range 30 {
+				ew.send(editorMsg{body: fmt.Appendf(nil, `{"other":%d}`, i), oneLine: true}, nil)
+				time.Sleep(time.Duration(rng2(seed, i)) * time.Microsecond)
+			}
+		}()
+		var want []string
+		next := 0
+		msg := func() editorMsg {
+			next++
+			want = append(want, fmt.Sprintf(`{"n":%d,"pad":"%s"}`, next, strings.Repeat("x", rng.IntN(40))))
+			return editorMsg{body: []byte(want[len(want)-1]), oneLine: true}
+		}
+		for range 60 {
+			switch rng.IntN(3) {
+			case 0:
+				if !ew.send(msg(), nil) {
+					t.Fatalf("seed %d: send refused", seed)
+				}
+			case 1:
+				batch := []editorMsg{msg()}
+				for range rng.IntN(3) {
+					batch = append(batch, msg())
+				}
+				if ew.flushDirect(batch) {
+					direct++
+				} else if ew.sendAll(batch, nil) != len(batch) {
+					t.Fatalf("seed %d: sendAll refused", seed)
+				}
+			case 2:
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			}
+		}
+		<-other
+		if err := ew.close(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatalf("seed %d: close: %v", seed, err)
+		}
+		var got []string
+		others := 0
+		for _, line := range strings.Split(strings.TrimSuffix(sink.String(), "\n"), "\n") {
+			if strings.HasPrefix(line, `{"other":`) {
+				if line != fmt.Sprintf(`{"other":%d}`, others) {
+					t.Fatalf("seed %d: line %q where the other sender's %d was due", seed, line, others)
+				}
+				others++
+				continue
+			}
+			got = append(got, line)
+		}
+		if others != 30 {
+			t.Fatalf("seed %d: %d of the other sender's 30 lines", seed, others)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("seed %d: the editor got\n%s\nwant\n%s", seed, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if seed == 199 && (direct == 0 || partial == 0) {
+			t.Errorf("the last seed made %d direct writes, %d of them partial: the test did not walk the direct path", direct, partial)
+		}
+	}
+}
+
+// rng2 is the other sender's pause, its own sequence (rand.Rand is not
+// safe for two goroutines).
+func rng2(seed int64, i int) int { return int((seed*7919 + int64(i)*104729) % 150) }
+
+// Closing while a direct write is under way: the writer, waiting it out,
+// still learns of the close and ends.
+func TestFlushDirectCloseMeanwhile(t *testing.T) {
+	sink := &lockedSink{}
+	ew := newEditorWriter(sink, 256)
+	entered, release := make(chan struct{}), make(chan struct{})
+	ew.direct = func(b []byte) (int, error) {
+		close(entered)
+		<-release
+		return sink.Write(b)
+	}
+	go ew.writeLoop()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ew.mu.Lock()
+		idle := ew.idle
+		ew.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never went idle")
+		}
+	}
+	flushed := make(chan bool)
+	go func() { flushed <- ew.flushDirect([]editorMsg{{body: []byte(`{"a":1}`), oneLine: true}}) }()
+	<-entered
+	closed := make(chan error)
+	go func() { closed <- ew.close(time.Now().Add(2 * time.Second)) }()
+	time.Sleep(20 * time.Millisecond) // close has signalled the writer
+	close(release)
+	if !<-flushed {
+		t.Fatal("flushDirect did not write to an idle writer's stream")
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v (the writer did not end after the direct write)", err)
+	}
+	if got := sink.String(); got != "{\"a\":1}\n" {
+		t.Errorf("the editor got %q", got)
+	}
 }

@@ -78,6 +78,14 @@ type engine struct {
 	// once it has returned); the stream's fast path passes an update only
 	// while it holds it (fast.go). It guards every link's fast table.
 	gate sync.Mutex
+	// loopDone is set, under the gate, when the loop has returned: no
+	// event is handled in place after it (inline.go).
+	loopDone bool
+	// linesInflight counts the editor's lines handed to the loop that it
+	// has not handled yet; nudge (capacity 1) wakes the loop after an
+	// event handled in place changed what it waits for (inline.go).
+	linesInflight atomic.Int32
+	nudge         chan struct{}
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -176,6 +184,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		done:       make(chan struct{}),
 		stopWrites: make(chan struct{}),
 		recorded:   make(chan struct{}, 1),
+		nudge:      make(chan struct{}, 1),
 		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
@@ -200,13 +209,16 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
+	e.out.direct = directWriter(editorOut)
 	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
-		r:     ndjson.NewReader(editorIn, b.MaxMessage),
-		lines: e.lines,
-		ended: make(chan struct{}),
-		done:  make(chan struct{}),
+		r:        ndjson.NewReader(editorIn, b.MaxMessage),
+		lines:    e.lines,
+		inline:   e.inlineEditorLine,
+		inflight: &e.linesInflight,
+		ended:    make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	go e.reader.readLoop(ctx)
 	e.helperWG.Add(1)
@@ -366,6 +378,7 @@ func (e *engine) loop(ctx context.Context) error {
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
 			e.editorLine(l.frame)
+			e.linesInflight.Add(-1)
 		case <-e.inbox.wake:
 			e.closeGate()
 			batch := e.inbox.take()
@@ -389,6 +402,8 @@ func (e *engine) loop(ctx context.Context) error {
 			e.closeGate()
 			e.releaseAnswers(false)
 		case <-e.drained:
+			e.closeGate()
+		case <-e.nudge:
 			e.closeGate()
 		}
 		e.releaseHeld()
@@ -1017,6 +1032,11 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 // flushEditor hands the batch gathered while batching to the writer.
 func (e *engine) flushEditor() {
 	if len(e.batch) == 0 {
+		return
+	}
+	if e.out.flushDirect(e.batch) {
+		clear(e.batch)
+		e.batch, e.batchBytes = e.batch[:0], 0
 		return
 	}
 	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {

@@ -58,6 +58,7 @@ func (e *engine) shutGate() {
 		delete(e.fastOn, id)
 		l.fast.Store(nil)
 	}
+	e.loopDone = true
 	e.gate.Unlock()
 }
 

@@ -116,10 +116,12 @@ func (ev *agentEvent) prepare(parse bool) {
 // Everything it learns goes to the inbox, in order; it returns only after its
 // writer goroutine has returned, so no goroutine of a link outlives it.
 //
-// fast, when not nil, is the engine whose stream fast path (passUpdate)
-// may hand a frame to the editor itself. (A method call, not a func value:
-// through a func value the event would escape, an allocation per frame.)
-func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, fast *engine) {
+// e is the engine: its stream fast path (passUpdate, for a translator that
+// passes updates) may hand a frame to the editor itself, and a frame the
+// loop is idle for is handled in place (inlineAgentEvent). (Method calls,
+// not func values: through a func value the event would escape, an
+// allocation per frame.)
+func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, e *engine) {
 	if l.delay > 0 {
 		t := time.NewTimer(l.delay)
 		select {
@@ -178,7 +180,10 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 		ev := agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
-		if fast != nil && fast.passUpdate(l, &ev, done) {
+		if l.pass != nil && e.passUpdate(l, &ev, done) {
+			continue
+		}
+		if e.inlineAgentEvent(l, &ev) {
 			continue
 		}
 		l.inflight.Add(1)

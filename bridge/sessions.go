@@ -134,11 +134,7 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 // runLink is the goroutine of one link (named so stack dumps read).
 func (e *engine) runLink(ctx context.Context, l *link) {
 	defer e.linkWG.Done()
-	var fast *engine
-	if l.pass != nil {
-		fast = e
-	}
-	l.run(ctx, l.bind.Dial, e.inbox, fast)
+	l.run(ctx, l.bind.Dial, e.inbox, e)
 }
 
 // newDetached makes the control "link" of a dialect that needs no agent for
