@@ -129,6 +129,11 @@ type Process struct {
 	readErr error // Read's final error, once decided
 
 	skipped atomic.Int64
+
+	// Owned by Write's goroutine (there is one at a time).
+	wbuf      []byte          // a small frame and its newline, for one system call
+	watchDone <-chan struct{} // Done of the ctx whose cancel interrupts writes
+	stopWatch func() bool
 }
 
 // Start starts the agent. ctx bounds only the start itself: it is checked
@@ -351,6 +356,14 @@ func (p *Process) setFinal(err error) error {
 // from one goroutine at a time. Cancelling ctx interrupts a write blocked on
 // a child that does not read; the link is unusable afterwards, since part
 // of a line may have been written.
+//
+// A frame up to writeCopyMax goes out with its newline in one system call,
+// copied into a buffer kept for the purpose (appending the newline to frame
+// could scribble on the caller's backing array); a larger one in two, since
+// the child reads a stream, not packets. The watch on ctx is set up once
+// and serves every later Write with the same ctx, as the bridge writes
+// with one ctx for the link's life: registering and unregistering it on
+// every frame cost more than the write.
 func (p *Process) Write(ctx context.Context, frame []byte) error {
 	select {
 	case <-p.closed:
@@ -360,15 +373,25 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Now()) })
-		defer stop()
+	if done := ctx.Done(); done != nil && done != p.watchDone {
+		if p.stopWatch != nil {
+			p.stopWatch()
+		}
+		p.watchDone = done
+		p.stopWatch = context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(aLongTimeAgo) })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
-	// Two writes rather than append(frame, '\n'), which could scribble on
-	// the caller's backing array; the child reads a stream, not packets.
-	_, err := p.stdin.Write(frame)
-	if err == nil {
-		_, err = p.stdin.Write([]byte{'\n'})
+	var err error
+	if len(frame) <= writeCopyMax {
+		p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
+		_, err = p.stdin.Write(p.wbuf)
+	} else {
+		_, err = p.stdin.Write(frame)
+		if err == nil {
+			_, err = p.stdin.Write([]byte{'\n'})
+		}
 	}
 	if err != nil {
 		select {
@@ -383,6 +406,9 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 	}
 	return nil
 }
+
+// writeCopyMax is the largest frame Write copies to add its newline.
+const writeCopyMax = 64 << 10
 
 // Close stops the child in stages, from polite to forceful, reaps it, and
 // stops the goroutines serving it. It returns within about StopGrace+0.5 s,

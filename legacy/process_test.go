@@ -371,6 +371,13 @@ func TestProcessWriteHonoursContext(t *testing.T) {
 	expectFrame(t, p, `{"ready":true}`)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
+	// Small writes with the same ctx first (the pipe takes them): the watch
+	// on ctx, set up by the first, must still interrupt the blocked one.
+	for range 3 {
+		if err := p.Write(ctx, []byte(`{"small":true}`)); err != nil {
+			t.Fatalf("a small Write: %v", err)
+		}
+	}
 	start := time.Now()
 	err := p.Write(ctx, bytes.Repeat([]byte("w"), 4<<20))
 	if !errors.Is(err, context.DeadlineExceeded) {
