@@ -220,8 +220,52 @@ func errorMessage(errObj json.RawMessage) string {
 	return string(errObj)
 }
 
-// withKey returns the object obj with key set to value (other members kept).
+// withKey returns the object obj with key set to value, other members kept
+// as the agent wrote them: the key's value is replaced in place when obj has
+// the key once, else the member is added at the end. Order, spacing and
+// escapes stay (fidelity: a relayed update with a renamed session is the
+// agent's bytes but for the id), and it costs a scan of obj rather than a
+// decode and encode: an aliased session's every update is rewritten so.
+// What is not a valid object, or names the key more than once (a reader
+// keeps the last), is rebuilt whole, the key set once.
 func withKey(obj json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	trimmed := bytes.TrimSpace(obj)
+	if len(trimmed) < 2 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
+		return withKeyRebuilt(obj, key, value)
+	}
+	var found gjson.Result
+	n, members := 0, 0
+	gjson.ParseBytes(trimmed).ForEach(func(k, v gjson.Result) bool {
+		members++
+		if k.String() == key {
+			n++
+			found = v
+		}
+		return true
+	})
+	switch {
+	case n == 1 && found.Index > 0 && found.Index+len(found.Raw) <= len(trimmed):
+		out := make([]byte, 0, len(trimmed)+len(value))
+		out = append(out, trimmed[:found.Index]...)
+		out = append(out, value...)
+		return append(out, trimmed[found.Index+len(found.Raw):]...)
+	case n == 0:
+		end := bytes.LastIndexByte(trimmed, '}')
+		out := make([]byte, 0, len(trimmed)+len(key)+len(value)+4)
+		out = append(out, trimmed[:end]...)
+		if members > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, mustJSON(key)...)
+		out = append(out, ':')
+		out = append(out, value...)
+		return append(out, '}')
+	}
+	return withKeyRebuilt(obj, key, value)
+}
+
+// withKeyRebuilt is withKey by decoding and encoding obj.
+func withKeyRebuilt(obj json.RawMessage, key string, value json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(obj, &m); err != nil || m == nil {
 		m = map[string]json.RawMessage{}
