@@ -168,6 +168,12 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 	return sent
 }
 
+// keptQueue is the capacity, in messages, up to which a queue's backing
+// array is kept for reuse once the burst that grew it is over. A stream
+// grows each of the two to its thousands of messages; kept, they stayed
+// part of the idle bridge's footprint for good.
+const keptQueue = 1024
+
 // directLimit bounds what flushDirect writes itself.
 const directLimit = 64 << 10
 
@@ -278,6 +284,16 @@ func (ew *editorWriter) writeLoop() {
 			}
 			ew.mu.Lock()
 			ew.idle = len(ew.queue) == 0 && !ew.directing
+			if ew.idle {
+				// A burst's queues (thousands of messages) are not
+				// kept for an idle stream: see keptQueue.
+				if cap(ew.queue) > keptQueue {
+					ew.queue = nil
+				}
+				if cap(ew.spare) > keptQueue {
+					ew.spare = nil
+				}
+			}
 			ew.mu.Unlock()
 			<-ew.wake
 			ew.mu.Lock()

@@ -221,3 +221,39 @@ func TestFlushDirectCloseMeanwhile(t *testing.T) {
 		t.Errorf("the editor got %q", got)
 	}
 }
+
+// A burst grows the writer's queues to its thousands of messages; once the
+// writer is idle again it keeps neither (the idle bridge's footprint).
+func TestWriterLetsBurstQueuesGo(t *testing.T) {
+	sink := &lockedSink{}
+	ew := newEditorWriter(sink, 1<<20)
+	var batch []editorMsg
+	for i := range 20 * keptQueue {
+		batch = append(batch, editorMsg{body: fmt.Appendf(nil, `{"n":%d}`, i), oneLine: true})
+	}
+	// Queued before the writer starts: one batch of them all.
+	if n := ew.sendAll(batch, nil); n != len(batch) {
+		t.Fatalf("queued %d of %d", n, len(batch))
+	}
+	go ew.writeLoop()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ew.mu.Lock()
+		idle, q, sp := ew.idle, cap(ew.queue), cap(ew.spare)
+		ew.mu.Unlock()
+		if idle {
+			if q > keptQueue || sp > keptQueue {
+				t.Fatalf("idle writer keeps queues of capacity %d and %d, over %d", q, sp, keptQueue)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never went idle")
+		}
+	}
+	if got := strings.Count(sink.String(), "\n"); got != len(batch) {
+		t.Errorf("%d lines written, want %d", got, len(batch))
+	}
+	if err := ew.close(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -388,6 +388,12 @@ func (in *inbox) take() []agentEvent {
 	in.mu.Lock()
 	batch := in.items
 	in.items, in.spare = in.spare[:0], batch
+	if len(batch) <= keptQueue/16 && cap(in.items) > keptQueue {
+		// The stream that grew it is over (see keptQueue): the next
+		// small batch lets it go; the one returned goes the same way
+		// the time after.
+		in.items = nil
+	}
 	if in.bytes > 0 {
 		close(in.roomCh)
 		in.roomCh = make(chan struct{})
