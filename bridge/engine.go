@@ -144,9 +144,9 @@ type engine struct {
 	viaFront bool
 	// streaming are the sessions that had a turn running when the fast
 	// path's table was last refreshed, or started one since; fastOn are
-	// those in the table, with their link (fast.go).
+	// those in the table, with their link and key there (fast.go).
 	streaming map[string]struct{}
-	fastOn    map[string]*link
+	fastOn    map[string]fastEntry
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
@@ -190,7 +190,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		sessions:   make(map[string]*session),
 		abandoned:  make(map[translate.Ref]string),
 		streaming:  make(map[string]struct{}),
-		fastOn:     make(map[string]*link),
+		fastOn:     make(map[string]fastEntry),
 		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
 	}
 	if e.dialing.min <= 0 {

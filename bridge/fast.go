@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"maps"
+	"unsafe"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -34,9 +35,10 @@ import (
 // takes the loop's, which does all it did before. The link never waits for
 // anything while it holds the gate.
 
-// fastTable maps the sessions whose updates a link's goroutine may pass on
-// to what it needs for them. The loop replaces it whole (copy on write);
-// the link reads it under the gate.
+// fastTable maps the sessions whose updates a link's goroutine may pass on,
+// by the id the agent gives them (a renamed session's backend id), to what
+// it needs for them. The loop replaces it whole (copy on write); the link
+// reads it under the gate.
 type fastTable map[string]*fastSession
 
 // fastSession is a session in a fastTable. Its fields are guarded by
@@ -46,6 +48,12 @@ type fastSession struct {
 	// start of its params as relays write them (see recordBody).
 	record bool
 	prefix []byte
+	// session is the session's own id, which the store records it under.
+	session string
+	// rename, when not nil, is the session's own id as JSON: the agent
+	// names it by another (its backend id, see unalias), which the link
+	// replaces with this in each update it passes.
+	rename []byte
 	// updates and bytes count what passed since the loop last collected
 	// them for Bridge.OnSession (SessionStreamed).
 	updates, bytes int
@@ -54,9 +62,9 @@ type fastSession struct {
 // shutGate, once the loop has returned, empties every link's table and
 // opens the gate for good: a link waiting for it then finds nothing to pass.
 func (e *engine) shutGate() {
-	for id, l := range e.fastOn {
+	for id, on := range e.fastOn {
 		delete(e.fastOn, id)
-		l.fast.Store(nil)
+		on.link.fast.Store(nil)
 	}
 	e.loopDone = true
 	e.gate.Unlock()
@@ -80,8 +88,8 @@ func (e *engine) openGate() {
 // collectStreamed counts the updates that passed on the fast path since the
 // last call, and tells OnSession of them. The gate is held.
 func (e *engine) collectStreamed() {
-	for id, l := range e.fastOn {
-		fs := l.table()[id]
+	for id, on := range e.fastOn {
+		fs := on.link.table()[on.key]
 		if fs == nil || fs.updates == 0 {
 			continue
 		}
@@ -103,29 +111,33 @@ func (e *engine) refreshFast() {
 	for id := range e.streaming {
 		s := e.sessions[id]
 		var want *link
+		key := id
 		if on && s != nil && e.passes(s) {
-			want = s.link
+			want, key = s.link, fastKey(s)
 		}
-		if cur := e.fastOn[id]; cur != nil && cur != want {
+		if cur, ok := e.fastOn[id]; ok && (cur.link != want || cur.key != key) {
 			e.collectStreamed() // (what passed is told before the table changes)
-			t := maps.Clone(cur.table())
-			delete(t, id)
-			cur.fast.Store(&t)
+			t := maps.Clone(cur.link.table())
+			delete(t, cur.key)
+			cur.link.fast.Store(&t)
 			delete(e.fastOn, id)
 		}
 		if want != nil {
-			fs := want.table()[id]
+			fs := want.table()[key]
 			if fs == nil {
 				fs = &fastSession{}
 				t := maps.Clone(want.table())
 				if t == nil {
 					t = fastTable{}
 				}
-				t[id] = fs
+				t[key] = fs
 				want.fast.Store(&t)
-				e.fastOn[id] = want
+				e.fastOn[id] = fastEntry{link: want, key: key}
 			}
-			fs.record, fs.prefix = false, nil
+			fs.session, fs.record, fs.prefix, fs.rename = id, false, nil, nil
+			if key != id {
+				fs.rename = []byte(mustJSON(id))
+			}
 			if e.durable() && s.b != nil && s.b.owned {
 				fs.record, fs.prefix = true, sessionPrefix(s)
 			}
@@ -134,6 +146,22 @@ func (e *engine) refreshFast() {
 			delete(e.streaming, id)
 		}
 	}
+}
+
+// fastEntry is where a session's updates take the fast path: the link and
+// the key of its table.
+type fastEntry struct {
+	link *link
+	key  string
+}
+
+// fastKey is the id the agent gives s: its backend id when the store
+// renamed it (passes has checked that the alias holds), else its own.
+func fastKey(s *session) string {
+	if s.b != nil && s.b.backend != "" {
+		return s.b.backend
+	}
+	return s.id
 }
 
 // fastAllowed reports whether the engine's hooks let updates pass its
@@ -159,10 +187,16 @@ func (e *engine) passes(s *session) bool {
 		return false
 	}
 	if e.durable() {
-		if s.b != nil && (s.b.backend != "" || s.b.suppress) {
-			return false // its updates name another id, or are history
+		if s.b != nil && s.b.suppress {
+			return false // its updates are history being replayed
 		}
-		if a := e.dur.alias[aliasKey{l, s.id}]; a != nil && a != s {
+		if s.b != nil && s.b.backend != "" {
+			// Renamed: the agent's id for it must map to it on this link,
+			// as unalias would map it, and to nothing else.
+			if s.b.backendLink != l || e.dur.alias[aliasKey{l, s.b.backend}] != s || e.dur.gone[aliasKey{l, s.b.backend}] {
+				return false
+			}
+		} else if a := e.dur.alias[aliasKey{l, s.id}]; a != nil && a != s {
 			return false // the agent's s.id is another session's backend
 		}
 		for _, a := range e.dur.answers {
@@ -171,7 +205,7 @@ func (e *engine) passes(s *session) bool {
 			}
 		}
 	}
-	return p.PassesUpdates(s.id)
+	return p.PassesUpdates(fastKey(s))
 }
 
 // table returns l's fast table (nil when empty).
@@ -215,7 +249,13 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 			return false
 		}
 	}
-	m := editorMsg{body: ev.frame, oneLine: true}
+	body := ev.frame
+	if fs.rename != nil {
+		if body = renamed(ev.frame, env.SessionID, fs.rename); body == nil {
+			return false
+		}
+	}
+	m := editorMsg{body: body, oneLine: true}
 	if e.b.Redact != nil {
 		m.body = e.b.Redact(m.body)
 	}
@@ -224,10 +264,12 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	}
 	if fs.record {
 		st := e.b.Sessions.Store
-		if update, ok := recordBody(ev.frame, fs.prefix); ok {
-			st.AppendSessionUpdate(env.SessionID, update)
+		// Under the session's own id: a renamed session's agent id may be
+		// another session's in the store.
+		if update, ok := recordBody(body, fs.prefix); ok {
+			st.AppendSessionUpdate(fs.session, update)
 		} else {
-			st.AppendUpdate(env.SessionID, update)
+			st.AppendUpdate(fs.session, update)
 		}
 	}
 	fs.updates++
@@ -257,4 +299,22 @@ func recordBody(body, prefix []byte) (_ []byte, ok bool) {
 		return body[len(prefix) : len(body)-1], true
 	}
 	return body, false
+}
+
+// renamed returns frame with the session id sid, which the scanner read
+// from it as a string without escapes (and so shares frame's memory),
+// replaced by id (JSON); nil when sid does not lie in frame as that string
+// (the loop's path then renames it).
+func renamed(frame []byte, sid string, id []byte) []byte {
+	if len(frame) == 0 || len(sid) == 0 {
+		return nil
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(sid))) - uintptr(unsafe.Pointer(&frame[0])))
+	if off < 1 || off+len(sid)+1 > len(frame) || frame[off-1] != '"' || frame[off+len(sid)] != '"' {
+		return nil
+	}
+	out := make([]byte, 0, len(frame)-len(sid)-2+len(id))
+	out = append(out, frame[:off-1]...)
+	out = append(out, id...)
+	return append(out, frame[off+len(sid)+1:]...)
 }

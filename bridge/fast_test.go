@@ -254,3 +254,111 @@ func TestFastPath_LongTurnGivesMemoryBack(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A session the store renamed (the agent handed out an id the store already
+// has, so the editor got "dup~2" and the agent says "dup") streams on the
+// fast path too: every update the editor gets names the editor's id, never
+// the agent's, byte for byte the agent's otherwise, and the store records
+// them under the editor's id for a load to replay.
+func TestFastPath_RenamedSession(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Create("dup", store.Meta{SessionID: "dup", Cwd: "/elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	streamed := 0
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.Sessions = &bridge.Durable{Store: st}
+		b.OnSessionBulk = true
+		b.OnSession = func(ev bridge.SessionEvent) {
+			if ev.Kind == bridge.SessionStreamed {
+				mu.Lock()
+				streamed += ev.Updates
+				mu.Unlock()
+			}
+		}
+	})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	req = h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"dup"}}`)
+	sid := gjson.Get(h.recv(), "result.sessionId").Str
+	if sid == "dup" || sid == "" {
+		t.Fatalf("session/new gave the editor %q: want a new id, the store knows \"dup\"", sid)
+	}
+
+	const n = 2000
+	var want strings.Builder
+	for turn := range 2 {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, 10+turn, sid))
+		prompt := h.agentRecv()
+		if got := gjson.Get(prompt, "params.sessionId").Str; got != "dup" {
+			t.Fatalf("the agent got the prompt for %q, want its own id \"dup\"", got)
+		}
+		for i := range n {
+			text := fmt.Sprintf("%d.%d ", turn, i)
+			// Spacing and key order of the agent's own: kept.
+			h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"dup", "update":{"sessionUpdate":"agent_message_chunk","content":{"text":%q,"type":"text"}}}}`, text))
+			want.WriteString(text)
+		}
+		h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+		for i := range n {
+			got := h.recv()
+			wantLine := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q, "update":{"sessionUpdate":"agent_message_chunk","content":{"text":%q,"type":"text"}}}}`, sid, fmt.Sprintf("%d.%d ", turn, i))
+			if got != wantLine {
+				t.Fatalf("turn %d update %d = %s\nwant %s", turn, i, got, wantLine)
+			}
+		}
+		if got := h.recv(); gjson.Get(got, "id").Int() != int64(10+turn) {
+			t.Fatalf("turn %d: after its updates = %s, want the prompt's answer", turn, got)
+		}
+	}
+	mu.Lock()
+	passed := streamed
+	mu.Unlock()
+	if passed == 0 {
+		t.Errorf("none of the renamed session's %d updates took the fast path", 2*n)
+	}
+
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, sid))
+	var replayed strings.Builder
+	for {
+		got := h.recv()
+		if gjson.Get(got, "id").Int() == 20 {
+			if gjson.Get(got, "error").Exists() {
+				t.Fatalf("load = %s", got)
+			}
+			break
+		}
+		if s := gjson.Get(got, "params.sessionId").Str; s != sid {
+			t.Fatalf("load replayed %s: it names %q, not the session %q", got, s, sid)
+		}
+		if gjson.Get(got, "params.update.sessionUpdate").Str == "agent_message_chunk" {
+			replayed.WriteString(gjson.Get(got, "params.update.content.text").Str)
+		}
+	}
+	if replayed.String() != want.String() {
+		t.Errorf("load replayed %d bytes of agent text, want %d", replayed.Len(), want.Len())
+	}
+	// The store's other "dup", whose id the agent reused, got none of it.
+	done := make(chan struct{})
+	st.Written(func() { close(done) })
+	<-done
+	loaded := make(chan *store.Transcript, 1)
+	st.Load("dup", func(tr *store.Transcript, err error) {
+		if err != nil {
+			t.Errorf("load dup: %v", err)
+		}
+		loaded <- tr
+	})
+	if tr := <-loaded; tr != nil && len(tr.Records) != 0 {
+		t.Errorf("the store's session \"dup\" has %d records: the renamed session's updates were written to the session whose id the agent reused", len(tr.Records))
+	}
+}
