@@ -392,30 +392,69 @@ type editorReader struct {
 // readLoop runs until the input ends or ctx is done. A read blocked in the
 // editor's stream when ctx ends returns when that stream next yields, or at
 // once if the stream has a read deadline to set (see Serve).
+//
+// While the loop has not taken a line, the reader reads one line ahead
+// (handing the waiting one over from a helper goroutine): the loop may be
+// stuck writing to an editor that stopped reading, and only a read sees
+// that the editor then closed its input, which is what releases the loop
+// (ended, stopWrites). One line ahead, never more: the engine's
+// backpressure on the editor's input holds.
 func (er *editorReader) readLoop(ctx context.Context) {
 	defer close(er.done)
+	var ahead *editorLine
 	for {
-		frame, err := er.r.Next()
-		if err == nil && er.inline != nil && er.inline(frame) {
+		var l editorLine
+		if ahead != nil {
+			l, ahead = *ahead, nil
+		} else {
+			l = er.next()
+		}
+		if l.err == nil && er.inline != nil && er.inline(l.frame) {
 			continue
 		}
-		if err == nil && er.inflight != nil {
+		if l.err == nil && er.inflight != nil {
 			er.inflight.Add(1)
 		}
-		if err != nil {
-			if _, tooLong := err.(*ndjson.TooLongError); !tooLong {
-				close(er.ended)
-			}
-		}
 		select {
-		case er.lines <- editorLine{frame: frame, err: err}:
+		case er.lines <- l:
 		case <-ctx.Done():
 			return
+		default:
+			// The loop is busy: hand the line over from a helper while
+			// this goroutine reads the next one.
+			sent := make(chan bool, 1)
+			go func() {
+				select {
+				case er.lines <- l:
+					sent <- true
+				case <-ctx.Done():
+					sent <- false
+				}
+			}()
+			if l.err == nil {
+				next := er.next()
+				ahead = &next
+			}
+			if !<-sent {
+				return
+			}
 		}
-		if err != nil {
-			if _, tooLong := err.(*ndjson.TooLongError); !tooLong {
+		if l.err != nil {
+			if _, tooLong := l.err.(*ndjson.TooLongError); !tooLong {
 				return
 			}
 		}
 	}
+}
+
+// next reads the next line; the end of the input (or its failure) closes
+// ended at once, before the line that says so is handed over.
+func (er *editorReader) next() editorLine {
+	frame, err := er.r.Next()
+	if err != nil {
+		if _, tooLong := err.(*ndjson.TooLongError); !tooLong {
+			close(er.ended)
+		}
+	}
+	return editorLine{frame: frame, err: err}
 }

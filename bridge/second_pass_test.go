@@ -451,6 +451,13 @@ func TestBoundedQueue_AgentNotReading(t *testing.T) {
 // End of input ends the bridge within 3 s even while the editor has
 // stopped reading stdout and the agent floods it.
 func TestShutdown_StdinEOFWithStalledEditor(t *testing.T) {
+	t.Run("line then flood", func(t *testing.T) { stdinEOFWithStalledEditor(t, true) })
+	// The loop is stuck writing to the stalled editor before the line
+	// comes: the reader must still see the end of the input behind it.
+	t.Run("flood then line", func(t *testing.T) { stdinEOFWithStalledEditor(t, false) })
+}
+
+func stdinEOFWithStalledEditor(t *testing.T, lineFirst bool) {
 	before := countGoroutines()
 	t.Cleanup(func() { checkGoroutines(t, before) })
 	inR, inW := io.Pipe()
@@ -484,8 +491,14 @@ func TestShutdown_StdinEOFWithStalledEditor(t *testing.T) {
 			}
 		}
 	}()
-	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":1,"method":"_x/pending","params":{}}`+"\n")
+	pending := func() { fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":1,"method":"_x/pending","params":{}}`+"\n") }
+	if lineFirst {
+		pending()
+	}
 	time.Sleep(200 * time.Millisecond) // let the flood fill every queue
+	if !lineFirst {
+		pending()
+	}
 	start := time.Now()
 	inW.Close()
 	select {

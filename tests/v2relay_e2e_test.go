@@ -608,13 +608,16 @@ func TestV2Relay_HeldAnsweredAtShutdown(t *testing.T) {
 func TestV2Relay_LongTurnNotIdle(t *testing.T) {
 	NodeSDK(t)
 	t.Parallel()
-	b := v2RelayBridge(t, "--state-dir", t.TempDir(), "--session-idle", "100ms")
+	// The turn streams for a second, well past the idle timeout; once it
+	// has ended, the timeout rightly closes the session, so it is long
+	// enough (400 ms) for the test to look before that on a loaded machine.
+	b := v2RelayBridge(t, "--state-dir", t.TempDir(), "--session-idle", "400ms")
 	sid := v2RelayOpen(t, b, `1`)
 	from := b.Out.Len()
 	v2RelayPrompt(t, b, `2`, sid, "stubborn")
 	end, at := waitLine(t, b, from, "idle state_update", isState("idle"))
 	// What was logged up to the turn's end: once it has ended the session
-	// is idle, and closing it 100 ms later is right.
+	// is idle, and closing it 400 ms later is right.
 	logged := b.Stderr()
 	if end.Get("params.update.stopReason").Str != "end_turn" {
 		t.Errorf("the long turn ended %s, want the agent's end_turn", end)

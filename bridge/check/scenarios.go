@@ -581,6 +581,11 @@ func scNotification(r *run) verdict {
 		return notRun("initialize failed: %v", err)
 	}
 	_, _ = r.newSession() // optional: an idle session to cancel
+	// Whatever the setup drew from the agent is in before the window
+	// opens: an unsolicited answer the agent sent after its initialize
+	// answer is another scenario's finding (schema), not an answer to
+	// these notifications.
+	r.settle()
 	from := len(r.messages())
 	_, _ = r.notify("acp-check/notice", map[string]any{})
 	_, _ = r.notify("_acp_check/notice", map[string]any{})
