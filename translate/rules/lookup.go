@@ -24,10 +24,13 @@ func lookupIn(v []byte, path string) (raw []byte, found, handled bool) {
 		return nil, false, false
 	}
 	if v[0] != '{' {
-		if v[0] == '[' {
-			return nil, false, false // indexes and queries: gjson's
+		if v[0] == '[' || v[0] == '"' {
+			// Indexes and queries are gjson's; so is a path into a
+			// string, which gjson reads leniently ("[[)A" has a 0th
+			// element "[)" for it), and its meaning is kept.
+			return nil, false, false
 		}
-		return nil, false, true // a scalar has no keys
+		return nil, false, true // a number, true, false or null has no keys
 	}
 	seg, rest, last := path, "", true
 	if dot := strings.IndexByte(path, '.'); dot >= 0 {
