@@ -235,6 +235,14 @@ func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
 	return true
 }
 
+// empty reports whether nothing waits in the queue: the next messages up
+// to the bound are taken without waiting.
+func (ew *editorWriter) empty() bool {
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	return ew.queued == 0 && !ew.directing
+}
+
 // full reports whether the next message would have to wait.
 func (ew *editorWriter) full() bool {
 	ew.mu.Lock()

@@ -69,9 +69,12 @@ func (e *engine) inlineEditorLine(frame []byte) bool {
 	if e.linesInflight.Load() != 0 || !e.tryGate() {
 		return false
 	}
-	if e.linesInflight.Load() != 0 || e.paused() {
+	if e.linesInflight.Load() != 0 || e.paused() || !e.out.empty() {
 		// The loop has a line of ours to handle, or is not reading the
 		// editor at all (backpressure): the line waits in the channel.
+		// Nor while the editor has output waiting: a handler that
+		// blocked on a full queue would block the reader, which must go
+		// on reading to see the editor close its input (readLoop).
 		e.gate.Unlock()
 		return false
 	}
