@@ -535,6 +535,9 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 const (
 	updateOpening = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
 	updateMiddle  = `,"update":{"sessionUpdate":"`
+	// textContent follows the kind of a chunk of text, up to the
+	// text's opening quote.
+	textContent = `,"content":{"type":"text","text":"`
 )
 
 // scanUpdate is scanEnvelope's fast path for the message a stream is made
@@ -558,11 +561,28 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 	if why != "" || escaped {
 		return Envelope{}, false
 	}
+	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
+	// Most of a stream is text chunks, whose rest is one more literal,
+	// the text, and the closing braces: checked as that, it is valid and
+	// means the same as when read member by member below.
+	if hasLiteral(frame, kindEnd, textContent) {
+		textAt := kindEnd + len(textContent) - 1
+		textEnd, _, why := scanString(frame, textAt)
+		if why == "" && string(frame[textEnd:]) == "}}}}" {
+			return Envelope{
+				Version:    "2.0",
+				Frame:      frame,
+				Method:     "session/update",
+				Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
+				SessionID:  unescaped(frame[sidAt+1 : sidEnd-1]),
+				UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
+			}, true
+		}
+	}
 	// The rest of the update object, member by member; then it, params
 	// and the message must close, and nothing may follow.
 	s := scanner{b: frame, i: kindEnd}
 	s.push('{') // the message
-	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
 	s.push('{') // params
 	s.push('{') // update
 	paramsEnd := 0

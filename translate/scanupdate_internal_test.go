@@ -11,6 +11,8 @@ import (
 func TestScanUpdateAgreesWithTheLongWay(t *testing.T) {
 	frames := [][]byte{
 		benchUpdate,
+		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"a\"b\\n\u00e9 ` + "\u00e9" + `"}}}}`),
+		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x","_meta":{}}}}}`),
 		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"plan","entries":[]}}}`),
 		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"x_y","a":1,"b":[true,null,{"c":"\u00e9"}]}}}`),
 		[]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"plan"},"_meta":{}}}`),
