@@ -33,6 +33,14 @@ type editorMsg struct {
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
 
+// joined returns m's parts as one slice, m.body itself when it is alone.
+func (m editorMsg) joined() []byte {
+	if len(m.head) == 0 && len(m.tail) == 0 {
+		return m.body
+	}
+	return bytes.Join([][]byte{m.head, m.body, m.tail}, nil)
+}
+
 // editorWriter owns the editor's output stream. Only its writeLoop writes to
 // it, one message per line, so lines never interleave (acp-spec.md §20.2).
 //

@@ -45,9 +45,10 @@ type fastTable map[string]*fastSession
 // engine.gate.
 type fastSession struct {
 	// record says the session is recorded in the store; prefix is the
-	// start of its params as relays write them (see recordBody).
-	record bool
-	prefix []byte
+	// start of its params as relays write them (see recordBody), and
+	// agentPrefix the same with the id the agent gives it.
+	record              bool
+	prefix, agentPrefix []byte
 	// session is the session's own id, which the store records it under.
 	session string
 	// rename, when not nil, is the session's own id as JSON: the agent
@@ -134,12 +135,23 @@ func (e *engine) refreshFast() {
 				want.fast.Store(&t)
 				e.fastOn[id] = fastEntry{link: want, key: key}
 			}
-			fs.session, fs.record, fs.prefix, fs.rename = id, false, nil, nil
-			if key != id {
+			// (The ids as JSON are made once per table entry, not at
+			// each of the loop's events.)
+			if fs.session != id {
+				fs.session, fs.rename, fs.agentPrefix = id, nil, nil
+			}
+			if key != id && fs.rename == nil {
 				fs.rename = []byte(mustJSON(id))
 			}
+			fs.record, fs.prefix = false, nil
 			if e.durable() && s.b != nil && s.b.owned {
 				fs.record, fs.prefix = true, sessionPrefix(s)
+				if fs.agentPrefix == nil {
+					fs.agentPrefix = fs.prefix
+					if key != id {
+						fs.agentPrefix = []byte(`{"sessionId":` + mustJSON(key) + `,"update":`)
+					}
+				}
 			}
 		}
 		if s == nil || len(s.prompts) == 0 {
@@ -249,15 +261,18 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 			return false
 		}
 	}
-	body := ev.frame
+	// A renamed session's update goes out in three parts around its own
+	// id, so that renaming copies nothing.
+	m := editorMsg{body: ev.frame, oneLine: true}
 	if fs.rename != nil {
-		if body = renamed(ev.frame, env.SessionID, fs.rename); body == nil {
+		head, tail, ok := aroundID(ev.frame, env.SessionID)
+		if !ok {
 			return false
 		}
+		m = editorMsg{head: head, body: fs.rename, tail: tail, oneLine: true}
 	}
-	m := editorMsg{body: body, oneLine: true}
 	if e.b.Redact != nil {
-		m.body = e.b.Redact(m.body)
+		m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
 	}
 	if !e.out.trySend(m) {
 		return false
@@ -265,8 +280,11 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	if fs.record {
 		st := e.b.Sessions.Store
 		// Under the session's own id: a renamed session's agent id may be
-		// another session's in the store.
-		if update, ok := recordBody(body, fs.prefix); ok {
+		// another session's in the store. The update member is the same
+		// in the agent's frame and in the renamed one.
+		if update, ok := recordBody(ev.frame, fs.agentPrefix); ok {
+			st.AppendSessionUpdate(fs.session, update)
+		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
 			st.AppendSessionUpdate(fs.session, update)
 		} else {
 			st.AppendUpdate(fs.session, update)
@@ -301,20 +319,17 @@ func recordBody(body, prefix []byte) (_ []byte, ok bool) {
 	return body, false
 }
 
-// renamed returns frame with the session id sid, which the scanner read
-// from it as a string without escapes (and so shares frame's memory),
-// replaced by id (JSON); nil when sid does not lie in frame as that string
-// (the loop's path then renames it).
-func renamed(frame []byte, sid string, id []byte) []byte {
+// aroundID returns what comes before and after the session id sid in
+// frame, quotes excluded: the scanner read sid from frame as a string
+// without escapes, so it shares frame's memory. ok is false when sid does
+// not lie in frame as that string (the loop's path then renames it).
+func aroundID(frame []byte, sid string) (head, tail []byte, ok bool) {
 	if len(frame) == 0 || len(sid) == 0 {
-		return nil
+		return nil, nil, false
 	}
 	off := int(uintptr(unsafe.Pointer(unsafe.StringData(sid))) - uintptr(unsafe.Pointer(&frame[0])))
 	if off < 1 || off+len(sid)+1 > len(frame) || frame[off-1] != '"' || frame[off+len(sid)] != '"' {
-		return nil
+		return nil, nil, false
 	}
-	out := make([]byte, 0, len(frame)-len(sid)-2+len(id))
-	out = append(out, frame[:off-1]...)
-	out = append(out, id...)
-	return append(out, frame[off+len(sid)+1:]...)
+	return frame[: off-1 : off-1], frame[off+len(sid)+1:], true
 }

@@ -295,6 +295,10 @@ func TestFastPath_RenamedSession(t *testing.T) {
 	}
 
 	const n = 2000
+	forms := [2]string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q, "update":{"sessionUpdate":"agent_message_chunk","content":{"text":%q,"type":"text"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}`,
+	}
 	var want strings.Builder
 	for turn := range 2 {
 		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, 10+turn, sid))
@@ -304,14 +308,15 @@ func TestFastPath_RenamedSession(t *testing.T) {
 		}
 		for i := range n {
 			text := fmt.Sprintf("%d.%d ", turn, i)
-			// Spacing and key order of the agent's own: kept.
-			h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"dup", "update":{"sessionUpdate":"agent_message_chunk","content":{"text":%q,"type":"text"}}}}`, text))
+			// Spacing and key order of the agent's own: kept (the
+			// first turn); the compact form of the SDKs (the second).
+			h.agentSend(fmt.Sprintf(forms[turn], "dup", text))
 			want.WriteString(text)
 		}
 		h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
 		for i := range n {
 			got := h.recv()
-			wantLine := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q, "update":{"sessionUpdate":"agent_message_chunk","content":{"text":%q,"type":"text"}}}}`, sid, fmt.Sprintf("%d.%d ", turn, i))
+			wantLine := fmt.Sprintf(forms[turn], sid, fmt.Sprintf("%d.%d ", turn, i))
 			if got != wantLine {
 				t.Fatalf("turn %d update %d = %s\nwant %s", turn, i, got, wantLine)
 			}
