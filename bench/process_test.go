@@ -556,6 +556,13 @@ func TestRSSComesBack(t *testing.T) {
 			_, peak := r.memory()
 			rss, took := settle(r, idle+slack, deadline)
 			t.Logf("idle %.1f MB, peak %.1f MB, then %.1f MB after %v", float64(idle)/(1<<20), float64(peak)/(1<<20), float64(rss)/(1<<20), took)
+			// Gathered in pieces that leave as they are copied, into a
+			// slice filled as it is written (reclaim.Piece, Uncleared), a
+			// message costs once its size at the peak, not twice.
+			if extra := peak - idle; extra > huge*3/2 {
+				t.Errorf("RSS peaked at %.1f MB, %.2f times the 60 MiB message over idle (%.1f MB): a message should be held about once, not twice",
+					float64(peak)/(1<<20), float64(extra)/huge, float64(idle)/(1<<20))
+			}
 			if took < 0 {
 				t.Errorf("RSS stayed at %.1f MB %v after a 60 MiB message (idle: %.1f MB): the bridge keeps memory it no longer uses",
 					float64(rss)/(1<<20), deadline, float64(idle)/(1<<20))

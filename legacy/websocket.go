@@ -1,7 +1,6 @@
 package legacy
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -114,7 +113,7 @@ type WSConn struct {
 	readErr error              // Read's final error, once there is one
 	small   [smallMessage]byte // a message's first bytes
 	slab    slab.Slab          // where small messages are copied to
-	parts   [][]byte           // a large message: small, then pooled chunks
+	pieces  []reclaim.Piece    // the rest of a large message, after small
 
 	// state is readIdle or readBusy, flipped by Read, or readStopped once
 	// the ctx of a running Read has ended it. See Read and watch.
@@ -535,45 +534,7 @@ const (
 	// every message: most ACP messages fit, and then the only allocation
 	// is the exact-size copy Read returns.
 	smallMessage = 4 << 10
-	// chunkSize is the size of the pooled chunks that take the rest of a
-	// larger message. Chunks, unlike a buffer grown by doubling, never
-	// copy what they hold, so reading a message of n bytes takes about n
-	// bytes of chunks (reused from message to message) plus the n-byte
-	// slice Read returns, rather than up to 3n.
-	chunkSize = 64 << 10
 )
-
-// chunkPool keeps a few *[chunkSize]byte chunks for the next large message,
-// shared by all connections. It is capped rather than a sync.Pool, which
-// keeps what it holds through a garbage collection: after a 60 MiB message
-// the bridge must not hold 60 MiB of chunks until the next two.
-var chunkPool = freeList{max: 16} // 1 MiB
-
-type freeList struct {
-	mu     sync.Mutex
-	max    int
-	chunks []*[chunkSize]byte
-}
-
-func (f *freeList) Get() *[chunkSize]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := len(f.chunks); n > 0 {
-		c := f.chunks[n-1]
-		f.chunks[n-1] = nil
-		f.chunks = f.chunks[:n-1]
-		return c
-	}
-	return new([chunkSize]byte)
-}
-
-func (f *freeList) Put(c *[chunkSize]byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.chunks) < f.max {
-		f.chunks = append(f.chunks, c)
-	}
-}
 
 // readMessage reads the rest of the message r into a new slice of its exact
 // length. Called from Read.
@@ -585,23 +546,33 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The message is larger than c.small: gather it in chunks, then copy
-	// it once into a slice of its exact length.
-	c.parts = append(c.parts[:0], c.small[:])
-	defer c.releaseChunks()
+	// The message is larger than c.small: gather it in pieces, then copy
+	// it once into a slice of its exact length (see reclaim.Piece).
+	defer c.releasePieces()
 	total := len(c.small)
 	for {
-		chunk := chunkPool.Get()
-		n, err := c.readFull(r, chunk[:])
-		c.parts = append(c.parts, chunk[:n])
+		piece := reclaim.NewPiece(len(c.pieces))
+		c.pieces = append(c.pieces, piece)
+		n, err := c.readFull(r, piece.B[:])
 		total += n
 		if err == io.EOF {
 			// Collect before the message's slice adds to the heap, and
-			// after the copy, when the chunks the pool does not keep are
+			// after the copy, when the pieces the pool does not keep are
 			// garbage (see package reclaim).
 			reclaim.Collect(total)
-			msg := bytes.Join(c.parts, nil) // which does not zero what it overwrites
-			c.releaseChunks()
+			msg := reclaim.Uncleared(total)
+			msg = append(msg, c.small[:]...)
+			last := len(c.pieces) - 1
+			for i, p := range c.pieces {
+				if i < last {
+					msg = append(msg, p.B[:]...)
+				} else {
+					msg = append(msg, p.B[:n]...)
+				}
+				p.Free() // a mapped piece leaves the process at once
+				c.pieces[i] = reclaim.Piece{}
+			}
+			c.releasePieces()
 			reclaim.Collect(total)
 			return msg, nil
 		}
@@ -611,20 +582,16 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	}
 }
 
-// releaseChunks returns the chunks of c.parts (all but the first, which is
-// c.small) to the pool.
-func (c *WSConn) releaseChunks() {
-	if len(c.parts) == 0 {
-		return // released already
+// releasePieces frees the pieces of c.pieces.
+func (c *WSConn) releasePieces() {
+	for _, p := range c.pieces {
+		p.Free()
 	}
-	for _, p := range c.parts[1:] {
-		chunkPool.Put((*[chunkSize]byte)(p[:chunkSize]))
+	clear(c.pieces)
+	if cap(c.pieces) > 64 {
+		c.pieces = nil // the list itself after a very large message
 	}
-	clear(c.parts)
-	if cap(c.parts) > 64 {
-		c.parts = nil // the list itself after a very large message
-	}
-	c.parts = c.parts[:0]
+	c.pieces = c.pieces[:0]
 }
 
 // readFull reads from r until b is full or the message ends. It returns

@@ -47,12 +47,12 @@ type Reader struct {
 	// made once, for lines up to indexedBytes, so that a line of many
 	// megabytes costs its pieces and its joined copy and nothing else:
 	// grown per line, the index alone left as much garbage again.
-	pieces []*[bufSize]byte
+	pieces []reclaim.Piece
 	slab   slab.Slab // where short lines are copied to
 }
 
 // bufSize is the read buffer, and the size of a long line's pieces.
-const bufSize = 64 << 10
+const bufSize = reclaim.PieceSize
 
 // indexedBytes is the longest line whose pieces the Reader's own index
 // holds (8 KiB of pointers); a longer one grows a copy of it.
@@ -64,7 +64,7 @@ func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	return &Reader{br: bufio.NewReaderSize(r, bufSize), max: max, pieces: make([]*[bufSize]byte, 0, min(max, indexedBytes)/bufSize+1)}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize), max: max, pieces: make([]reclaim.Piece, 0, min(max, indexedBytes)/bufSize+1)}
 }
 
 // Next returns the next non-blank line without its "\n" or "\r\n", in a new
@@ -96,6 +96,9 @@ func (r *Reader) Next() ([]byte, error) {
 func (r *Reader) readLine() ([]byte, error) {
 	pieces := r.pieces[:0]
 	defer func() {
+		for _, p := range pieces {
+			p.Free()
+		}
 		clear(pieces)
 		if cap(pieces) == cap(r.pieces) {
 			r.pieces = pieces[:0]
@@ -113,11 +116,14 @@ func (r *Reader) readLine() ([]byte, error) {
 			case n+len(chunk) > r.max+2: // +2: the terminator is not part of the frame
 				tooLong = true
 				if len(pieces) > 0 {
-					head = headOf(pieces[0][:])
-					tail = keepTail(keepTail(nil, pieces[len(pieces)-1][:]), chunk)
+					head = headOf(pieces[0].B[:])
+					tail = keepTail(keepTail(nil, pieces[len(pieces)-1].B[:]), chunk)
 				} else {
 					head = headOf(chunk)
 					tail = keepTail(nil, chunk)
+				}
+				for _, p := range pieces {
+					p.Free()
 				}
 				clear(pieces)
 				pieces = pieces[:0]
@@ -131,7 +137,9 @@ func (r *Reader) readLine() ([]byte, error) {
 			case errors.Is(err, bufio.ErrBufferFull):
 				// bufio hands out its whole buffer with ErrBufferFull:
 				// a piece of exactly bufSize bytes.
-				pieces = append(pieces, (*[bufSize]byte)(bytes.Clone(chunk)))
+				p := reclaim.NewPiece(len(pieces))
+				copy(p.B[:], chunk)
+				pieces = append(pieces, p)
 				n += len(chunk)
 			default:
 				// The line's end (or the input's): still in the read
@@ -167,13 +175,15 @@ func (r *Reader) readLine() ([]byte, error) {
 const spare = 20
 
 // join concatenates pieces and last, n bytes in all, into one slice of that
-// length, letting each piece go as soon as it is copied.
-func join(pieces []*[bufSize]byte, last []byte, n int) []byte {
+// length, letting each piece go as soon as it is copied (a mapped one
+// leaves the process at once, see reclaim.Piece).
+func join(pieces []reclaim.Piece, last []byte, n int) []byte {
 	reclaim.Collect(n) // earlier garbage, before the line's slice adds to the heap
-	out := make([]byte, 0, n+spare)
+	out := reclaim.Uncleared(n + spare)
 	for i, p := range pieces {
-		out = append(out, p[:]...)
-		pieces[i] = nil
+		out = append(out, p.B[:]...)
+		p.Free()
+		pieces[i] = reclaim.Piece{}
 	}
 	return append(out, last...)
 }
