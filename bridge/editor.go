@@ -58,7 +58,11 @@ type editorWriter struct {
 	queued  int         // bytes in queue
 	closing bool
 	wake    chan struct{} // capacity 1: the queue may be non-empty, or closing
-	room    chan struct{} // capacity 1: the writer took the queue
+	// owed says messages were queued without waking the writer (a link
+	// that wakes it when it is about to wait, see trySend): the next
+	// send, or kick, wakes it.
+	owed bool
+	room chan struct{} // capacity 1: the writer took the queue
 	// idle says writeLoop has flushed everything and waits; directing
 	// that a caller holds the writer's role for a direct write
 	// (flushDirect), which writeLoop then waits out.
@@ -97,7 +101,8 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 		if ew.queued == 0 || ew.queued+n <= ew.limit {
 			ew.queue = append(ew.queue, m)
 			ew.queued += n
-			first := len(ew.queue) == 1
+			first := len(ew.queue) == 1 || ew.owed
+			ew.owed = false
 			ew.mu.Unlock()
 			if first {
 				signal(ew.wake)
@@ -118,7 +123,13 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 // trySend queues m if there is room now, and reports whether it did: the
 // fast path (fast.go) never waits for the editor; what does not fit goes
 // through the loop, which does.
-func (ew *editorWriter) trySend(m editorMsg) bool {
+//
+// With later, trySend does not wake the writer: the caller will (kick)
+// before it waits for anything, as a relay flushes its output before it
+// blocks on its input. A stream's updates then reach the writer a read's
+// worth at a time, one wake-up and one write for hundreds of them, rather
+// than a wake-up for every few.
+func (ew *editorWriter) trySend(m editorMsg, later bool) bool {
 	n := m.size()
 	ew.mu.Lock()
 	if ew.closing || ew.queued != 0 && ew.queued+n > ew.limit {
@@ -127,12 +138,28 @@ func (ew *editorWriter) trySend(m editorMsg) bool {
 	}
 	ew.queue = append(ew.queue, m)
 	ew.queued += n
-	first := len(ew.queue) == 1
+	wake := len(ew.queue) == 1 || ew.owed
+	if later {
+		ew.owed, wake = wake, false
+	} else {
+		ew.owed = false
+	}
 	ew.mu.Unlock()
-	if first {
+	if wake {
 		signal(ew.wake)
 	}
 	return true
+}
+
+// kick wakes the writer for what trySend queued without waking it.
+func (ew *editorWriter) kick() {
+	ew.mu.Lock()
+	owed := ew.owed
+	ew.owed = false
+	ew.mu.Unlock()
+	if owed {
+		signal(ew.wake)
+	}
 }
 
 // sendAll queues ms in order, as send would one by one, taking the lock
@@ -147,7 +174,7 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 			ew.mu.Unlock()
 			return sent
 		}
-		wasEmpty := len(ew.queue) == 0
+		wasEmpty := len(ew.queue) == 0 || ew.owed
 		for sent < len(ms) {
 			n := ms[sent].size()
 			if ew.queued != 0 && ew.queued+n > ew.limit {
@@ -158,6 +185,9 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 			sent++
 		}
 		woke := wasEmpty && len(ew.queue) > 0
+		if woke {
+			ew.owed = false
+		}
 		ew.mu.Unlock()
 		if woke {
 			signal(ew.wake)
@@ -321,6 +351,7 @@ func (ew *editorWriter) writeLoop() {
 		batch := ew.queue
 		ew.queue, ew.spare = ew.spare[:0], nil
 		ew.queued = 0
+		ew.owed = false // (what was owed is in the batch)
 		ew.mu.Unlock()
 		signal(ew.room)
 		for i := range batch {

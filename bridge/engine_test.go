@@ -25,13 +25,27 @@ type memLink struct {
 	closed    chan struct{}
 	once      sync.Once
 	readErr   error
+	idle      func() // OnIdle's: called when Read is about to wait
 }
+
+// OnIdle makes memLink an idler like the bridge's real links, so that the
+// tests run the fast path as they run it: passing updates without waking
+// the editor's writer until the link's Read is about to wait.
+func (m *memLink) OnIdle(f func()) { m.idle = f }
 
 func newMemLink() *memLink {
 	return &memLink{toAgent: make(chan []byte, 4096), fromAgent: make(chan []byte, 4096), closed: make(chan struct{})}
 }
 
 func (m *memLink) Read(ctx context.Context) ([]byte, error) {
+	select {
+	case f := <-m.fromAgent:
+		return f, nil
+	default:
+	}
+	if m.idle != nil {
+		m.idle()
+	}
 	select {
 	case f := <-m.fromAgent:
 		return f, nil

@@ -246,6 +246,9 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		return false
 	}
 	for l.inflight.Load() != 0 {
+		if l.kicks {
+			e.out.kick() // (before waiting for the loop)
+		}
 		select {
 		case <-l.caughtUp: // the loop handled this link's last event
 		case <-done:
@@ -274,7 +277,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	if e.b.Redact != nil {
 		m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
 	}
-	if !e.out.trySend(m) {
+	if !e.out.trySend(m, l.kicks) {
 		return false
 	}
 	if fs.record {

@@ -367,3 +367,52 @@ func TestFastPath_RenamedSession(t *testing.T) {
 		t.Errorf("the store's session \"dup\" has %d records: the renamed session's updates were written to the session whose id the agent reused", len(tr.Records))
 	}
 }
+
+// The fast path wakes the editor's writer only when the link's read is
+// about to wait (memLink.OnIdle, as the real links do), so that a burst
+// of updates goes out in one write. Whatever the burst, when the agent
+// then pauses mid-turn (nothing else to send, no answer to write) every
+// update it sent must reach the editor.
+func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
+	var mu sync.Mutex
+	streamed := 0
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.OnSessionBulk = true
+		b.OnSession = func(ev bridge.SessionEvent) {
+			if ev.Kind == bridge.SessionStreamed {
+				mu.Lock()
+				streamed += ev.Updates
+				mu.Unlock()
+			}
+		}
+	})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
+	sid := h.newSession("1")
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
+	prompt := h.agentRecv()
+	n := 0
+	for _, burst := range []int{1, 1, 7, 300, 1, 2000, 3} {
+		for range burst {
+			h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, sid, n))
+			n++
+		}
+		for i := n - burst; i < n; i++ {
+			got := h.recv() // times out if an update waits for a wake-up that never comes
+			if text := gjson.Get(got, "params.update.content.text").Str; text != fmt.Sprint(i) {
+				t.Fatalf("update %d = %s", i, got)
+			}
+		}
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
+		t.Fatalf("after the updates = %s, want the prompt's answer", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed == 0 {
+		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
+	}
+}

@@ -57,8 +57,12 @@ type link struct {
 	// on itself, replaced whole by the loop; inflight counts the events the
 	// goroutine put in the inbox that the loop has not handled yet, and
 	// caughtUp (capacity 1) is signalled when it falls to zero.
-	pass     func([]byte, translate.Envelope) bool
-	fast     atomic.Pointer[fastTable]
+	pass func([]byte, translate.Envelope) bool
+	fast atomic.Pointer[fastTable]
+	// kicks says the link's connection tells its goroutine when a read is
+	// about to wait (idler), so the updates it passes wake the editor's
+	// writer then, together, rather than one by one. Set by run.
+	kicks    bool
 	inflight atomic.Int64
 	caughtUp chan struct{}
 
@@ -155,6 +159,10 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 
 	_, parse := l.tr.(translate.EnvelopeTranslator)
 	done := ctx.Done() // (once: Done takes a lock-free but not free look per call)
+	if c, ok := conn.(idler); ok && l.pass != nil {
+		c.OnIdle(e.out.kick)
+		l.kicks = true
+	}
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
@@ -163,6 +171,9 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	for {
 		frame, err := conn.Read(ctx)
 		if err != nil {
+			if l.kicks {
+				e.out.kick()
+			}
 			close(readDone)
 			select {
 			case werr := <-writeErr:
@@ -186,6 +197,9 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		if e.inlineAgentEvent(l, &ev) {
 			continue
 		}
+		if l.kicks {
+			e.out.kick() // the inbox may be full: what passed goes out first
+		}
 		l.inflight.Add(1)
 		if !in.put(ev, done) {
 			close(readDone)
@@ -195,6 +209,10 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 	}
 }
+
+// idler is a Link that calls a function when its Read is about to wait
+// (legacy.WSConn, legacy.Process).
+type idler interface{ OnIdle(func()) }
 
 // dialError marks a failure to connect, as opposed to a connection lost
 // later: only the former counts toward the reconnect backoff.

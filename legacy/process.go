@@ -108,6 +108,7 @@ type Process struct {
 	cmd       *exec.Cmd
 	log       hclog.Logger
 	stopGrace time.Duration
+	idle      func() // see OnIdle (Read's goroutine)
 
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
@@ -262,6 +263,9 @@ func (p *Process) Read(ctx context.Context) ([]byte, error) {
 		if frame, ok := p.frames.pop(); ok {
 			return frame, nil
 		}
+		if p.idle != nil {
+			p.idle() // no frame is waiting: Read may wait
+		}
 		select {
 		case <-p.frames.ready:
 			// Perhaps a frame; perhaps a wake-up left from an earlier
@@ -281,6 +285,12 @@ func (p *Process) Read(ctx context.Context) ([]byte, error) {
 		}
 	}
 }
+
+// OnIdle sets f to be called, on Read's goroutine, whenever Read is about
+// to wait for the agent: every frame read before has been returned (see
+// WSConn.OnIdle). Call it before the first Read, from the goroutine that
+// reads.
+func (p *Process) OnIdle(f func()) { p.idle = f }
 
 // afterStdout decides Read's error once stdout has ended: the exit status if
 // the child exits soon, else that it closed its stdout.
@@ -314,6 +324,9 @@ func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
 	for {
 		if frame, ok := p.frames.pop(); ok {
 			return frame, nil
+		}
+		if p.idle != nil {
+			p.idle() // no frame is waiting: Read may wait
 		}
 		select {
 		case <-p.frames.ready:

@@ -317,6 +317,13 @@ func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
 	return frame, nil
 }
 
+// OnIdle sets f to be called, on Read's goroutine, whenever Read is about
+// to wait for the network: everything read before has been returned. A
+// reader that holds output back while more input is at hand flushes it
+// there, as a relay does before it blocks. Call it before the first Read,
+// from the goroutine that reads.
+func (c *WSConn) OnIdle(f func()) { c.dc.idle = f }
+
 // watch makes sure that cancelling ctx interrupts a running Read, by setting
 // a read deadline in the past. The watch outlives the Read and serves every
 // later Read with the same ctx (the bridge reads with one ctx for the whole
@@ -383,10 +390,14 @@ type deadlineConn struct {
 	state *atomic.Int32 // the WSConn's read state
 
 	readSet  time.Time // the read deadline last set by Read (Read's goroutine)
+	idle     func()    // see WSConn.OnIdle (Read's goroutine)
 	writeSet time.Time // the write deadline last set (under gorilla's write lock)
 }
 
 func (d *deadlineConn) Read(b []byte) (int, error) {
+	if d.idle != nil {
+		d.idle() // the WebSocket's buffer is empty: this read may wait
+	}
 	if d.wait > 0 {
 		if now := time.Now(); d.readSet.Sub(now) < d.wait {
 			d.readSet = now.Add(d.wait + d.wait/4)
