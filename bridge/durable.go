@@ -666,10 +666,7 @@ func (e *engine) openStored(req *request, env *translate.Envelope) {
 	e.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
 	// The replay is the bridge's own work, however long the transcript:
 	// the agent's answer is timed from the re-attach on.
-	if req.timer != nil {
-		req.timer.Stop()
-		req.timer = nil
-	}
+	e.disarm(req)
 	e.readHistory(sid, e.replays(req), func(primer string, skipped int, err error) {
 		e.armTimeout(req)
 		if skipped > 0 {

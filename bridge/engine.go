@@ -61,6 +61,7 @@ type engine struct {
 	lines     chan editorLine
 	inbox     *inbox
 	tasks     chan func() // work handed back to the loop by timers and helpers
+	deadlines deadlines   // requests' timeouts (deadlines.go)
 	// stopWrites is closed once the bridge stops or the editor's input
 	// ends; from then on writes to a full editor queue are dropped.
 	stopWrites chan struct{}

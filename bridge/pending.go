@@ -25,7 +25,10 @@ type request struct {
 	session string   // sessionId the request names, if any
 	cwd     string   // session/new, load, resume: the cwd asked for
 	dirs    []string // and the additionalDirectories
-	timer   *time.Timer
+	// deadline is when the request times out (zero: it does not, or
+	// not yet); timeout is the duration it was given (deadlines.go).
+	deadline time.Time
+	timeout  time.Duration
 	// grace is the cancel grace timer of a cancelled prompt.
 	grace   *time.Timer
 	retired bool
@@ -101,9 +104,7 @@ func (e *engine) retire(req *request) bool {
 	}
 	req.retired = true
 	e.pending.remove(req)
-	if req.timer != nil {
-		req.timer.Stop()
-	}
+	e.disarm(req)
 	if req.grace != nil {
 		req.grace.Stop()
 	}
@@ -227,14 +228,14 @@ var untimed = map[string]bool{"session/prompt": true, "authenticate": true}
 
 // armTimeout starts req's timeout unless its method may run unbounded.
 func (e *engine) armTimeout(req *request) {
-	if e.b.RequestTimeout < 0 || untimed[req.method] || req.timer != nil {
+	if e.b.RequestTimeout < 0 || untimed[req.method] || !req.deadline.IsZero() {
 		return
 	}
 	d := e.b.RequestTimeout
 	if d == 0 {
 		d = defaultRequestTimeout
 	}
-	req.timer = time.AfterFunc(d, func() { e.post(func() { e.timeout(req, d) }) })
+	e.arm(req, d)
 }
 
 func (e *engine) timeout(req *request, d time.Duration) {
