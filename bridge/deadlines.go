@@ -95,3 +95,10 @@ func (e *engine) expire() {
 	}
 	dl.queue = nil
 }
+
+// stopDeadlines stops the timer when the loop ends.
+func (e *engine) stopDeadlines() {
+	if t := e.deadlines.timer; t != nil {
+		t.Stop()
+	}
+}

@@ -327,6 +327,7 @@ func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
 func (e *engine) loop(ctx context.Context) error {
 	defer e.flushRecords()
 	defer e.shutGate()
+	defer e.stopDeadlines()
 	// endOfInput fires endOfInputWait after the editor's input ended; until
 	// then the loop reads no more input and serves only the agents, so that
 	// the requests in flight get their answers rather than a shutdown error.
