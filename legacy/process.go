@@ -131,10 +131,18 @@ type Process struct {
 
 	skipped atomic.Int64
 
-	// Owned by Write's goroutine (there is one at a time).
+	// Owned by the goroutine writing: Write, TryWrite and Flush run one
+	// at a time.
 	wbuf      []byte          // a small frame and its newline, for one system call
 	watchDone <-chan struct{} // Done of the ctx whose cancel interrupts writes
 	stopWatch func() bool
+
+	// Non-blocking writes (TryWrite). raw is nil where there are none;
+	// hmu guards held and heldErr.
+	raw     syscall.RawConn
+	hmu     sync.Mutex
+	held    []byte // what TryWrite could not write: it goes first
+	heldErr error  // what TryWrite met: the next write's error
 }
 
 // Start starts the agent. ctx bounds only the start itself: it is checked
@@ -220,6 +228,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		stdout:     outR,
 		stderr:     errR,
 		frames:     newFrameQueue(),
+		raw:        rawConn(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
@@ -396,11 +405,14 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 			return ctx.Err()
 		}
 	}
-	var err error
-	if len(frame) <= writeCopyMax {
+	err := p.writeHeld()
+	switch {
+	case err != nil:
+	case frame == nil: // Flush
+	case len(frame) <= writeCopyMax:
 		p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
 		_, err = p.stdin.Write(p.wbuf)
-	} else {
+	default:
 		_, err = p.stdin.Write(frame)
 		if err == nil {
 			_, err = p.stdin.Write([]byte{'\n'})
@@ -418,6 +430,65 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 		return &linkError{msg: "agent process stdin: " + err.Error(), err: err}
 	}
 	return nil
+}
+
+// writeHeld writes what TryWrite held, waiting as Write does.
+func (p *Process) writeHeld() error {
+	p.hmu.Lock()
+	held, err := p.held, p.heldErr
+	p.held, p.heldErr = nil, nil
+	p.hmu.Unlock()
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	_, err = p.stdin.Write(held)
+	return err
+}
+
+// TryWrite writes frame as Write would, but only when the child's stdin
+// takes it without waiting, and reports whether it took the frame (see
+// WSConn.TryWrite): it refuses while bytes are held from before, for a
+// frame over writeCopyMax, and where there are no non-blocking writes.
+// What the pipe does not take at once is held (held) for the next Write
+// or Flush. The caller makes sure no Write runs meanwhile.
+func (p *Process) TryWrite(frame []byte) (taken, held bool) {
+	if p.raw == nil || len(frame) > writeCopyMax {
+		return false, false
+	}
+	select {
+	case <-p.closed:
+		return false, false
+	default:
+	}
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	if len(p.held) > 0 || p.heldErr != nil {
+		return false, false
+	}
+	p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
+	n, err := writeOnce(p.raw, p.wbuf)
+	switch {
+	case err != nil:
+		p.heldErr = err
+	case n < len(p.wbuf):
+		p.held = append(p.held, p.wbuf[n:]...)
+	}
+	return true, len(p.held) > 0 || p.heldErr != nil
+}
+
+// Flush writes what TryWrite held, waiting as Write does.
+func (p *Process) Flush(ctx context.Context) error { return p.Write(ctx, nil) }
+
+// rawConn returns f's descriptor for non-blocking writes, or nil.
+func rawConn(f *os.File) syscall.RawConn {
+	if !canTryWrite {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil || !nonblocking(rc) {
+		return nil
+	}
+	return rc
 }
 
 // writeCopyMax is the largest frame Write copies to add its newline.
