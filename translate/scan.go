@@ -574,7 +574,7 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 				Frame:      frame,
 				Method:     "session/update",
 				Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
-				SessionID:  unescaped(frame[sidAt+1 : sidEnd-1]),
+				SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 				UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
 			}, true
 		}
@@ -622,9 +622,18 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 		Frame:      frame,
 		Method:     "session/update",
 		Params:     json.RawMessage(frame[paramsAt:paramsEnd:paramsEnd]),
-		SessionID:  unescaped(frame[sidAt+1 : sidEnd-1]),
+		SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 		UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
 	}, true
+}
+
+// shared is the inside of a string the scan found without escapes, as a
+// string sharing its memory (a session id: never a known kind).
+func shared(inner []byte) string {
+	if len(inner) == 0 {
+		return ""
+	}
+	return unsafe.String(&inner[0], len(inner))
 }
 
 // unescaped is plainString for the inside of a string the scan found
