@@ -103,17 +103,24 @@ type agentEvent struct {
 // engine's loop, which every message of every link goes through, is then
 // left with routing alone.
 func (ev *agentEvent) prepare(parse bool) {
+	if parse {
+		ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
+		ev.parsed = true
+		if ev.env.Plain {
+			ev.oneLine = true // (the stream's usual frame: no search)
+			return
+		}
+	}
 	if bytes.IndexByte(ev.frame, '\n') >= 0 || bytes.IndexByte(ev.frame, '\r') >= 0 {
 		// A pretty-printed frame (one message per WebSocket text frame,
 		// newlines inside) would reach the editor as several lines.
 		ev.frame = compact(ev.frame)
 		ev.compacted = true
+		if parse {
+			ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
+		}
 	}
 	ev.oneLine = true
-	if parse {
-		ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
-		ev.parsed = true
-	}
 }
 
 // run dials the agent and pumps frames until the link fails or is closed.

@@ -135,6 +135,11 @@ type Envelope struct {
 	// Like the other fields they share the frame's memory: clone them to
 	// keep them past the frame.
 	SessionID, UpdateKind string
+	// Plain says the frame holds no line break: it was read as the
+	// compact form the SDKs write a text chunk in, where every byte
+	// outside its strings is fixed and its strings hold no control
+	// characters. (False says nothing.)
+	Plain bool
 }
 
 // IsRequest, IsNotification and IsResponse classify a parsed envelope. An id

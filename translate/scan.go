@@ -576,6 +576,7 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 				Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
 				SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 				UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
+				Plain:      true,
 			}, true
 		}
 	}

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 )
@@ -35,6 +36,10 @@ func TestScanUpdateAgreesWithTheLongWay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("fast path took %q, which the long way refuses: %v", f, err)
 		}
+		if got.Plain && (bytes.IndexByte(f, '\n') >= 0 || bytes.IndexByte(f, '\r') >= 0) {
+			t.Fatalf("fast path read %q as Plain, but it holds a line break", f)
+		}
+		got.Plain = false // (what the long way does not tell)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("fast path read %q as\n%+v\nthe long way as\n%+v", f, got, want)
 		}
@@ -42,7 +47,7 @@ func TestScanUpdateAgreesWithTheLongWay(t *testing.T) {
 	for _, f := range frames {
 		check(f)
 		for i := range f {
-			for _, c := range []byte{'"', '\\', '{', '}', '[', ']', ',', ':', ' ', 'a', '0', 0x01, 0xc3} {
+			for _, c := range []byte{'"', '\\', '{', '}', '[', ']', ',', ':', ' ', '\n', '\r', 'a', '0', 0x01, 0xc3} {
 				m := append([]byte(nil), f...)
 				m[i] = c
 				check(m)
