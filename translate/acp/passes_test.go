@@ -11,6 +11,10 @@ import (
 // passerFrames are session/update notifications of session s1, compliant
 // or not, that the engine may be tempted to pass on without the shim.
 var passerFrames = []string{
+	// The compact form scanUpdate reads whole (Envelope.Plain), which the
+	// filter passes without looking at the content again.
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"a\"b\\n\u00e9 é"}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":""}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"text":"hi","type":"text"}}}}`,
 	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":"bare"}}}`,
@@ -56,7 +60,7 @@ func TestUpdatePasser_PassesWhatItSaysItDoes(t *testing.T) {
 			tr.FromEditor(translate.Msg{Kind: translate.Request, Ref: 1, Method: "session/load", Body: []byte(`{"sessionId":"s1"}`)})
 		}, false},
 	}
-	passedAny := 0
+	passedAny, passedPlain := 0, 0
 	for _, st := range states {
 		for _, f := range passerFrames {
 			sh := acp.NewShim(acp.ShimOptions{})
@@ -70,14 +74,20 @@ func TestUpdatePasser_PassesWhatItSaysItDoes(t *testing.T) {
 				continue
 			}
 			passedAny++
+			if env.Plain {
+				passedPlain++
+			}
 			outs, err := sh.FromAgent([]byte(f))
 			if err != nil || len(outs) != 1 || outs[0].Kind != translate.Forward || !bytes.Equal(outs[0].Body, []byte(f)) {
 				t.Errorf("%s: the filter passes %s, but the shim returns %+v, %v", st.name, f, outs, err)
 			}
 		}
 	}
-	if passedAny < 5 {
-		t.Errorf("the filter passed %d frames, want the 5 compliant ones", passedAny)
+	if passedPlain < 3 {
+		t.Errorf("the filter passed %d frames read as Plain, want 3", passedPlain)
+	}
+	if passedAny < 7 {
+		t.Errorf("the filter passed %d frames, want the 7 compliant ones", passedAny)
 	}
 }
 

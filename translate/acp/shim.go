@@ -873,7 +873,9 @@ func shimPasses(f []byte, env translate.Envelope) bool {
 	if chunkKind(env.UpdateKind) {
 		// badUpdate's check of the chunk's content, without its search
 		// when the params are in the compact form every SDK writes.
-		return compactChunk(env.Params, env.SessionID, env.UpdateKind) || badUpdate(env.UpdateKind, env.Params) == ""
+		// A Plain chunk's content is {"type":"text","text":<string>} as
+		// the scanner read it whole: a text block, as badUpdate would find.
+		return env.Plain || compactChunk(env.Params, env.SessionID, env.UpdateKind) || badUpdate(env.UpdateKind, env.Params) == ""
 	}
 	if badUpdate(env.UpdateKind, env.Params) != "" {
 		return false
