@@ -14,8 +14,12 @@ import "time"
 
 // deadlines is the queue of timed requests. It belongs to the loop.
 type deadlines struct {
-	queue []*request // oldest first; answered ones (deadline zero) wait to be dropped
-	live  int        // requests in queue still timed
+	// queue[head:] are the armed requests, oldest first; answered ones
+	// (deadline zero) wait there to be dropped. The array is reused: a
+	// request costs no allocation.
+	queue []*request
+	head  int
+	live  int // requests in queue still timed
 	timer *time.Timer
 	set   bool // timer will fire
 }
@@ -44,21 +48,32 @@ func (e *engine) disarm(req *request) {
 	// Drop answered requests from the front, where they usually are (a
 	// request answered in order); compact when one slow request holds
 	// many answered ones behind it.
-	for len(dl.queue) > 0 && dl.queue[0].deadline.IsZero() {
-		dl.queue[0] = nil
-		dl.queue = dl.queue[1:]
+	for dl.head < len(dl.queue) && dl.queue[dl.head].deadline.IsZero() {
+		dl.pop()
 	}
-	if len(dl.queue) > 64 && len(dl.queue) > 4*dl.live {
-		q := make([]*request, 0, 2*dl.live)
-		for _, r := range dl.queue {
+	if n := len(dl.queue) - dl.head; n > 64 && n > 4*dl.live {
+		q := dl.queue[:0]
+		for _, r := range dl.queue[dl.head:] {
 			if !r.deadline.IsZero() {
 				q = append(q, r)
 			}
 		}
-		dl.queue = q
+		clear(dl.queue[len(q):])
+		dl.queue, dl.head = q, 0
 	}
-	if len(dl.queue) == 0 {
-		dl.queue = nil // (a burst's array is not kept)
+}
+
+// pop drops the oldest request from the queue.
+func (dl *deadlines) pop() {
+	dl.queue[dl.head] = nil
+	dl.head++
+	if dl.head == len(dl.queue) {
+		dl.head = 0
+		if cap(dl.queue) > 1024 {
+			dl.queue = nil // (a burst's array is not kept)
+		} else {
+			dl.queue = dl.queue[:0]
+		}
 	}
 }
 
@@ -78,14 +93,13 @@ func (e *engine) expire() {
 	dl := &e.deadlines
 	dl.set = false
 	now := time.Now()
-	for len(dl.queue) > 0 {
-		req := dl.queue[0]
+	for dl.head < len(dl.queue) {
+		req := dl.queue[dl.head]
 		if !req.deadline.IsZero() && req.deadline.After(now) {
 			e.setTimer(req.deadline.Sub(now))
 			return
 		}
-		dl.queue[0] = nil
-		dl.queue = dl.queue[1:]
+		dl.pop()
 		if req.deadline.IsZero() {
 			continue
 		}
@@ -93,7 +107,6 @@ func (e *engine) expire() {
 		dl.live--
 		e.timeout(req, req.timeout)
 	}
-	dl.queue = nil
 }
 
 // stopDeadlines stops the timer when the loop ends.

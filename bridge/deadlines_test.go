@@ -30,7 +30,13 @@ func TestRequestTimeout_RandomInterleavings(t *testing.T) {
 			}
 			reqs := map[string]*req{}
 			var open []string // sent, not answered by the agent yet
+			// Odd seeds: many requests, most answered at once, behind
+			// the first, which never is: the queue compacts.
+			many := seed%2 == 1
 			n := 30 + rng.IntN(30)
+			if many {
+				n = 200 + rng.IntN(100)
+			}
 			for i := range n {
 				id := fmt.Sprint(100 + i)
 				h.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"_x/slow","params":{}}`)
@@ -40,9 +46,19 @@ func TestRequestTimeout_RandomInterleavings(t *testing.T) {
 				}
 				reqs[id] = &req{sent: time.Now(), agentID: gjson.Get(f, "id").Raw}
 				open = append(open, id)
-				switch rng.IntN(4) {
-				case 0: // answer a random open one, in time
+				choice := rng.IntN(4)
+				if many {
+					choice = min(choice, 1) - 1 // answer (in time), never pause
+					if i == 0 {
+						choice = 3 // (the first is left)
+					}
+				}
+				switch choice {
+				case 0, -1: // answer a random open one, in time
 					k := rng.IntN(len(open))
+					if many {
+						k = len(open) - 1 // (the newest: the first stays open)
+					}
 					r := reqs[open[k]]
 					if time.Since(r.sent) < timeout/2 {
 						h.agentSend(`{"jsonrpc":"2.0","id":` + r.agentID + `,"result":{"ok":true}}`)

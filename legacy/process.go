@@ -137,9 +137,9 @@ type Process struct {
 	watchDone <-chan struct{} // Done of the ctx whose cancel interrupts writes
 	stopWatch func() bool
 
-	// Non-blocking writes (TryWrite). raw is nil where there are none;
+	// Non-blocking writes (TryWrite). once is nil where there are none;
 	// hmu guards held and heldErr.
-	raw     syscall.RawConn
+	once    *onceWriter
 	hmu     sync.Mutex
 	held    []byte // what TryWrite could not write: it goes first
 	heldErr error  // what TryWrite met: the next write's error
@@ -228,7 +228,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		stdout:     outR,
 		stderr:     errR,
 		frames:     newFrameQueue(),
-		raw:        rawConn(inW),
+		once:       onceWriterFor(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
@@ -452,7 +452,7 @@ func (p *Process) writeHeld() error {
 // What the pipe does not take at once is held (held) for the next Write
 // or Flush. The caller makes sure no Write runs meanwhile.
 func (p *Process) TryWrite(frame []byte) (taken, held bool) {
-	if p.raw == nil || len(frame) > writeCopyMax {
+	if p.once == nil || len(frame) > writeCopyMax {
 		return false, false
 	}
 	select {
@@ -466,7 +466,7 @@ func (p *Process) TryWrite(frame []byte) (taken, held bool) {
 		return false, false
 	}
 	p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
-	n, err := writeOnce(p.raw, p.wbuf)
+	n, err := p.once.write(p.wbuf)
 	switch {
 	case err != nil:
 		p.heldErr = err
@@ -479,8 +479,8 @@ func (p *Process) TryWrite(frame []byte) (taken, held bool) {
 // Flush writes what TryWrite held, waiting as Write does.
 func (p *Process) Flush(ctx context.Context) error { return p.Write(ctx, nil) }
 
-// rawConn returns f's descriptor for non-blocking writes, or nil.
-func rawConn(f *os.File) syscall.RawConn {
+// onceWriterFor returns a writer of non-blocking writes to f, or nil.
+func onceWriterFor(f *os.File) *onceWriter {
 	if !canTryWrite {
 		return nil
 	}
@@ -488,7 +488,7 @@ func rawConn(f *os.File) syscall.RawConn {
 	if err != nil || !nonblocking(rc) {
 		return nil
 	}
-	return rc
+	return newOnceWriter(rc)
 }
 
 // writeCopyMax is the largest frame Write copies to add its newline.

@@ -9,8 +9,12 @@ import (
 
 const canTryWrite = false
 
-// writeOnce is not available here: TryWrite then takes nothing.
-func writeOnce(syscall.RawConn, []byte) (int, error) {
+// onceWriter is not available here: TryWrite takes nothing.
+type onceWriter struct{}
+
+func newOnceWriter(syscall.RawConn) *onceWriter { return nil }
+
+func (*onceWriter) write([]byte) (int, error) {
 	return 0, errors.New("no non-blocking writes on this system")
 }
 

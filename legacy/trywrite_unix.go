@@ -4,19 +4,40 @@ package legacy
 
 import "syscall"
 
-// canTryWrite says writeOnce works here.
+// canTryWrite says non-blocking writes work here.
 const canTryWrite = true
 
-// writeOnce makes one non-blocking write of b to rc (a pollable, so
-// non-blocking, file or socket) and returns how much it took: 0 and no
-// error when the stream takes nothing now.
-func writeOnce(rc syscall.RawConn, b []byte) (int, error) {
-	var n int
-	var werr error
-	if err := rc.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), b)
-		return true // one attempt: never wait
-	}); err != nil {
+// onceWriter makes one non-blocking write at a time to a pollable (so
+// non-blocking) file or socket. syscall.RawConn.Write takes a function;
+// made afresh for each write, it and what it captures cost three
+// allocations per write, so it is made once, here.
+type onceWriter struct {
+	rc  syscall.RawConn
+	b   []byte
+	n   int
+	err error
+	do  func(fd uintptr) bool
+}
+
+func newOnceWriter(rc syscall.RawConn) *onceWriter {
+	w := &onceWriter{rc: rc}
+	w.do = w.writeFD
+	return w
+}
+
+func (w *onceWriter) writeFD(fd uintptr) bool {
+	w.n, w.err = syscall.Write(int(fd), w.b)
+	return true // one attempt: never wait
+}
+
+// write makes one attempt to write b and returns how much it took: 0 and
+// no error when the stream takes nothing now. One caller at a time.
+func (w *onceWriter) write(b []byte) (int, error) {
+	w.b = b
+	err := w.rc.Write(w.do)
+	n, werr := w.n, w.err
+	w.b, w.n, w.err = nil, 0, nil
+	if err != nil {
 		return 0, err
 	}
 	if werr == syscall.EAGAIN {
@@ -29,7 +50,7 @@ func writeOnce(rc syscall.RawConn, b []byte) (int, error) {
 }
 
 // nonblocking reports whether rc's descriptor is in non-blocking mode, as
-// writeOnce needs (Go's poller puts pipes and sockets in it).
+// onceWriter needs (Go's poller puts pipes and sockets in it).
 func nonblocking(rc syscall.RawConn) bool {
 	ok := false
 	err := rc.Control(func(fd uintptr) {

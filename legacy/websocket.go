@@ -195,7 +195,7 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 			dc = &deadlineConn{Conn: c}
 			if sc, ok := c.(syscall.Conn); ok && canTryWrite {
 				if rc, err := sc.SyscallConn(); err == nil && nonblocking(rc) {
-					dc.raw = rc
+					dc.once = newOnceWriter(rc)
 				}
 			}
 			return dc, nil
@@ -400,7 +400,7 @@ type deadlineConn struct {
 	writeSet time.Time // the write deadline last set (under gorilla's write lock)
 
 	// Non-blocking writes (WSConn.TryWrite). mu guards the rest.
-	raw     syscall.RawConn // nil: no non-blocking writes
+	once    *onceWriter // nil: no non-blocking writes
 	mu      sync.Mutex
 	try     bool   // writes are made without blocking (TryWrite is writing)
 	writing bool   // a blocking write is under way
@@ -419,7 +419,7 @@ func (d *deadlineConn) Write(b []byte) (int, error) {
 		defer d.mu.Unlock()
 		rest := b
 		if len(d.held) == 0 && d.heldErr == nil {
-			n, err := writeOnce(d.raw, b)
+			n, err := d.once.write(b)
 			if err != nil {
 				d.heldErr = err
 				return len(b), nil
@@ -567,7 +567,7 @@ const tryWriteMax = writeChunk
 // deadline at most.
 func (c *WSConn) TryWrite(frame []byte) (taken, held bool) {
 	d := c.dc
-	if d.raw == nil || len(frame) > tryWriteMax {
+	if d.once == nil || len(frame) > tryWriteMax {
 		return false, false
 	}
 	select {
