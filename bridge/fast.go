@@ -5,6 +5,7 @@ import (
 	"maps"
 	"unsafe"
 
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
@@ -64,6 +65,7 @@ type fastSession struct {
 // opens the gate for good: a link waiting for it then finds nothing to pass.
 func (e *engine) shutGate() {
 	for id, on := range e.fastOn {
+		on.link.flushRecords()
 		delete(e.fastOn, id)
 		on.link.fast.Store(nil)
 	}
@@ -90,6 +92,7 @@ func (e *engine) openGate() {
 // last call, and tells OnSession of them. The gate is held.
 func (e *engine) collectStreamed() {
 	for id, on := range e.fastOn {
+		on.link.flushRecords()
 		fs := on.link.table()[on.key]
 		if fs == nil || fs.updates == 0 {
 			continue
@@ -220,6 +223,35 @@ func (e *engine) passes(s *session) bool {
 	return p.PassesUpdates(fastKey(s))
 }
 
+// records returns the link's run of update records for st. The gate is
+// held.
+func (l *link) records(st *store.Store) *store.Lines {
+	if l.lines == nil {
+		l.lines = st.Lines()
+	}
+	return l.lines
+}
+
+// flushRecords hands the link's run of records to the store. The gate is
+// held.
+func (l *link) flushRecords() {
+	if l.lines != nil {
+		l.lines.Flush()
+	}
+}
+
+// idle is the link's goroutine about to wait for its agent (OnIdle): the
+// editor's writer is woken for the updates passed, and the records
+// gathered go to the store. If the loop holds the gate it has taken the
+// records already (collectStreamed), and none can have come since.
+func (e *engine) idle(l *link) {
+	e.out.kick()
+	if l.lines != nil && e.gate.TryLock() {
+		l.flushRecords()
+		e.gate.Unlock()
+	}
+}
+
 // table returns l's fast table (nil when empty).
 func (l *link) table() fastTable {
 	if t := l.fast.Load(); t != nil {
@@ -281,16 +313,20 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		return false
 	}
 	if fs.record {
-		st := e.b.Sessions.Store
+		// Gathered in the link's own run of records, which reaches the
+		// store when it fills, when the link is about to wait, and when
+		// the loop takes the gate (collectStreamed), so before any record
+		// of the loop's: one lock of the store's per run, not per update.
+		lines := l.records(e.b.Sessions.Store)
 		// Under the session's own id: a renamed session's agent id may be
 		// another session's in the store. The update member is the same
 		// in the agent's frame and in the renamed one.
 		if update, ok := recordBody(ev.frame, fs.agentPrefix); ok {
-			st.AppendSessionUpdate(fs.session, update)
+			lines.SessionUpdate(fs.session, update)
 		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
-			st.AppendSessionUpdate(fs.session, update)
+			lines.SessionUpdate(fs.session, update)
 		} else {
-			st.AppendUpdate(fs.session, update)
+			lines.Update(fs.session, update)
 		}
 	}
 	fs.updates++

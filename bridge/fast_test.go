@@ -416,3 +416,87 @@ func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
 		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
 	}
 }
+
+// The fast path gathers a turn's records in the link's own run and hands
+// it to the store when the run fills, when the loop takes the gate, and
+// when the link is about to wait for its agent. So when the agent pauses
+// mid-turn, with nothing for the loop to do, every update it sent is in
+// the store already: a crash then loses none that the editor was shown.
+func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mu sync.Mutex
+	streamed := 0
+	h := newHarness(t, func(b *bridge.Bridge) {
+		b.Sessions = &bridge.Durable{Store: st}
+		b.OnSessionBulk = true
+		b.OnSession = func(ev bridge.SessionEvent) {
+			if ev.Kind == bridge.SessionStreamed {
+				mu.Lock()
+				streamed += ev.Updates
+				mu.Unlock()
+			}
+		}
+	})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
+	sid := h.newSession("1")
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
+	prompt := h.agentRecv()
+	const n = 50
+	for i := range n {
+		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"u%d"}}}}`, sid, i))
+	}
+	for range n {
+		h.recv()
+	}
+	// The agent pauses: nothing more comes, the loop has nothing to do.
+	texts := func() (got []string) {
+		done := make(chan struct{})
+		st.Written(func() { close(done) })
+		<-done
+		loaded := make(chan *store.Transcript, 1)
+		st.Load(sid, func(tr *store.Transcript, err error) {
+			if err != nil {
+				t.Errorf("load %s: %v", sid, err)
+			}
+			loaded <- tr
+		})
+		if tr := <-loaded; tr != nil {
+			for _, r := range tr.Records {
+				if text := gjson.GetBytes(r.Body, "update.content.text"); text.Exists() {
+					got = append(got, text.Str)
+				}
+			}
+		}
+		return got
+	}
+	var got []string
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if got = texts(); len(got) == n || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("while the agent pauses, the store holds %d of the %d updates the editor was shown", len(got), n)
+	}
+	for i, text := range got {
+		if text != fmt.Sprintf("u%d", i) {
+			t.Fatalf("record %d = %q, want u%d", i, text, i)
+		}
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
+		t.Fatalf("after the updates = %s, want the prompt's answer", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed == 0 {
+		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
+	}
+}

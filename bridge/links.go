@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
@@ -63,6 +64,7 @@ type link struct {
 	// about to wait (idler), so the updates it passes wake the editor's
 	// writer then, together, rather than one by one. Set by run.
 	kicks    bool
+	lines    *store.Lines // records of passed updates not yet in the store; guarded by engine.gate
 	inflight atomic.Int64
 	caughtUp chan struct{}
 
@@ -170,7 +172,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		l.out.direct(c.TryWrite)
 	}
 	if c, ok := conn.(idler); ok && l.pass != nil {
-		c.OnIdle(e.out.kick)
+		c.OnIdle(func() { e.idle(l) })
 		l.kicks = true
 	}
 	writeErr := make(chan error, 1)
