@@ -139,7 +139,7 @@ func (ew *editorWriter) trySend(m editorMsg, later bool) bool {
 	ew.queue = append(ew.queue, m)
 	ew.queued += n
 	wake := len(ew.queue) == 1 || ew.owed
-	if later {
+	if later && ew.queued < laterBytes {
 		ew.owed, wake = wake, false
 	} else {
 		ew.owed = false
@@ -150,6 +150,12 @@ func (ew *editorWriter) trySend(m editorMsg, later bool) bool {
 	}
 	return true
 }
+
+// laterBytes bounds what trySend queues without waking the writer: a link
+// whose reads rarely wait (a child's frames come from a reader goroutine
+// that keeps ahead) would otherwise fill the whole queue before the editor
+// got a byte, in one burst as large as the queue's bound.
+const laterBytes = 64 << 10
 
 // kick wakes the writer for what trySend queued without waking it.
 func (ew *editorWriter) kick() {

@@ -26,6 +26,7 @@ type memLink struct {
 	once      sync.Once
 	readErr   error
 	idle      func() // OnIdle's: called when Read is about to wait
+	neverIdle bool   // OnIdle's function is never called (a link that reads ahead)
 
 	hmu   sync.Mutex
 	held  []byte // a frame TryWrite held for Flush
@@ -35,7 +36,11 @@ type memLink struct {
 // OnIdle makes memLink an idler like the bridge's real links, so that the
 // tests run the fast path as they run it: passing updates without waking
 // the editor's writer until the link's Read is about to wait.
-func (m *memLink) OnIdle(f func()) { m.idle = f }
+func (m *memLink) OnIdle(f func()) {
+	if !m.neverIdle {
+		m.idle = f
+	}
+}
 
 func newMemLink() *memLink {
 	return &memLink{toAgent: make(chan []byte, 4096), fromAgent: make(chan []byte, 4096), closed: make(chan struct{})}

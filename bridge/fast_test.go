@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -498,5 +499,49 @@ func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 	defer mu.Unlock()
 	if streamed == 0 {
 		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
+	}
+}
+
+// A link that reads ahead of the engine (a child's frames come from a
+// reader goroutine) seldom says it is about to wait, so the fast path must
+// not hold back more than a bounded run for the editor's writer: the
+// first updates of a long burst reach the editor while the burst goes on,
+// not when the queue's bound is reached.
+func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
+	h := newHarness(t, func(b *bridge.Bridge) {
+		dial := b.Dial
+		b.Dial = func(ctx context.Context, s bridge.Spawn) (bridge.Link, error) {
+			l, err := dial(ctx, s)
+			if m, ok := l.(*memLink); ok {
+				m.neverIdle = true
+			}
+			return l, err
+		}
+	})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
+	sid := h.newSession("1")
+	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
+	prompt := h.agentRecv()
+	const n, first = 3000, 2000 // 3000 updates: about 500 KB
+	for i := range n {
+		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, sid, i))
+	}
+	for i := range first {
+		got := h.recv() // times out if the writer waits for an idle that never comes
+		if text := gjson.Get(got, "params.update.content.text").Str; text != fmt.Sprint(i) {
+			t.Fatalf("update %d = %s", i, got)
+		}
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	for i := first; i < n; i++ {
+		if text := gjson.Get(h.recv(), "params.update.content.text").Str; text != fmt.Sprint(i) {
+			t.Fatalf("update %d = %s", i, text)
+		}
+	}
+	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
+		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
 }
