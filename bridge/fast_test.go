@@ -46,10 +46,7 @@ func TestFastPath_OrderWithTheLoopsMessages(t *testing.T) {
 		}
 	})
 	// The agent replays nothing itself: a load is the bridge's, from the store.
-	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	req := h.agentRecv()
-	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
-	h.recv()
+	h.initializePlain()
 	sid := h.newSession("1")
 
 	chunk := func(text string) string {
@@ -270,25 +267,14 @@ func TestFastPath_RenamedSession(t *testing.T) {
 	if err := st.Create("dup", store.Meta{SessionID: "dup", Cwd: "/elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	streamed := 0
+	var streamed streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		b.Sessions = &bridge.Durable{Store: st}
-		b.OnSessionBulk = true
-		b.OnSession = func(ev bridge.SessionEvent) {
-			if ev.Kind == bridge.SessionStreamed {
-				mu.Lock()
-				streamed += ev.Updates
-				mu.Unlock()
-			}
-		}
+		streamed.hook(b)
 	})
-	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	req := h.agentRecv()
-	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
-	h.recv()
+	h.initializePlain()
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
-	req = h.agentRecv()
+	req := h.agentRecv()
 	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"dup"}}`)
 	sid := gjson.Get(h.recv(), "result.sessionId").Str
 	if sid == "dup" || sid == "" {
@@ -326,10 +312,7 @@ func TestFastPath_RenamedSession(t *testing.T) {
 			t.Fatalf("turn %d: after its updates = %s, want the prompt's answer", turn, got)
 		}
 	}
-	mu.Lock()
-	passed := streamed
-	mu.Unlock()
-	if passed == 0 {
+	if streamed.count() == 0 {
 		t.Errorf("none of the renamed session's %d updates took the fast path", 2*n)
 	}
 
@@ -375,22 +358,9 @@ func TestFastPath_RenamedSession(t *testing.T) {
 // then pauses mid-turn (nothing else to send, no answer to write) every
 // update it sent must reach the editor.
 func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
-	var mu sync.Mutex
-	streamed := 0
-	h := newHarness(t, func(b *bridge.Bridge) {
-		b.OnSessionBulk = true
-		b.OnSession = func(ev bridge.SessionEvent) {
-			if ev.Kind == bridge.SessionStreamed {
-				mu.Lock()
-				streamed += ev.Updates
-				mu.Unlock()
-			}
-		}
-	})
-	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	req := h.agentRecv()
-	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
-	h.recv()
+	var streamed streamCount
+	h := newHarness(t, streamed.hook)
+	h.initializePlain()
 	sid := h.newSession("1")
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
 	prompt := h.agentRecv()
@@ -411,9 +381,7 @@ func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if streamed == 0 {
+	if streamed.count() == 0 {
 		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
 	}
 }
@@ -429,23 +397,12 @@ func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var mu sync.Mutex
-	streamed := 0
+	var streamed streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		b.Sessions = &bridge.Durable{Store: st}
-		b.OnSessionBulk = true
-		b.OnSession = func(ev bridge.SessionEvent) {
-			if ev.Kind == bridge.SessionStreamed {
-				mu.Lock()
-				streamed += ev.Updates
-				mu.Unlock()
-			}
-		}
+		streamed.hook(b)
 	})
-	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	req := h.agentRecv()
-	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
-	h.recv()
+	h.initializePlain()
 	sid := h.newSession("1")
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
 	prompt := h.agentRecv()
@@ -495,9 +452,7 @@ func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if streamed == 0 {
+	if streamed.count() == 0 {
 		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
 	}
 }
@@ -518,10 +473,7 @@ func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
 			return l, err
 		}
 	})
-	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	req := h.agentRecv()
-	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
-	h.recv()
+	h.initializePlain()
 	sid := h.newSession("1")
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
 	prompt := h.agentRecv()
@@ -544,4 +496,40 @@ func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
+}
+
+// streamCount counts the updates the fast path passed, as the session hook
+// is told of them in bulk (SessionStreamed).
+type streamCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+// hook sets b's session hook to count.
+func (c *streamCount) hook(b *bridge.Bridge) {
+	b.OnSessionBulk = true
+	b.OnSession = func(ev bridge.SessionEvent) {
+		if ev.Kind == bridge.SessionStreamed {
+			c.mu.Lock()
+			c.n += ev.Updates
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *streamCount) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// initializePlain initializes with an agent that offers nothing (unlike
+// initialize's, no loadSession: a load is then the bridge's own, from the
+// store).
+func (h *harness) initializePlain() {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{}}}`)
+	h.recv()
 }
