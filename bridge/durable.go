@@ -392,7 +392,7 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 		}
 		e.promptStarted(req, env.Params)
 	}
-	params := env.Params
+	params, method := env.Params, env.Method // (env itself stays off the heap)
 	e.whenAttached(s, func(err *translate.Error) {
 		if req.retired {
 			return
@@ -402,12 +402,12 @@ func (e *engine) durableRequest(req *request, env *translate.Envelope) bool {
 			return
 		}
 		body := e.toBackend(s, params)
-		if env.Method == "session/prompt" && s.b.primer != "" {
+		if method == "session/prompt" && s.b.primer != "" {
 			body = withPreamble(body, s.b.primer)
 			s.b.primer = ""
 		}
 		req.link = s.link
-		e.feed(s.link, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: env.Method, Body: body})
+		e.feed(s.link, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: method, Body: body})
 	})
 	return true
 }
@@ -447,7 +447,7 @@ func (e *engine) durableNotification(env *translate.Envelope) bool {
 	if !e.durable() {
 		return false
 	}
-	sid := gjson.GetBytes(env.Params, "sessionId").Str
+	sid := paramsSession(env.Params)
 	if e.shadowed(sid) != nil {
 		e.log.Warn("notification for a session not open here dropped: its id is another session's on the agent", "method", env.Method, "session", sid)
 		return true
@@ -1199,6 +1199,9 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 			e.answer(req, json.RawMessage("{}"))
 			return true
 		}
+		// A copy for the closure: capturing env would move every
+		// editor message's envelope to the heap (fromEditor's).
+		held := *env
 		e.store().Has(req.session, func(_ store.Meta, ok bool) {
 			e.post(func() {
 				if req.retired {
@@ -1208,7 +1211,7 @@ func (e *engine) closeSession(req *request, env *translate.Envelope, del bool) b
 					e.answer(req, json.RawMessage("{}"))
 					return
 				}
-				e.dispatch(req, env)
+				e.dispatch(req, &held)
 			})
 		})
 		return true

@@ -571,7 +571,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 		return
 	}
 	e.armTimeout(req)
-	req.session = gjson.GetBytes(env.Params, "sessionId").Str
+	req.session = paramsSession(env.Params)
 	if e.durableRequest(req, env) {
 		return
 	}
@@ -629,7 +629,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 	if e.durableNotification(env) {
 		return
 	}
-	sid := gjson.GetBytes(env.Params, "sessionId").Str
+	sid := paramsSession(env.Params)
 	switch env.Method {
 	case "$/cancel_request":
 		e.cancelRequest(env.Params)

@@ -14,6 +14,14 @@ import (
 // §20.6); integers compare by value so an editor echoing 7 as 7.0 still
 // matches, while ids too large for int64 compare by their digits.
 func idKey(raw json.RawMessage) string {
+	if plainInteger(raw) {
+		return "n:" + string(raw) // what parsedIDKey gives, without parsing
+	}
+	return parsedIDKey(raw)
+}
+
+// parsedIDKey is idKey the long way, for any id.
+func parsedIDKey(raw json.RawMessage) string {
 	r := gjson.ParseBytes(raw)
 	switch r.Type {
 	case gjson.String:
@@ -59,4 +67,33 @@ func idAtEnd(tail []byte) (json.RawMessage, bool) {
 		return json.RawMessage(bytes.Clone(v)), true
 	}
 	return nil, false
+}
+
+// plainInteger reports whether raw is a non-negative integer of at most 18
+// digits, written without a leading zero or anything else: the form of
+// almost every id, whose canonical form (see idKey) is itself.
+func plainInteger(raw []byte) bool {
+	if len(raw) == 0 || len(raw) > 18 || raw[0] == '0' && len(raw) > 1 {
+		return false
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionIDName is the member paramsSession looks for.
+var sessionIDName = []byte(`"sessionId"`)
+
+// paramsSession returns params.sessionId as gjson reads it, "" when there
+// is none. Most requests that have none (extension methods, initialize)
+// are answered without parsing: a member of that name is written either
+// as is or with an escape.
+func paramsSession(params json.RawMessage) string {
+	if !bytes.Contains(params, sessionIDName) && bytes.IndexByte(params, '\\') < 0 {
+		return ""
+	}
+	return gjson.GetBytes(params, "sessionId").Str
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -166,16 +167,15 @@ func ParseEnvelope(frame []byte) (Envelope, *Error) {
 	return env, err
 }
 
-// quote returns s as a JSON string. Method names are plain ASCII, which
-// needs no escaping; anything else goes through encoding/json.
-func quote(s string) []byte {
+// appendQuoted appends s as a JSON string to b. Method names are plain
+// ASCII, which needs no escaping; anything else goes through encoding/json.
+func appendQuoted(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return b
+			q, _ := json.Marshal(s)
+			return append(b, q...)
 		}
 	}
-	b := make([]byte, 0, len(s)+2)
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
@@ -188,7 +188,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"method":`...)
-	b = append(b, quote(method)...)
+	b = appendQuoted(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -200,7 +200,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 func NotificationFrame(method string, params json.RawMessage) []byte {
 	b := make([]byte, 0, len(params)+len(method)+40)
 	b = append(b, `{"jsonrpc":"2.0","method":`...)
-	b = append(b, quote(method)...)
+	b = appendQuoted(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -230,7 +230,7 @@ func ErrorFrame(id, errObj json.RawMessage) []byte {
 
 // IntID is the raw JSON form of a numeric agent-hop id.
 func IntID(n uint64) json.RawMessage {
-	return json.RawMessage(fmt.Appendf(nil, "%d", n))
+	return strconv.AppendUint(make([]byte, 0, 20), n, 10)
 }
 
 // ErrorObject returns raw, an agent's JSON-RPC error object, in a form an
