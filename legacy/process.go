@@ -128,6 +128,9 @@ type Process struct {
 
 	mu      sync.Mutex
 	readErr error // Read's final error, once decided
+	// final says readErr is set: Read checks it for every frame, without
+	// the lock.
+	final atomic.Bool
 
 	skipped atomic.Int64
 
@@ -360,6 +363,9 @@ func (p *Process) finalErr() error {
 		return closedError("agent process")
 	default:
 	}
+	if !p.final.Load() {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.readErr
@@ -370,6 +376,7 @@ func (p *Process) setFinal(err error) error {
 	defer p.mu.Unlock()
 	if p.readErr == nil {
 		p.readErr = err
+		p.final.Store(err != nil)
 	}
 	return p.readErr
 }
@@ -612,6 +619,7 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 		line, err := r.Next()
 		var tooLong *ndjson.TooLongError
 		switch {
+		case err == nil: // (the usual case, decided before errors.As's reflection)
 		case errors.As(err, &tooLong):
 			n := p.skipped.Add(1)
 			p.log.Warn("skipping over-long line on agent stdout", "limit", tooLong.Max,
@@ -623,7 +631,11 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 			p.stdoutErr = err
 			return
 		}
-		line = bytes.TrimSpace(line)
+		if !isJSONFrame(line) {
+			// (A line that opens and closes as a frame has nothing to
+			// trim: spaces are neither brackets nor braces.)
+			line = bytes.TrimSpace(line)
+		}
 		if !isJSONFrame(line) {
 			n := p.skipped.Add(1)
 			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
