@@ -184,3 +184,61 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEnvelopeAgreesWithEncodingJSON reads every message ParseEnvelope
+// accepts a second way, with encoding/json, and checks that both find the
+// same members: whatever short ways the scan takes (literal member names,
+// the compact forms of updates) must read what the long way reads.
+func FuzzEnvelopeAgreesWithEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc": "2.0", "id": 5, "method": "_bench/echo", "params": {"n": 4}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"echo":{"n":1}}}`,
+		`{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}}`,
+		`{"id":1,"jsonrpc":"2.0","result":null,"id":2}`, `{"jsonrpc":"2.0" ,"id" :3,"result":{}}`,
+		`{"jsonrpc":"2.0","idx":1,"id":2,"result":1}`, `{"jsonrpc":"2.0","method":"a\u002fb","id":1}`,
+		`{"jsonrpc":"2.0x","id":1,"result":1}`, `{"jsonrpc":"2.0","id":1,"result":1,"params":[1]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		env, err := translate.ParseEnvelope(in)
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if e := json.Unmarshal(in, &m); e != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", in, e)
+		}
+		same := func(name string, got []byte) {
+			want, ok := m[name]
+			if ok != (got != nil) || ok && !bytes.Equal(compact(t, got), compact(t, want)) {
+				t.Fatalf("%q: %s is %q, encoding/json reads %q (present %v)", in, name, got, want, ok)
+			}
+		}
+		same("id", env.ID)
+		same("params", env.Params)
+		same("result", env.Result)
+		same("error", env.Error)
+		var method, version string
+		if raw, ok := m["method"]; ok {
+			json.Unmarshal(raw, &method)
+		}
+		if raw, ok := m["jsonrpc"]; ok {
+			json.Unmarshal(raw, &version)
+		}
+		if env.Method != method || env.Version != version {
+			t.Fatalf("%q: method %q version %q, encoding/json reads %q %q", in, env.Method, env.Version, method, version)
+		}
+	})
+}
+
+func compact(t *testing.T, raw []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatalf("compact %q: %v", raw, err)
+	}
+	return b.Bytes()
+}

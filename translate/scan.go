@@ -240,6 +240,36 @@ func (s *scanner) key() (start, end int, escaped, ok bool) {
 	return start, end, escaped, true
 }
 
+// envelopeKey is key for a message's own members: the names a message is
+// made of, written as every SDK writes them (no space before the colon),
+// are matched as literals, which skips scanning each as a string. Anything
+// else is read by key.
+func (s *scanner) envelopeKey() (start, end int, escaped, ok bool) {
+	b, i := s.b, s.i
+	if i+1 < len(b) && b[i] == '"' {
+		var lit string
+		switch b[i+1] {
+		case 'j':
+			lit = `"jsonrpc":`
+		case 'i':
+			lit = `"id":`
+		case 'm':
+			lit = `"method":`
+		case 'p':
+			lit = `"params":`
+		case 'r':
+			lit = `"result":`
+		case 'e':
+			lit = `"error":`
+		}
+		if lit != "" && hasLiteral(b, i, lit) {
+			s.i = i + len(lit)
+			return i, i + len(lit) - 1, false, true
+		}
+	}
+	return s.key()
+}
+
 // value scans one value and everything nested in it, iteratively. It
 // returns with s.i just past the value (or where it failed).
 func (s *scanner) value() bool {
@@ -428,7 +458,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 		s.i++
 	} else {
 		for {
-			ks, ke, escaped, ok := s.key()
+			ks, ke, escaped, ok := s.envelopeKey()
 			if !ok {
 				return env, s.parseError()
 			}
@@ -440,9 +470,12 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 			}
 			first := frame[vs]
 			name := frame[ks+1 : ke-1]
-			if first == '{' && !escaped && string(name) == "params" {
+			switch {
+			case first == '{' && !escaped && string(name) == "params":
 				ok = s.params(&env, true)
-			} else {
+			case first == '"' && hasLiteral(frame, vs, `"2.0"`):
+				s.i = vs + len(`"2.0"`) // a whole string, what the scan would read
+			default:
 				ok = s.value()
 			}
 			if !ok {
