@@ -240,34 +240,75 @@ func (s *scanner) key() (start, end int, escaped, ok bool) {
 	return start, end, escaped, true
 }
 
-// envelopeKey is key for a message's own members: the names a message is
-// made of, written as every SDK writes them (no space before the colon),
-// are matched as literals, which skips scanning each as a string. Anything
-// else is read by key.
-func (s *scanner) envelopeKey() (start, end int, escaped, ok bool) {
+// member names a message's own members; otherMember is any other name.
+type member uint8
+
+const (
+	otherMember member = iota
+	memberJSONRPC
+	memberID
+	memberMethod
+	memberParams
+	memberResult
+	memberError
+)
+
+func memberOf(name string) member {
+	switch name {
+	case "jsonrpc":
+		return memberJSONRPC
+	case "id":
+		return memberID
+	case "method":
+		return memberMethod
+	case "params":
+		return memberParams
+	case "result":
+		return memberResult
+	case "error":
+		return memberError
+	}
+	return otherMember
+}
+
+// envelopeKey is key for a message's own members, saying which member the
+// name is (decoded when escaped). The names a message is made of, written
+// as every SDK writes them (no space before the colon), are matched as
+// literals, which skips scanning each as a string and comparing it by
+// name. Anything else is read by key.
+func (s *scanner) envelopeKey() (m member, escaped, ok bool) {
 	b, i := s.b, s.i
 	if i+1 < len(b) && b[i] == '"' {
 		var lit string
 		switch b[i+1] {
 		case 'j':
-			lit = `"jsonrpc":`
+			lit, m = `"jsonrpc":`, memberJSONRPC
 		case 'i':
-			lit = `"id":`
+			lit, m = `"id":`, memberID
 		case 'm':
-			lit = `"method":`
+			lit, m = `"method":`, memberMethod
 		case 'p':
-			lit = `"params":`
+			lit, m = `"params":`, memberParams
 		case 'r':
-			lit = `"result":`
+			lit, m = `"result":`, memberResult
 		case 'e':
-			lit = `"error":`
+			lit, m = `"error":`, memberError
 		}
 		if lit != "" && hasLiteral(b, i, lit) {
 			s.i = i + len(lit)
-			return i, i + len(lit) - 1, false, true
+			return m, false, true
 		}
 	}
-	return s.key()
+	ks, ke, escaped, ok := s.key()
+	if !ok {
+		return otherMember, false, false
+	}
+	if escaped {
+		var n string
+		_ = json.Unmarshal(b[ks:ke], &n)
+		return memberOf(n), true, true
+	}
+	return memberOf(string(b[ks+1 : ke-1])), false, true
 }
 
 // value scans one value and everything nested in it, iteratively. It
@@ -458,7 +499,7 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 		s.i++
 	} else {
 		for {
-			ks, ke, escaped, ok := s.envelopeKey()
+			m, escaped, ok := s.envelopeKey()
 			if !ok {
 				return env, s.parseError()
 			}
@@ -469,11 +510,11 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 				return env, s.parseError()
 			}
 			first := frame[vs]
-			name := frame[ks+1 : ke-1]
+			plain2 := first == '"' && hasLiteral(frame, vs, `"2.0"`)
 			switch {
-			case first == '{' && !escaped && string(name) == "params":
+			case first == '{' && !escaped && m == memberParams:
 				ok = s.params(&env, true)
-			case first == '"' && hasLiteral(frame, vs, `"2.0"`):
+			case plain2:
 				s.i = vs + len(`"2.0"`) // a whole string, what the scan would read
 			default:
 				ok = s.value()
@@ -482,29 +523,24 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 				return env, s.parseError()
 			}
 			raw := json.RawMessage(frame[vs:s.i:s.i])
-			if escaped {
-				var n string
-				_ = json.Unmarshal(frame[ks:ke], &n)
-				name = []byte(n)
-			}
-			switch string(name) {
-			case "jsonrpc":
+			switch m {
+			case memberJSONRPC:
 				switch {
 				case first != '"':
 					bad = `"jsonrpc" must be the string "2.0"`
-				case string(raw) == `"2.0"`:
+				case plain2:
 					env.Version = "2.0" // no allocation for the usual value
 				default:
 					env.Version = stringValue(raw)
 				}
-			case "id":
+			case memberID:
 				if first == '"' || first == '-' || isDigit(first) || first == 'n' {
 					env.ID = raw
 					env.IDAt = vs
 				} else {
 					bad = `"id" must be a string, a number or null`
 				}
-			case "method":
+			case memberMethod:
 				if first != '"' || len(raw) == 2 {
 					bad = `"method" must be a non-empty string`
 				} else if m, ok := knownMethod(raw[1 : len(raw)-1]); ok {
@@ -512,14 +548,14 @@ func scanEnvelope(frame []byte) (Envelope, *Error) {
 				} else {
 					env.Method = stringValue(raw)
 				}
-			case "params":
+			case memberParams:
 				if first != '{' && first != '[' {
 					bad = `"params" must be an object or an array`
 				}
 				env.Params = raw
-			case "result":
+			case memberResult:
 				env.Result = raw
-			case "error":
+			case memberError:
 				if first != '{' {
 					bad = `"error" must be an object`
 				}
