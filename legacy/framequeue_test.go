@@ -16,7 +16,7 @@ func TestFrameQueueOrderAndBounds(t *testing.T) {
 	const n = 20000
 	go func() {
 		for i := range n {
-			if !q.push(fmt.Appendf(nil, "%d", i), stop) {
+			if _, ok := q.push(fmt.Appendf(nil, "%d", i), stop); !ok {
 				return
 			}
 		}
@@ -53,11 +53,11 @@ func TestFrameQueueBytesBound(t *testing.T) {
 	q := newFrameQueue()
 	stop := make(chan struct{})
 	big := make([]byte, 2*maxQueuedBytes)
-	if !q.push(big, stop) {
+	if _, ok := q.push(big, stop); !ok {
 		t.Fatal("push of one large frame failed")
 	}
 	pushed := make(chan bool, 1)
-	go func() { pushed <- q.push([]byte("x"), stop) }()
+	go func() { _, ok := q.push([]byte("x"), stop); pushed <- ok }()
 	select {
 	case <-pushed:
 		t.Fatal("a second frame was queued beyond the byte bound")
@@ -74,10 +74,30 @@ func TestFrameQueueBytesBound(t *testing.T) {
 	}
 
 	q.push(big, stop)
-	go func() { pushed <- q.push([]byte("y"), stop) }()
+	go func() { _, ok := q.push([]byte("y"), stop); pushed <- ok }()
 	time.Sleep(20 * time.Millisecond)
 	close(stop)
 	if ok := <-pushed; ok {
 		t.Error("push waiting for room returned true after stop")
+	}
+}
+
+// push says when it woke a Read that found the queue empty, and only then:
+// the stdout reader then lets that Read run before it reads again.
+func TestFrameQueuePushSaysWhenItWokeRead(t *testing.T) {
+	q := newFrameQueue()
+	stop := make(chan struct{})
+	if woke, _ := q.push([]byte("a"), stop); woke {
+		t.Error("the first push, with no Read waiting, says it woke one")
+	}
+	q.pop()
+	if _, ok := q.pop(); ok {
+		t.Fatal("pop of an empty queue returned a frame")
+	}
+	if woke, _ := q.push([]byte("b"), stop); !woke {
+		t.Error("a push after Read found the queue empty does not say it woke it")
+	}
+	if woke, _ := q.push([]byte("c"), stop); woke {
+		t.Error("a second push says it woke Read again")
 	}
 }

@@ -78,12 +78,15 @@ func (r *Reader) Next() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
+		if len(line) > 0 && line[0] > ' ' && line[0] < 0x80 || len(bytes.TrimSpace(line)) != 0 {
+			return line, nil // (a line that starts visibly is not blank: no trim)
 		}
-		return line, nil
 	}
 }
+
+// Buffered returns how many bytes of input are read and not yet returned:
+// with none, the next call to Next reads from the underlying reader.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
 
 // readLine returns one line, without its terminator, in a slice of its own.
 // A line that fits the read buffer (the usual case) is copied
