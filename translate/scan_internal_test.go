@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -79,6 +80,77 @@ func TestValidLongStrings(t *testing.T) {
 					t.Errorf("valid(%q) = %v, want %v", s, got, want)
 				}
 			}
+		}
+	}
+}
+
+// scanStringBytewise is scanString one byte at a time, with neither its
+// vectorised first look nor its word-at-a-time loop: the reference they
+// must agree with.
+func scanStringBytewise(b []byte, i int) (end int, escaped bool, why string) {
+	i++
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return i, escaped, "unterminated string"
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, escaped, ""
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return i, escaped, "unterminated string"
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return i, escaped, `bad \u escape`
+				}
+				i += 6
+			default:
+				return i, escaped, "bad escape"
+			}
+		case c < 0x20:
+			return i, escaped, "control character in a string"
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return i, escaped, "not valid UTF-8"
+			}
+			i += size
+		}
+	}
+}
+
+// TestScanStringAgreesBytewise builds strings of plain runs and every kind
+// of byte the scan stops at, in random places and lengths, and checks that
+// scanString ends, fails and reports escapes exactly where the byte-wise
+// reference does.
+func TestScanStringAgreesBytewise(t *testing.T) {
+	pieces := []string{`"`, `\"`, `\\`, `\n`, `\u00e9`, `\u12`, `\x`, "\x01", "\x1f", "\x7f", "é", "😀", "\xff", "\xe2\x82", " ", "}", `\`}
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 200000 {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range r.IntN(6) {
+			sb.WriteString(strings.Repeat("a", r.IntN(20)))
+			sb.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		sb.WriteString(strings.Repeat("b", r.IntN(12)))
+		if r.IntN(4) != 0 {
+			sb.WriteString(`"`)
+		}
+		sb.WriteString(strings.Repeat(`,"x":1}`, r.IntN(2)))
+		b := []byte(sb.String())
+		e1, x1, w1 := scanString(b, 0)
+		e2, x2, w2 := scanStringBytewise(b, 0)
+		if e1 != e2 || w1 != w2 || x1 != x2 {
+			t.Fatalf("scanString(%q) = %d %v %q, byte-wise %d %v %q", b, e1, x1, w1, e2, x2, w2)
 		}
 	}
 }
