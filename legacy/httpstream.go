@@ -204,20 +204,13 @@ func (c *HTTPConn) Write(ctx context.Context, frame []byte) error {
 		return c.err
 	default:
 	}
-	var env struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			SessionID string `json:"sessionId"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(frame, &env)
+	env := routing(frame, "params")
 	if env.Method == "initialize" && env.ID != nil {
 		return c.initialize(ctx, frame)
 	}
 	c.mu.Lock()
 	id := c.connID
-	session := env.Params.SessionID
+	session := env.SessionID
 	if env.Method == "" && env.ID != nil {
 		// A response goes back with the session its request came on.
 		session = c.replies[string(env.ID)]
@@ -435,20 +428,13 @@ func (c *HTTPConn) readStream(body io.ReadCloser, session string) {
 			return
 		}
 		frame := oneJSONLine(data)
-		var env struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result struct {
-				SessionID string `json:"sessionId"`
-			} `json:"result"`
-		}
-		_ = json.Unmarshal(frame, &env)
+		env := routing(frame, "result")
 		if env.Method != "" && env.ID != nil {
 			c.mu.Lock()
 			c.replies[string(env.ID)] = session
 			c.mu.Unlock()
 		}
-		if s := env.Result.SessionID; s != "" && env.Method == "" {
+		if s := env.SessionID; s != "" && env.Method == "" {
 			// A new session: follow its stream from now on.
 			go func() { _ = c.openStream(s) }()
 		}
@@ -543,4 +529,29 @@ func (t *touchReader) Read(p []byte) (int, error) {
 		t.touch()
 	}
 	return n, err
+}
+
+// routed is what the HTTP transport routes a message by.
+type routed struct {
+	ID        json.RawMessage // nil when absent
+	Method    string
+	SessionID string // the sessionId of the member routing was asked for
+}
+
+// routing reads a message's id, method and the sessionId of its member
+// named in (params or result) by their exact names: JSON-RPC's are
+// case-sensitive, where encoding/json's struct tags would also take "Id"
+// or "METHOD" for them.
+func routing(frame []byte, in string) routed {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(frame, &m) != nil {
+		return routed{}
+	}
+	r := routed{ID: m["id"]}
+	_ = json.Unmarshal(m["method"], &r.Method)
+	var inner map[string]json.RawMessage
+	if json.Unmarshal(m[in], &inner) == nil {
+		_ = json.Unmarshal(inner["sessionId"], &r.SessionID)
+	}
+	return r
 }

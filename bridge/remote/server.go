@@ -602,28 +602,42 @@ type envelope struct {
 
 func (e envelope) isRequest() bool { return e.method != "" && e.id != "" }
 
+// parseEnvelope reads a message's members by their exact names: JSON-RPC's
+// are case-sensitive, where encoding/json's struct tags would also take
+// "Id" or "METHOD" for them (FuzzEnvelope found `{"Id":{}}` routed as a
+// message with an id).
 func parseEnvelope(line []byte) envelope {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-	}
+	var m map[string]json.RawMessage
 	if json.Unmarshal(line, &m) != nil {
 		return envelope{}
 	}
 	var e envelope
-	if len(m.ID) > 0 {
-		e.id = string(m.ID)
+	if id := m["id"]; len(id) > 0 {
+		e.id = string(id)
 	}
-	_ = json.Unmarshal(m.Method, &e.method)
-	var s struct {
-		SessionID string `json:"sessionId"`
-	}
-	if len(m.Params) > 0 && json.Unmarshal(m.Params, &s) == nil {
-		e.session = s.SessionID
-	} else if len(m.Result) > 0 && json.Unmarshal(m.Result, &s) == nil {
-		e.session = s.SessionID
+	_ = json.Unmarshal(m["method"], &e.method)
+	if sid, ok := sessionIDOf(m["params"]); ok {
+		e.session = sid
+	} else if sid, ok := sessionIDOf(m["result"]); ok {
+		e.session = sid
 	}
 	return e
+}
+
+// sessionIDOf returns raw's "sessionId" member when raw is an object whose
+// sessionId, if any, is a string (ok); "" when it has none.
+func sessionIDOf(raw json.RawMessage) (string, bool) {
+	var obj map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return "", false
+	}
+	sid, ok := obj["sessionId"]
+	if !ok {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(sid, &s) != nil {
+		return "", false
+	}
+	return s, true
 }

@@ -41,6 +41,13 @@ func FuzzEnvelope(f *testing.F) {
 			if _, ok := m["id"]; ok != (env.id != "") {
 				t.Fatalf("id present %v, envelope id %q: %q", ok, env.id, line)
 			}
+			// Member names are matched exactly (JSON-RPC's are
+			// case-sensitive): "Method" is not the method.
+			var method string
+			_ = json.Unmarshal(m["method"], &method)
+			if env.method != method {
+				t.Fatalf("method %q, envelope method %q: %q", method, env.method, line)
+			}
 		}
 	})
 }
