@@ -16,7 +16,7 @@
 // the stderr filter that scrubs crash output of secrets, which Run becomes
 // when the binary re-executes itself with stderrFilterCommand
 // (crash_unix.go), the stdout guard built on dup2 (dup2.go, dup3.go) and the
-// CPU profile that ACP_BRIDGE_CPUPROFILE asks for (profile.go).
+// profiles that ACP_BRIDGE_CPUPROFILE and ACP_BRIDGE_ALLOCPROFILE ask for (profile.go).
 package cli
 
 import (
@@ -40,7 +40,7 @@ func Run(args []string) int {
 	if len(args) == 2 && args[1] == stderrFilterCommand {
 		return stderrFilterMain() // see crash_unix.go
 	}
-	defer startCPUProfile()()
+	defer startProfiles()()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

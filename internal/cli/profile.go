@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -14,13 +15,28 @@ import (
 // it is. Read the file with `go tool pprof <binary> FILE`.
 const cpuProfileEnv = "ACP_BRIDGE_CPUPROFILE"
 
-// startCPUProfile starts the CPU profile that cpuProfileEnv asks for and
-// returns the function that stops it and closes the file; with the
-// variable unset it does nothing. Failing to start a profile is reported
-// on stderr and does not stop the bridge: profiling is for contributors,
-// and the editor still needs its agent.
-func startCPUProfile() (stop func()) {
-	path := os.Getenv(cpuProfileEnv)
+// allocProfileEnv names the file the run's allocations are written to when
+// it ends, for the same readers and for the same reason: a relayed frame
+// that allocates costs the collector's work later, on another goroutine,
+// where a CPU profile shows it without saying whose garbage it was. Read it
+// with `go tool pprof -sample_index=alloc_objects <binary> FILE`.
+const allocProfileEnv = "ACP_BRIDGE_ALLOCPROFILE"
+
+// startProfiles starts the profiles that cpuProfileEnv and allocProfileEnv
+// ask for and returns the function that writes them and closes their files;
+// with neither variable set it does nothing. Failing to write a profile is
+// reported on stderr and does not stop the bridge: profiling is for
+// contributors, and the editor still needs its agent.
+func startProfiles() (stop func()) {
+	stopCPU := startCPUProfile(os.Getenv(cpuProfileEnv))
+	stopAllocs := startAllocProfile(os.Getenv(allocProfileEnv))
+	return func() {
+		stopCPU()
+		stopAllocs()
+	}
+}
+
+func startCPUProfile(path string) (stop func()) {
 	if path == "" {
 		return func() {}
 	}
@@ -38,6 +54,32 @@ func startCPUProfile() (stop func()) {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "acp-bridge: %s: writing the CPU profile %s: %v\n", cpuProfileEnv, path, err)
+		}
+	}
+}
+
+// startAllocProfile samples every 4 KiB allocated rather than the runtime's
+// 512 KiB, so that a per-frame allocation of a few dozen bytes shows up in
+// a run of a few seconds; the file is created at once, so that a path that
+// cannot be written is reported when the run starts, not when it ends.
+func startAllocProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "acp-bridge: %s: cannot create the allocation profile: %v; running without it\n", allocProfileEnv, err)
+		return func() {}
+	}
+	runtime.MemProfileRate = 4 << 10
+	return func() {
+		runtime.GC() // the profile counts allocations up to the last collection
+		err := pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "acp-bridge: %s: writing the allocation profile %s: %v\n", allocProfileEnv, path, err)
 		}
 	}
 }
