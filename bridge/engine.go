@@ -58,6 +58,10 @@ type engine struct {
 	out       *editorWriter
 	editorOut io.Writer
 	reader    *editorReader
+
+	// agentEnv is the envelope a translator is given in fromAgent, for
+	// the call only.
+	agentEnv  translate.Envelope
 	lines     chan editorLine
 	inbox     *inbox
 	tasks     chan func() // work handed back to the loop by timers and helpers
@@ -740,7 +744,12 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 		if !ev.parsed { // (every link parses for such a translator: a guard)
 			ev.env, ev.perr = translate.ParseEnvelope(frame)
 		}
-		outs, err = tr.FromAgentEnvelope(frame, &ev.env, ev.perr)
+		// Through the engine's own envelope, not ev's: a pointer given
+		// to an interface method escapes, and &ev.env would move every
+		// event handled where it was read (inline.go) to the heap.
+		e.agentEnv = ev.env
+		outs, err = tr.FromAgentEnvelope(frame, &e.agentEnv, ev.perr)
+		e.agentEnv = translate.Envelope{} // (it holds the frame)
 	case translate.AgentClock:
 		outs, err = tr.FromAgentAt(frame, time.Now())
 	default:

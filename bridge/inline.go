@@ -51,12 +51,9 @@ func (e *engine) inlineAgentEvent(l *link, ev *agentEvent) bool {
 		e.gate.Unlock()
 		return false
 	}
-	// A copy: handling may keep the event, and a pointer to the reader's
-	// own would move it to the heap for every frame, inlined or not.
-	own := *ev
 	e.collectStreamed()
 	e.batching = true
-	e.agentEvent(&own)
+	e.agentEvent(ev)
 	e.batching = false
 	e.flushEditor()
 	e.afterInline()

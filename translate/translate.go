@@ -232,7 +232,8 @@ type AgentClock interface {
 // in the goroutine that read it, off the loop every translator runs on, and
 // calls FromAgentEnvelope instead of FromAgent with the frame, its envelope
 // and ParseEnvelope's error. The result must be what FromAgent(frame) would
-// have returned.
+// have returned. env is the caller's for the call only: a translator copies
+// what it keeps of it (its strings and slices share the frame's memory).
 type EnvelopeTranslator interface {
 	FromAgentEnvelope(frame []byte, env *Envelope, perr *Error) ([]Out, error)
 }

@@ -48,8 +48,11 @@ type Relay struct {
 	callIDs map[translate.Ref]json.RawMessage
 	// callRefs maps the agent's request id key back, for $/cancel_request.
 	callRefs map[string]translate.Ref
-	// outs is reused for every FromAgent result (see translate.Translator).
-	outs []translate.Out
+	// outs is reused for every FromAgent result, and sent for every frame
+	// FromEditor returns (see translate.Translator): apart, so that a
+	// caller that answers an agent's frame with an editor message (the v2
+	// negotiator) keeps the outputs it is going through.
+	outs, sent []translate.Out
 	// initializing is the agent-hop id of an initialize not answered yet
 	// (0: none), so that a first frame that is not JSON-RPC at all can fail
 	// it with a hint instead of leaving it to time out.
@@ -80,14 +83,14 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			r.initializing = id
 		}
 		if f := spliceID(m, id); f != nil {
-			return frame(f), nil
+			return r.frame(f), nil
 		}
-		return frame(translate.RequestFrame(translate.IntID(id), m.Method, m.Body)), nil
+		return r.frame(translate.RequestFrame(translate.IntID(id), m.Method, m.Body)), nil
 	case translate.Notification:
 		if len(m.Frame) >= passLarge {
-			return frame(m.Frame), nil // already a JSON-RPC 2.0 notification
+			return r.frame(m.Frame), nil // already a JSON-RPC 2.0 notification
 		}
-		return frame(translate.NotificationFrame(m.Method, m.Body)), nil
+		return r.frame(translate.NotificationFrame(m.Method, m.Body)), nil
 	case translate.Response:
 		id, ok := r.callIDs[m.Ref]
 		if !ok {
@@ -96,13 +99,13 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		delete(r.callIDs, m.Ref)
 		delete(r.callRefs, key(id))
 		if m.Error != nil {
-			return frame(translate.ErrorFrame(id, clone(m.Error))), nil
+			return r.frame(translate.ErrorFrame(id, clone(m.Error))), nil
 		}
 		result := m.Body
 		if result == nil {
 			result = json.RawMessage("null")
 		}
-		return frame(translate.ResultFrame(id, clone(result))), nil
+		return r.frame(translate.ResultFrame(id, clone(result))), nil
 	case translate.CancelRequest, translate.Abandon:
 		id, ok := r.agentID[m.Ref]
 		if !ok {
@@ -112,7 +115,7 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			delete(r.agentID, m.Ref)
 		}
 		params := []byte(`{"requestId":` + strconv.FormatUint(id, 10) + `}`)
-		return frame(translate.NotificationFrame("$/cancel_request", params)), nil
+		return r.frame(translate.NotificationFrame("$/cancel_request", params)), nil
 	case translate.LinkUp, translate.Tick:
 		return nil, nil
 	case translate.LinkDown:
@@ -294,6 +297,12 @@ func clone(b json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), b...)
+}
+
+// frame returns b as FromEditor's one output, in r's reused slice.
+func (r *Relay) frame(b []byte) []translate.Out {
+	r.sent = append(r.sent[:0], translate.Out{Kind: translate.Frame, Body: b})
+	return r.sent
 }
 
 func frame(b []byte) []translate.Out {

@@ -103,3 +103,50 @@ func sameMemory(a, b []byte) bool {
 func TestFromAgent_deepFrames(t *testing.T) {
 	translatetest.CheckDeepFrames(t, acp.Dialect, fuzzSetup)
 }
+
+// A request relayed and answered costs the relay one allocation, the frame
+// it builds for the agent: the slices it returns its outputs in are its own
+// and reused (the engine copies what it keeps), and a round trip is what
+// every echo, permission and prompt pays. The shim, which fronts the relay
+// by default, adds none either.
+func TestRoundTripAllocatesOnlyTheFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tr   interface {
+			translate.Translator
+			translate.EnvelopeTranslator
+		}
+	}{{"relay", acp.New()}, {"shim", acp.NewShim(acp.ShimOptions{})}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := translate.Ref(0)
+			var env translate.Envelope // (given to an interface: on the heap once, not per call)
+			body := []byte(`{"n":1}`)
+			roundTrip := func() {
+				ref++
+				outs, err := tc.tr.FromEditor(translate.Msg{Kind: translate.Request, Ref: ref, Method: "_bench/echo", Body: body})
+				if err != nil || len(outs) != 1 || outs[0].Kind != translate.Frame {
+					t.Fatalf("request: %v %+v", err, outs)
+				}
+				sent := outs[0].Body
+				i := bytes.Index(sent, []byte(`"id":`)) + len(`"id":`)
+				j := i + bytes.IndexByte(sent[i:], ',')
+				// (The agent's answer is a frame of its own, which the
+				// translator may keep: the test's one allocation.)
+				f := make([]byte, 0, 64)
+				f = append(append(append(f, `{"jsonrpc":"2.0","id":`...), sent[i:j]...), `,"result":{"n":1}}`...)
+				var perr *translate.Error
+				env, perr = translate.ParseEnvelope(f)
+				outs, err = tc.tr.FromAgentEnvelope(f, &env, perr)
+				if err != nil || len(outs) != 1 || outs[0].Kind != translate.Reply || outs[0].Ref != ref {
+					t.Fatalf("answer: %v %+v", err, outs)
+				}
+			}
+			for range 100 { // (the maps reach their size)
+				roundTrip()
+			}
+			if n := testing.AllocsPerRun(1000, roundTrip) - 1; n > 1 {
+				t.Errorf("a relayed round trip costs %.1f allocations, want 1 (the agent's frame)", n)
+			}
+		})
+	}
+}
