@@ -45,6 +45,8 @@ type fastTable map[string]*fastSession
 // fastSession is a session in a fastTable. Its fields are guarded by
 // engine.gate.
 type fastSession struct {
+	// key is the session's key in the table.
+	key string
 	// record says the session is recorded in the store; prefix is the
 	// start of its params as relays write them (see recordBody), and
 	// agentPrefix the same with the id the agent gives it.
@@ -129,7 +131,7 @@ func (e *engine) refreshFast() {
 		if want != nil {
 			fs := want.table()[key]
 			if fs == nil {
-				fs = &fastSession{}
+				fs = &fastSession{key: key}
 				t := maps.Clone(want.table())
 				if t == nil {
 					t = fastTable{}
@@ -273,7 +275,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	if t == nil {
 		return false
 	}
-	fs := (*t)[env.SessionID]
+	fs := l.lookup(t, env.SessionID)
 	if fs == nil || !l.pass(ev.frame, *env) {
 		return false
 	}
@@ -321,7 +323,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		// Under the session's own id: a renamed session's agent id may be
 		// another session's in the store. The update member is the same
 		// in the agent's frame and in the renamed one.
-		if update, ok := recordBody(ev.frame, fs.agentPrefix); ok {
+		if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
 			lines.SessionUpdate(fs.session, update)
 		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
 			lines.SessionUpdate(fs.session, update)
@@ -332,6 +334,39 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	fs.updates++
 	fs.bytes += len(env.Params)
 	return true
+}
+
+// lastFast is the table entry a link's goroutine found last, for the
+// table it was found in.
+type lastFast struct {
+	table *fastTable
+	fs    *fastSession
+}
+
+// lookup returns t's entry for the session id sid. A turn's updates are
+// one session's, one after another: comparing sid with the last entry's
+// key costs a fraction of hashing it. A table is never changed once
+// published (the loop replaces it whole), so the same table holds the
+// same entry. Called from the link's goroutine only.
+func (l *link) lookup(t *fastTable, sid string) *fastSession {
+	if l.last.table == t && l.last.fs.key == sid {
+		return l.last.fs
+	}
+	fs := (*t)[sid]
+	if fs != nil {
+		l.last = lastFast{table: t, fs: fs}
+	}
+	return fs
+}
+
+// updateMember returns the update member of an update's params when they
+// are exactly prefix ({"sessionId":…,"update":), the update and "}" as
+// SDKs write them, which is what the store records of it.
+func updateMember(params, prefix []byte) (_ []byte, ok bool) {
+	if len(params) > len(prefix) && params[len(params)-1] == '}' && bytes.HasPrefix(params, prefix) {
+		return params[len(prefix) : len(params)-1], true
+	}
+	return nil, false
 }
 
 // sessionPrefix is how the params of s's updates start as relays write

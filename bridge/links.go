@@ -60,6 +60,8 @@ type link struct {
 	// caughtUp (capacity 1) is signalled when it falls to zero.
 	pass func([]byte, translate.Envelope) bool
 	fast atomic.Pointer[fastTable]
+	// last is the entry of fast the goroutine found last (lookup).
+	last lastFast
 	// kicks says the link's connection tells its goroutine when a read is
 	// about to wait (idler), so the updates it passes wake the editor's
 	// writer then, together, rather than one by one. Set by run.
