@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -241,4 +243,56 @@ func compact(t *testing.T, raw []byte) []byte {
 		t.Fatalf("compact %q: %v", raw, err)
 	}
 	return b.Bytes()
+}
+
+// FuzzEnvelopeRebase checks that Rebase leaves no field of an envelope in
+// the buffer it was read from, whatever the message: every string and
+// slice field, found by reflection so that a field added later is checked
+// too, either lies in the copy at the same offset or outside both. The
+// buffer is then overwritten, and the envelope must still be what parsing
+// the copy gives.
+func FuzzEnvelopeRebase(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"_x/echo","params":{"sessionId":"s1"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"x_y","a":1}}}`,
+		`{"jsonrpc":"2.0","id":"a","result":{"x":[1,{"y":null}]}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`,
+		`{"id":7,"result":null,"jsonrpc":"2.0"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		from := bytes.Clone(in)
+		env, perr := translate.ParseEnvelope(from)
+		if perr != nil {
+			return
+		}
+		to := bytes.Clone(from)
+		env.Rebase(from, to)
+		lo, hi := uintptr(unsafe.Pointer(unsafe.SliceData(from))), uintptr(unsafe.Pointer(unsafe.SliceData(from)))+uintptr(len(from))
+		v := reflect.ValueOf(env)
+		for i := range v.NumField() {
+			fv, name := v.Field(i), v.Type().Field(i).Name
+			var p uintptr
+			switch fv.Kind() {
+			case reflect.String:
+				p = uintptr(unsafe.Pointer(unsafe.StringData(fv.String())))
+			case reflect.Slice:
+				p = fv.Pointer()
+			default:
+				continue
+			}
+			if fv.Len() > 0 && p >= lo && p < hi {
+				t.Fatalf("%s still points into the buffer it was read from", name)
+			}
+		}
+		for i := range from {
+			from[i] = 'X'
+		}
+		want, _ := translate.ParseEnvelope(to)
+		if !reflect.DeepEqual(env, want) {
+			t.Fatalf("rebased envelope differs from the copy's own:\n got %+v\nwant %+v", env, want)
+		}
+	})
 }
