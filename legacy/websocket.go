@@ -283,44 +283,58 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 // stream): later Reads return an error, and the caller should Close. A ctx
 // that is already done when Read is called changes nothing.
 func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
+	frame, _, err := c.read(ctx, false)
+	return frame, err
+}
+
+// ReadBorrowed is Read for a caller that copies what it keeps: a message
+// that fits the connection's own buffer is returned in it (borrowed), the
+// caller's only until its next read; a larger one is the caller's (not
+// borrowed). A stream's update that is written out before the next read
+// then costs no copy of its own, and no garbage.
+func (c *WSConn) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
+	return c.read(ctx, true)
+}
+
+func (c *WSConn) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	select {
 	case <-c.closed:
-		return nil, closedError(c.what)
+		return nil, false, closedError(c.what)
 	default:
 	}
 	if c.readErr != nil {
-		return nil, c.readErr
+		return nil, false, c.readErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := c.watch(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c.state.Store(readBusy)
 	if err := ctx.Err(); err != nil {
 		// Cancelled just now: the watch may have seen readIdle and done
 		// nothing, so it is up to this check.
 		if c.state.CompareAndSwap(readBusy, readIdle) {
-			return nil, err // nothing read, no deadline set
+			return nil, false, err // nothing read, no deadline set
 		}
 		c.fail(c.cancelledError(err))
-		return nil, err
+		return nil, false, err
 	}
-	frame, err := c.next()
+	frame, borrowed, err := c.next(borrow)
 	if !c.state.CompareAndSwap(readBusy, readIdle) {
 		// ctx ended this Read (see watch). A message read whole all the
 		// same is worth returning; the connection is unusable either way.
 		c.fail(c.cancelledError(ctx.Err()))
 		if err == nil {
-			return frame, nil
+			return frame, borrowed, nil
 		}
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	if err != nil {
-		return nil, c.fail(c.readError(err))
+		return nil, false, c.fail(c.readError(err))
 	}
-	return frame, nil
+	return frame, borrowed, nil
 }
 
 // OnIdle sets f to be called, on Read's goroutine, whenever Read is about
@@ -649,20 +663,21 @@ func (c *WSConn) Close() error {
 // Skipped reports how many binary messages the agent sent that were ignored.
 func (c *WSConn) Skipped() int64 { return c.skipped.Load() }
 
-// next reads the next text message, skipping binary ones. Called from Read.
-func (c *WSConn) next() ([]byte, error) {
+// next reads the next text message, skipping binary ones; borrow as in
+// ReadBorrowed. Called from Read.
+func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
 	for {
 		typ, r, err := c.conn.NextReader()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if typ == websocket.TextMessage {
-			return c.readMessage(r)
+			return c.readMessage(r, borrow)
 		}
 		// ACP's WebSocket transport ignores binary frames (acp-spec.md §15.4).
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c.skipped.Add(1)
 		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
@@ -676,15 +691,18 @@ const (
 	smallMessage = 4 << 10
 )
 
-// readMessage reads the rest of the message r into a new slice of its exact
-// length. Called from Read.
-func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
+// readMessage reads the message r into a slice of its own, or when borrow
+// is set and it fits, returns it in c.small (borrowed). Called from Read.
+func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
 	n, err := c.readFull(r, c.small[:])
 	if err == io.EOF {
-		return c.slab.Copy(c.small[:n]), nil
+		if borrow {
+			return c.small[:n:n], true, nil
+		}
+		return c.slab.Copy(c.small[:n]), false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The message is larger than c.small: gather it in pieces, then copy
 	// it once into a slice of its exact length (see reclaim.Piece).
@@ -714,10 +732,10 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 			}
 			c.releasePieces()
 			reclaim.Collect(total)
-			return msg, nil
+			return msg, false, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
