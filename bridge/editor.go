@@ -73,6 +73,14 @@ type editorWriter struct {
 	direct  func([]byte) (int, error)
 	scratch []byte
 
+	// The bytes of the messages trySend copies (a borrowed frame's): block
+	// is being filled and filled holds the blocks before it. The writer
+	// takes both with the queue, so that a block belongs to one batch, and
+	// once the batch is written keeps them in free for the messages to
+	// come (returnBlocks); taken is the list it took them in, reused.
+	block               []byte
+	filled, free, taken [][]byte
+
 	done chan struct{} // closed when writeLoop has returned
 	err  error         // set by writeLoop before done is closed
 }
@@ -129,12 +137,22 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 // blocks on its input. A stream's updates then reach the writer a read's
 // worth at a time, one wake-up and one write for hundreds of them, rather
 // than a wake-up for every few.
-func (ew *editorWriter) trySend(m editorMsg, later bool) bool {
+//
+// With copyParts, m's parts are copied into the writer's blocks (one message,
+// oneLine), and the caller may reuse their memory as soon as trySend
+// returns: a stream's updates then cost no allocation of their own, and no
+// collection (see borrowingLink).
+func (ew *editorWriter) trySend(m editorMsg, later, copyParts bool) bool {
 	n := m.size()
 	ew.mu.Lock()
 	if ew.closing || ew.queued != 0 && ew.queued+n > ew.limit {
 		ew.mu.Unlock()
 		return false
+	}
+	if copyParts {
+		b := ew.carve(n - 1)
+		b = append(append(append(b, m.head...), m.body...), m.tail...)
+		m = editorMsg{body: b, oneLine: m.oneLine}
 	}
 	ew.queue = append(ew.queue, m)
 	ew.queued += n
@@ -149,6 +167,69 @@ func (ew *editorWriter) trySend(m editorMsg, later bool) bool {
 		signal(ew.wake)
 	}
 	return true
+}
+
+const (
+	// blockSize is the size of the writer's blocks. A message larger
+	// than maxCarved gets a slice of its own.
+	blockSize = 32 << 10
+	maxCarved = blockSize / 4
+	// idleBlocks bounds the blocks an idle writer keeps. A stream keeps
+	// as many as its queue can fill (its bound's worth, see returnBlocks):
+	// an editor slower than the agent keeps the queue full, and each
+	// batch the writer takes is then the whole bound.
+	idleBlocks = 4
+)
+
+// carve returns an empty slice with room for n bytes, from the block being
+// filled when n is small, for trySend to append a message to. ew.mu is
+// held.
+func (ew *editorWriter) carve(n int) []byte {
+	if n > maxCarved {
+		return make([]byte, 0, n)
+	}
+	if cap(ew.block)-len(ew.block) < n {
+		if len(ew.block) > 0 {
+			ew.filled = append(ew.filled, ew.block)
+		}
+		if k := len(ew.free); k > 0 {
+			ew.block, ew.free[k-1] = ew.free[k-1], nil
+			ew.free = ew.free[:k-1]
+		} else {
+			ew.block = make([]byte, 0, blockSize)
+		}
+	}
+	at := len(ew.block)
+	ew.block = ew.block[:at+n]
+	return ew.block[at : at : at+n]
+}
+
+// takeBlocks hands the writer the blocks that hold the queue's copied
+// messages, with the queue: the next message copied starts a new block.
+// ew.mu is held.
+func (ew *editorWriter) takeBlocks() [][]byte {
+	blocks := append(ew.taken[:0], ew.filled...)
+	clear(ew.filled)
+	ew.filled, ew.taken = ew.filled[:0], nil
+	if len(ew.block) > 0 {
+		blocks = append(blocks, ew.block)
+		ew.block = nil
+	}
+	return blocks
+}
+
+// returnBlocks takes back the blocks of a batch that is written, keeping
+// for the messages to come as many as the queue's bound holds. ew.mu is
+// held.
+func (ew *editorWriter) returnBlocks(blocks [][]byte) {
+	keep := max(idleBlocks, ew.limit/blockSize+1)
+	for _, b := range blocks {
+		if len(ew.free) < keep {
+			ew.free = append(ew.free, b[:0])
+		}
+	}
+	clear(blocks)
+	ew.taken = blocks[:0]
 }
 
 // laterBytes bounds what trySend queues without waking the writer: a link
@@ -345,6 +426,10 @@ func (ew *editorWriter) writeLoop() {
 				if cap(ew.spare) > keptQueue {
 					ew.spare = nil
 				}
+				if len(ew.free) > idleBlocks {
+					clear(ew.free[idleBlocks:])
+					ew.free = ew.free[:idleBlocks]
+				}
 			}
 			ew.mu.Unlock()
 			<-ew.wake
@@ -358,6 +443,7 @@ func (ew *editorWriter) writeLoop() {
 		ew.queue, ew.spare = ew.spare[:0], nil
 		ew.queued = 0
 		ew.owed = false // (what was owed is in the batch)
+		blocks := ew.takeBlocks()
 		ew.mu.Unlock()
 		signal(ew.room)
 		for i := range batch {
@@ -371,6 +457,7 @@ func (ew *editorWriter) writeLoop() {
 		}
 		ew.mu.Lock()
 		ew.spare = batch[:0]
+		ew.returnBlocks(blocks) // (bw holds its own copy of what it has not written yet)
 		ew.mu.Unlock()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -254,6 +255,104 @@ func TestWriterLetsBurstQueuesGo(t *testing.T) {
 		t.Errorf("%d lines written, want %d", got, len(batch))
 	}
 	if err := ew.close(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message trySend copies is the writer's: the sender overwrites its
+// buffer the moment trySend returns, as a link does with a borrowed frame
+// at its next read, and every message still arrives whole and in order,
+// whatever its size against the writer's blocks, its parts (a renamed
+// session's head, id and tail) or how the writer's batches fall. Once the
+// queue has cycled through its bound, a stream of them allocates nothing:
+// the blocks are reused, not collected.
+func TestTrySendCopyOwnsTheBytes(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, seed))
+			r, w := io.Pipe()
+			ew := newEditorWriter(w, 64<<10)
+			go ew.writeLoop()
+			var want []string
+			got := make(chan []string, 1)
+			go func() {
+				sc := bufio.NewScanner(r)
+				sc.Buffer(nil, 1<<20)
+				var lines []string
+				for sc.Scan() {
+					lines = append(lines, sc.Text())
+				}
+				got <- lines
+			}()
+			buf := make([]byte, 0, 2*maxCarved)
+			for i := range 5000 {
+				n := 1 + rng.IntN(40)
+				switch rng.IntN(50) {
+				case 0:
+					n = maxCarved + rng.IntN(maxCarved) // a slice of its own
+				case 1:
+					n = blockSize/4 - rng.IntN(8) // ends a block, or nearly
+				}
+				line := fmt.Sprintf("%05d:%s", i, strings.Repeat(string(rune('a'+i%26)), n))
+				buf = append(buf[:0], line...)
+				m := editorMsg{body: buf, oneLine: true}
+				if i%7 == 0 && len(buf) > 8 {
+					m = editorMsg{head: buf[:3], body: buf[3:6], tail: buf[6:], oneLine: true}
+				}
+				for !ew.trySend(m, i%3 == 0, true) {
+					ew.kick()
+					time.Sleep(50 * time.Microsecond) // the queue is full: let the writer take it
+				}
+				for j := range buf {
+					buf[j] = '#' // the sender's next frame
+				}
+				want = append(want, line)
+				if rng.IntN(100) == 0 {
+					ew.kick()
+					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+				}
+			}
+			ew.kick()
+			if err := ew.close(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			lines := <-got
+			if len(lines) != len(want) {
+				t.Fatalf("%d lines arrived, want %d", len(lines), len(want))
+			}
+			for i := range want {
+				if lines[i] != want[i] {
+					t.Fatalf("line %d: got %.40q…, want %.40q…", i, lines[i], want[i])
+				}
+			}
+		})
+	}
+
+	// The steady state: no allocation per message.
+	ew := newEditorWriter(io.Discard, 64<<10)
+	go ew.writeLoop()
+	msg := editorMsg{body: bytes.Repeat([]byte("x"), 180), oneLine: true}
+	send := func() {
+		for !ew.trySend(msg, false, true) {
+			runtime.Gosched()
+		}
+	}
+	for range 20000 { // the queue cycles through its bound and the blocks
+		send()
+	}
+	// (Counted over the whole run: testing.AllocsPerRun would round one
+	// block per hundred messages down to none.)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20000 {
+		send()
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > 10 {
+		t.Errorf("%d allocations for 20,000 copied messages, want none once the blocks cycle", n)
+	}
+	if err := ew.close(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }

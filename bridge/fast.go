@@ -311,7 +311,9 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	if e.b.Redact != nil {
 		m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
 	}
-	if !e.out.trySend(m, l.kicks) {
+	// A borrowed frame is copied into the writer's own blocks, and then the
+	// link is done with it (see borrowingLink).
+	if !e.out.trySend(m, l.kicks, ev.borrowed) {
 		return false
 	}
 	if fs.record {

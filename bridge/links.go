@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/bridge/slab"
 	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
@@ -93,6 +94,11 @@ type agentEvent struct {
 	up    bool
 	err   error // non-nil: the link is lost
 
+	// borrowed says frame is the connection's buffer, the link's only
+	// until its next read (see borrowingLink): the fast path copies what
+	// it passes, and own copies the rest.
+	borrowed bool
+
 	// What the link's goroutine learnt of frame (see prepare).
 	compacted bool // frame had line breaks, now removed
 	oneLine   bool // frame is known to hold no line break
@@ -125,6 +131,28 @@ func (ev *agentEvent) prepare(parse bool) {
 		}
 	}
 	ev.oneLine = true
+}
+
+// own makes ev's borrowed frame its own: a copy, carved from s, which its
+// envelope is made to point into. An envelope with an error is read again
+// from the copy (a malformed frame is rare, and its error may quote it).
+func (ev *agentEvent) own(s *slab.Slab) {
+	c := s.Copy(ev.frame)
+	if ev.parsed {
+		if ev.perr != nil {
+			ev.env, ev.perr = translate.ParseEnvelope(c)
+		} else {
+			ev.env.Rebase(ev.frame, c)
+		}
+	}
+	ev.frame, ev.borrowed = c, false
+}
+
+// A borrowingLink is a Link that can lend the frames it reads
+// (legacy.WSConn): ReadBorrowed returns the next frame either borrowed,
+// the caller's only until its next read, or the caller's for good.
+type borrowingLink interface {
+	ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error)
 }
 
 // run dials the agent and pumps frames until the link fails or is closed.
@@ -177,13 +205,30 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		c.OnIdle(func() { e.idle(l) })
 		l.kicks = true
 	}
+	// A connection that lends its frames lends them to the fast path
+	// alone, which copies an update into the editor writer's blocks and
+	// is done with it before the next read: no frame of a stream is then
+	// garbage to collect. Every other frame is copied here, where it
+	// leaves the fast path (own).
+	lender, _ := conn.(borrowingLink)
+	if l.pass == nil {
+		lender = nil
+	}
+	var own slab.Slab
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
 	go l.writeLoop(ctx, conn, writeErr, readDone, writerDone)
 	defer func() { <-writerDone }()
 	for {
-		frame, err := conn.Read(ctx)
+		var frame []byte
+		var borrowed bool
+		var err error
+		if lender != nil {
+			frame, borrowed, err = lender.ReadBorrowed(ctx)
+		} else {
+			frame, err = conn.Read(ctx)
+		}
 		if err != nil {
 			if l.kicks {
 				e.out.kick()
@@ -203,10 +248,13 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			in.put(agentEvent{link: l, err: err}, ctx.Done())
 			return
 		}
-		ev := agentEvent{link: l, frame: frame}
+		ev := agentEvent{link: l, frame: frame, borrowed: borrowed}
 		ev.prepare(parse)
 		if l.pass != nil && e.passUpdate(l, &ev, done) {
 			continue
+		}
+		if ev.borrowed {
+			ev.own(&own)
 		}
 		if e.inlineAgentEvent(l, &ev) {
 			continue
