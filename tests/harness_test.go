@@ -150,6 +150,12 @@ type Bridge struct {
 // test failed, logs the bridge's stderr.
 func StartBridge(t *testing.T, args, env []string, feed io.WriteCloser) *Bridge {
 	t.Helper()
+	return StartBridgeBinary(t, BridgeBin, args, env, feed)
+}
+
+// StartBridgeBinary is StartBridge with another build of the bridge.
+func StartBridgeBinary(t *testing.T, bin string, args, env []string, feed io.WriteCloser) *Bridge {
+	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +168,7 @@ func StartBridge(t *testing.T, args, env []string, feed io.WriteCloser) *Bridge 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(BridgeBin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = hermeticEnv(t, env)
 	// *os.File pipes, not StdoutPipe: Wait must not close our read ends
 	// while lines are still buffered, and must not wait for a grandchild
@@ -172,7 +178,7 @@ func StartBridge(t *testing.T, args, env []string, feed io.WriteCloser) *Bridge 
 	// together without touching the test binary.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", BridgeBin, err)
+		t.Fatalf("starting %s: %v", bin, err)
 	}
 	inR.Close()
 	outW.Close()

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/pprof"
 )
 
@@ -20,6 +19,11 @@ const cpuProfileEnv = "ACP_BRIDGE_CPUPROFILE"
 // that allocates costs the collector's work later, on another goroutine,
 // where a CPU profile shows it without saying whose garbage it was. Read it
 // with `go tool pprof -sample_index=alloc_objects <binary> FILE`.
+//
+// Only a binary built with -tags allocprofile writes one (allocprofile.go):
+// a binary that can write a heap profile keeps memory profiling on from its
+// start, and pages in some 300 KB more of itself at every run (its idle
+// RSS, measured), which every user would pay for a contributors' tool.
 const allocProfileEnv = "ACP_BRIDGE_ALLOCPROFILE"
 
 // startProfiles starts the profiles that cpuProfileEnv and allocProfileEnv
@@ -54,32 +58,6 @@ func startCPUProfile(path string) (stop func()) {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "acp-bridge: %s: writing the CPU profile %s: %v\n", cpuProfileEnv, path, err)
-		}
-	}
-}
-
-// startAllocProfile samples every 4 KiB allocated rather than the runtime's
-// 512 KiB, so that a per-frame allocation of a few dozen bytes shows up in
-// a run of a few seconds; the file is created at once, so that a path that
-// cannot be written is reported when the run starts, not when it ends.
-func startAllocProfile(path string) (stop func()) {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "acp-bridge: %s: cannot create the allocation profile: %v; running without it\n", allocProfileEnv, err)
-		return func() {}
-	}
-	runtime.MemProfileRate = 4 << 10
-	return func() {
-		runtime.GC() // the profile counts allocations up to the last collection
-		err := pprof.Lookup("allocs").WriteTo(f, 0)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "acp-bridge: %s: writing the allocation profile %s: %v\n", allocProfileEnv, path, err)
 		}
 	}
 }
