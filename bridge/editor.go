@@ -299,6 +299,33 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 // part of the idle bridge's footprint for good.
 const keptQueue = 1024
 
+// idleTrim is how long the writer stays idle before it lets go of what a
+// burst grew (burstKept). Let go at once, they were grown again after
+// every read of the agent's, between which a stream's writer idles: over
+// a WebSocket, 108 MB allocated per million updates, against 12 MB.
+const idleTrim = 500 * time.Millisecond
+
+// burstKept reports whether the writer holds more than it keeps for an
+// idle stream: queues or blocks a burst grew. ew.mu is held.
+func (ew *editorWriter) burstKept() bool {
+	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || len(ew.free) > idleBlocks
+}
+
+// trimBurst lets go of what burstKept reports. ew.mu is held, and the
+// queue is empty.
+func (ew *editorWriter) trimBurst() {
+	if cap(ew.queue) > keptQueue {
+		ew.queue = nil
+	}
+	if cap(ew.spare) > keptQueue {
+		ew.spare = nil
+	}
+	if len(ew.free) > idleBlocks {
+		clear(ew.free[idleBlocks:])
+		ew.free = ew.free[:idleBlocks]
+	}
+}
+
 // directLimit bounds what flushDirect writes itself.
 const directLimit = 64 << 10
 
@@ -400,6 +427,12 @@ func (ew *editorWriter) close(deadline time.Time) error {
 func (ew *editorWriter) writeLoop() {
 	defer close(ew.done)
 	bw := bufio.NewWriterSize(ew.w, 64<<10)
+	var trimTimer *time.Timer // (see idleTrim)
+	defer func() {
+		if trimTimer != nil {
+			trimTimer.Stop()
+		}
+	}()
 	for {
 		ew.mu.Lock()
 		if ew.directing {
@@ -417,22 +450,31 @@ func (ew *editorWriter) writeLoop() {
 			}
 			ew.mu.Lock()
 			ew.idle = len(ew.queue) == 0 && !ew.directing
-			if ew.idle {
-				// A burst's queues (thousands of messages) are not
-				// kept for an idle stream: see keptQueue.
-				if cap(ew.queue) > keptQueue {
-					ew.queue = nil
-				}
-				if cap(ew.spare) > keptQueue {
-					ew.spare = nil
-				}
-				if len(ew.free) > idleBlocks {
-					clear(ew.free[idleBlocks:])
-					ew.free = ew.free[:idleBlocks]
-				}
-			}
+			trim := ew.idle && ew.burstKept()
 			ew.mu.Unlock()
-			<-ew.wake
+			if trim {
+				// A burst's queues and blocks are not kept for an
+				// idle stream, but a stream idles between every read
+				// of its agent's: they go once it has idled a while.
+				if trimTimer == nil {
+					trimTimer = time.NewTimer(idleTrim)
+				} else {
+					trimTimer.Reset(idleTrim)
+				}
+				select {
+				case <-ew.wake:
+					trimTimer.Stop()
+				case <-trimTimer.C:
+					ew.mu.Lock()
+					if len(ew.queue) == 0 && !ew.directing {
+						ew.trimBurst()
+					}
+					ew.mu.Unlock()
+					<-ew.wake
+				}
+			} else {
+				<-ew.wake
+			}
 			ew.mu.Lock()
 			ew.idle = false
 			ew.mu.Unlock()

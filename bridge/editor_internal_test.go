@@ -224,7 +224,9 @@ func TestFlushDirectCloseMeanwhile(t *testing.T) {
 }
 
 // A burst grows the writer's queues to its thousands of messages; once the
-// writer is idle again it keeps neither (the idle bridge's footprint).
+// writer has been idle a while (idleTrim) it keeps neither (the idle
+// bridge's footprint), but it keeps them over a short idle (a stream's,
+// between two reads of its agent's).
 func TestWriterLetsBurstQueuesGo(t *testing.T) {
 	sink := &lockedSink{}
 	ew := newEditorWriter(sink, 1<<20)
@@ -237,18 +239,22 @@ func TestWriterLetsBurstQueuesGo(t *testing.T) {
 		t.Fatalf("queued %d of %d", n, len(batch))
 	}
 	go ew.writeLoop()
+	var idleSince time.Time
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		ew.mu.Lock()
 		idle, q, sp := ew.idle, cap(ew.queue), cap(ew.spare)
 		ew.mu.Unlock()
-		if idle {
-			if q > keptQueue || sp > keptQueue {
-				t.Fatalf("idle writer keeps queues of capacity %d and %d, over %d", q, sp, keptQueue)
+		if idle && idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if idle && q <= keptQueue && sp <= keptQueue {
+			if d := time.Since(idleSince); d < idleTrim/2 {
+				t.Fatalf("the writer let its burst's queues go %v after it went idle, before idleTrim (%v)", d, idleTrim)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the writer never went idle")
+			t.Fatalf("idle writer keeps queues of capacity %d and %d, over %d (idle: %v)", q, sp, keptQueue, idle)
 		}
 	}
 	if got := strings.Count(sink.String(), "\n"); got != len(batch) {
@@ -329,10 +335,46 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 		})
 	}
 
-	// The steady state: no allocation per message.
+	// The steady state: no allocation per message, and none when the
+	// writer idles between bursts, as a stream's does between reads.
+	msg := editorMsg{body: bytes.Repeat([]byte("x"), 180), oneLine: true}
+	ew2 := newEditorWriter(io.Discard, 1<<20)
+	go ew2.writeLoop()
+	burst := func() {
+		for range 3 * keptQueue {
+			for !ew2.trySend(msg, true, true) {
+				ew2.kick()
+				runtime.Gosched()
+			}
+		}
+		ew2.kick()
+		for deadline := time.Now().Add(5 * time.Second); ; runtime.Gosched() {
+			ew2.mu.Lock()
+			idle := ew2.idle
+			ew2.mu.Unlock()
+			if idle || time.Now().After(deadline) {
+				return
+			}
+		}
+	}
+	for range 3 {
+		burst()
+	}
+	var b0, b1 runtime.MemStats
+	runtime.ReadMemStats(&b0)
+	for range 10 {
+		burst()
+	}
+	runtime.ReadMemStats(&b1)
+	if n := b1.Mallocs - b0.Mallocs; n > 20 {
+		t.Errorf("%d allocations for 10 bursts of %d messages with the writer idle between them, want none", n, 3*keptQueue)
+	}
+	if err := ew2.close(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
 	ew := newEditorWriter(io.Discard, 64<<10)
 	go ew.writeLoop()
-	msg := editorMsg{body: bytes.Repeat([]byte("x"), 180), oneLine: true}
 	send := func() {
 		for !ew.trySend(msg, false, true) {
 			runtime.Gosched()
