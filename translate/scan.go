@@ -253,20 +253,26 @@ const (
 	memberError
 )
 
+// memberNames are the names of a message's own members. Each starts with a
+// letter of its own, which memberByInitial maps back to it, and
+// memberLiterals holds each as the SDKs write it before its value.
+var memberNames = [...]string{memberJSONRPC: "jsonrpc", memberID: "id", memberMethod: "method",
+	memberParams: "params", memberResult: "result", memberError: "error"}
+
+var memberLiterals, memberByInitial = func() (lits [len(memberNames)]string, by [256]member) {
+	for m, name := range memberNames {
+		if name != "" {
+			lits[m], by[name[0]] = `"`+name+`":`, member(m)
+		}
+	}
+	return
+}()
+
 func memberOf(name string) member {
-	switch name {
-	case "jsonrpc":
-		return memberJSONRPC
-	case "id":
-		return memberID
-	case "method":
-		return memberMethod
-	case "params":
-		return memberParams
-	case "result":
-		return memberResult
-	case "error":
-		return memberError
+	if name != "" {
+		if m := memberByInitial[name[0]]; m != otherMember && memberNames[m] == name {
+			return m
+		}
 	}
 	return otherMember
 }
@@ -279,23 +285,8 @@ func memberOf(name string) member {
 func (s *scanner) envelopeKey() (m member, escaped, ok bool) {
 	b, i := s.b, s.i
 	if i+1 < len(b) && b[i] == '"' {
-		var lit string
-		switch b[i+1] {
-		case 'j':
-			lit, m = `"jsonrpc":`, memberJSONRPC
-		case 'i':
-			lit, m = `"id":`, memberID
-		case 'm':
-			lit, m = `"method":`, memberMethod
-		case 'p':
-			lit, m = `"params":`, memberParams
-		case 'r':
-			lit, m = `"result":`, memberResult
-		case 'e':
-			lit, m = `"error":`, memberError
-		}
-		if lit != "" && hasLiteral(b, i, lit) {
-			s.i = i + len(lit)
+		if m := memberByInitial[b[i+1]]; m != otherMember && hasLiteral(b, i, memberLiterals[m]) {
+			s.i = i + len(memberLiterals[m])
 			return m, false, true
 		}
 	}

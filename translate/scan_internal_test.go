@@ -154,3 +154,27 @@ func TestScanStringAgreesBytewise(t *testing.T) {
 		}
 	}
 }
+
+// The members a message's own names map to, by initial and by name, are
+// the six JSON-RPC names and nothing else: memberByInitial needs each to
+// start with a letter of its own.
+func TestMemberNames(t *testing.T) {
+	seen := map[byte]bool{}
+	for m, name := range memberNames {
+		if member(m) == otherMember {
+			continue
+		}
+		if seen[name[0]] {
+			t.Errorf("two member names start with %q", name[0])
+		}
+		seen[name[0]] = true
+		if got := memberOf(name); got != member(m) {
+			t.Errorf("memberOf(%q) = %d, want %d", name, got, m)
+		}
+	}
+	for _, name := range []string{"", "i", "ids", "jsonrpc2", "Method", "err", "x"} {
+		if got := memberOf(name); got != otherMember {
+			t.Errorf("memberOf(%q) = %d, want none", name, got)
+		}
+	}
+}
