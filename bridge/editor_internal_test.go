@@ -360,13 +360,11 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 	for range 3 {
 		burst()
 	}
-	var b0, b1 runtime.MemStats
-	runtime.ReadMemStats(&b0)
-	for range 10 {
-		burst()
-	}
-	runtime.ReadMemStats(&b1)
-	if n := b1.Mallocs - b0.Mallocs; n > 20 {
+	if n := mallocs(func() {
+		for range 10 {
+			burst()
+		}
+	}); n > 20 {
 		t.Errorf("%d allocations for 10 bursts of %d messages with the writer idle between them, want none", n, 3*keptQueue)
 	}
 	if err := ew2.close(time.Now().Add(5 * time.Second)); err != nil {
@@ -383,18 +381,25 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 	for range 20000 { // the queue cycles through its bound and the blocks
 		send()
 	}
-	// (Counted over the whole run: testing.AllocsPerRun would round one
-	// block per hundred messages down to none.)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range 20000 {
-		send()
-	}
-	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n > 10 {
+	if n := mallocs(func() {
+		for range 20000 {
+			send()
+		}
+	}); n > 10 {
 		t.Errorf("%d allocations for 20,000 copied messages, want none once the blocks cycle", n)
 	}
 	if err := ew.close(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mallocs counts the allocations made while f runs, by every goroutine:
+// over a whole run, where testing.AllocsPerRun would round one block per
+// hundred messages down to none.
+func mallocs(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
 }
