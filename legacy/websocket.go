@@ -89,6 +89,10 @@ type WebSocket struct {
 	ReadLimit int64
 	// Logger receives the connection's logs; nil means no logging.
 	Logger hclog.Logger
+	// gorillaReads makes gorilla read the messages, as it does over TLS,
+	// rather than wsReader (tests compare the two).
+	gorillaReads bool
+
 	// Jar, when not nil, keeps the cookies of the upgrade responses and
 	// sends them on the next dial: the affinity a load balancer in front of
 	// an ACP remote endpoint may set, so that a reconnect reaches the same
@@ -115,6 +119,7 @@ type WSConn struct {
 	small   [smallMessage]byte // a message's first bytes
 	slab    slab.Slab          // where small messages are copied to
 	pieces  []reclaim.Piece    // the rest of a large message, after small
+	fr      *wsReader          // reads the messages, when not nil; else gorilla
 
 	// state is readIdle or readBusy, flipped by Read, or readStopped once
 	// the ctx of a running Read has ended it. See Read and watch.
@@ -192,7 +197,7 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 			if err != nil {
 				return nil, err
 			}
-			dc = &deadlineConn{Conn: c}
+			dc = &deadlineConn{Conn: c, headers: true}
 			if sc, ok := c.(syscall.Conn); ok && canTryWrite {
 				if rc, err := sc.SyscallConn(); err == nil && nonblocking(rc) {
 					dc.once = newOnceWriter(rc)
@@ -248,6 +253,12 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 		c.readLimit = defaultReadLimit
 	}
 	conn.SetReadLimit(c.readLimit)
+	dc.headers = false
+	if conn.NetConn() == net.Conn(dc) && !w.gorillaReads {
+		// The WebSocket's bytes are dc's, not TLS's, and the
+		// handshake left none of them in gorilla's buffer.
+		c.fr = newWSReader(dc, conn, c.readLimit)
+	}
 
 	pongWait, pingPeriod := w.PongWait, w.PingPeriod
 	if pongWait == 0 {
@@ -413,6 +424,17 @@ type deadlineConn struct {
 	idle     func()    // see WSConn.OnIdle (Read's goroutine)
 	writeSet time.Time // the write deadline last set (under gorilla's write lock)
 
+	// While headers is set (the handshake of a plain ws:// connection),
+	// a Read returns at most up to the end of an HTTP response's header,
+	// and keeps what follows in pending, where the next Read takes it
+	// from: gorilla reads the handshake's response through a buffer of its
+	// own, and the agent's first frames, when they come in the same
+	// packet, must not stay there once wsReader reads instead (see
+	// WSConn.fr). eol counts the line ends just seen (see cut).
+	headers bool
+	pending []byte
+	eol     int
+
 	// Non-blocking writes (WSConn.TryWrite). mu guards the rest.
 	once    *onceWriter // nil: no non-blocking writes
 	mu      sync.Mutex
@@ -464,6 +486,18 @@ func (d *deadlineConn) Write(b []byte) (int, error) {
 }
 
 func (d *deadlineConn) Read(b []byte) (int, error) {
+	if len(d.pending) > 0 {
+		n := copy(b, d.pending)
+		d.pending = d.pending[n:]
+		if len(d.pending) == 0 {
+			d.pending = nil
+		}
+		return d.cut(b, n), nil
+	}
+	if d.headers {
+		n, err := d.Conn.Read(b)
+		return d.cut(b, n), err
+	}
 	if d.idle != nil {
 		d.idle() // the WebSocket's buffer is empty: this read may wait
 	}
@@ -480,6 +514,33 @@ func (d *deadlineConn) Read(b []byte) (int, error) {
 		}
 	}
 	return d.Conn.Read(b)
+}
+
+// cut returns how many of the n bytes just read into b to return while
+// headers is set: up to the end of a header (an empty line, CRLF or LF
+// as Go's HTTP reader accepts them), the rest kept for the next Read.
+func (d *deadlineConn) cut(b []byte, n int) int {
+	if !d.headers {
+		return n
+	}
+	for i := 0; i < n; i++ {
+		switch b[i] {
+		case '\n':
+			d.eol++
+			if d.eol == 2 {
+				d.eol = 0
+				if i+1 < n {
+					d.pending = append(append([]byte(nil), b[i+1:n]...), d.pending...)
+				}
+				return i + 1
+			}
+		case '\r':
+			// (part of a line end)
+		default:
+			d.eol = 0
+		}
+	}
+	return n
 }
 
 func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
@@ -666,6 +727,9 @@ func (c *WSConn) Skipped() int64 { return c.skipped.Load() }
 // next reads the next text message, skipping binary ones; borrow as in
 // ReadBorrowed. Called from Read.
 func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
+	if c.fr != nil {
+		return c.nextOwn(borrow)
+	}
 	for {
 		typ, r, err := c.conn.NextReader()
 		if err != nil {
@@ -678,6 +742,35 @@ func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
 			return nil, false, err
+		}
+		c.skipped.Add(1)
+		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
+	}
+}
+
+// nextOwn is next when wsReader reads: a message of one frame that fits
+// c.small is lent where it lies in the reader's buffer, or copied from
+// there, and any other is read as gorilla's are.
+func (c *WSConn) nextOwn(borrow bool) ([]byte, bool, error) {
+	for {
+		typ, whole, err := c.fr.next(smallMessage - 1) // (as readMessage, which lends what is shorter than c.small)
+		if err != nil {
+			return nil, false, err
+		}
+		if typ == websocket.TextMessage {
+			if whole == nil {
+				return c.readMessage(c.fr, borrow)
+			}
+			if borrow {
+				return whole, true, nil
+			}
+			return c.slab.Copy(whole), false, nil
+		}
+		n := int64(len(whole))
+		if whole == nil {
+			if n, err = io.Copy(io.Discard, c.fr); err != nil {
+				return nil, false, err
+			}
 		}
 		c.skipped.Add(1)
 		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
