@@ -26,8 +26,8 @@ type editorMsg struct {
 	// translated says the message is in the editor's protocol version
 	// already (a v2 editor's front made it).
 	translated bool
-	// raw is the rest of a direct write (flushDirect): bytes to write as
-	// they are, newline included.
+	// raw is bytes to write as they are, newline included: the rest of a
+	// direct write (flushDirect), or a run of messages trySend copied.
 	raw bool
 }
 
@@ -80,6 +80,11 @@ type editorWriter struct {
 	// come (returnBlocks); taken is the list it took them in, reused.
 	block               []byte
 	filled, free, taken [][]byte
+	// tailRun says the queue's last message is a run (raw) of copied
+	// messages that ends where block does, which the next message copied
+	// into block extends: the writer then writes a read's worth of a
+	// stream's updates as one slice, not one message at a time.
+	tailRun bool
 
 	done chan struct{} // closed when writeLoop has returned
 	err  error         // set by writeLoop before done is closed
@@ -108,6 +113,7 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 		}
 		if ew.queued == 0 || ew.queued+n <= ew.limit {
 			ew.queue = append(ew.queue, m)
+			ew.tailRun = false
 			ew.queued += n
 			first := len(ew.queue) == 1 || ew.owed
 			ew.owed = false
@@ -149,14 +155,29 @@ func (ew *editorWriter) trySend(m editorMsg, later, copyParts bool) bool {
 		ew.mu.Unlock()
 		return false
 	}
+	wake := len(ew.queue) == 0 || ew.owed
 	if copyParts {
-		b := ew.carve(n - 1)
-		b = append(append(append(b, m.head...), m.body...), m.tail...)
-		m = editorMsg{body: b, oneLine: m.oneLine}
+		b := ew.carve(n)
+		b = append(append(append(append(b, m.head...), m.body...), m.tail...), '\n')
+		if !m.oneLine {
+			spaceLineBreaks(b[:n-1])
+		}
+		switch {
+		case n > maxCarved: // (a slice of its own)
+			ew.queue = append(ew.queue, editorMsg{body: b, raw: true, oneLine: true})
+			ew.tailRun = false
+		case ew.tailRun:
+			run := &ew.queue[len(ew.queue)-1]
+			run.body = run.body[:len(run.body)+n]
+		default:
+			ew.queue = append(ew.queue, editorMsg{body: ew.block[len(ew.block)-n:], raw: true, oneLine: true})
+			ew.tailRun = true
+		}
+	} else {
+		ew.queue = append(ew.queue, m)
+		ew.tailRun = false
 	}
-	ew.queue = append(ew.queue, m)
 	ew.queued += n
-	wake := len(ew.queue) == 1 || ew.owed
 	if later && ew.queued < laterBytes {
 		ew.owed, wake = wake, false
 	} else {
@@ -189,6 +210,7 @@ func (ew *editorWriter) carve(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	if cap(ew.block)-len(ew.block) < n {
+		ew.tailRun = false // (a run does not span blocks)
 		if len(ew.block) > 0 {
 			ew.filled = append(ew.filled, ew.block)
 		}
@@ -219,10 +241,13 @@ func (ew *editorWriter) takeBlocks() [][]byte {
 }
 
 // returnBlocks takes back the blocks of a batch that is written, keeping
-// for the messages to come as many as the queue's bound holds. ew.mu is
-// held.
+// for the messages to come as many as a stream has in use at once: the
+// queue's bound, filled while the writer writes the batch before, which
+// held as much. Kept for one bound's worth only, blocks were dropped and
+// made again whenever an editor read slower than the agent wrote.
+// ew.mu is held.
 func (ew *editorWriter) returnBlocks(blocks [][]byte) {
-	keep := max(idleBlocks, ew.limit/blockSize+1)
+	keep := max(idleBlocks, 2*(ew.limit/blockSize+1))
 	for _, b := range blocks {
 		if len(ew.free) < keep {
 			ew.free = append(ew.free, b[:0])
@@ -268,6 +293,7 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 				break
 			}
 			ew.queue = append(ew.queue, ms[sent])
+			ew.tailRun = false
 			ew.queued += n
 			sent++
 		}
@@ -374,6 +400,7 @@ func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
 		ew.queue = append(ew.queue, editorMsg{})
 		copy(ew.queue[1:], ew.queue)
 		ew.queue[0] = rest
+		ew.tailRun = false
 		ew.queued += len(rest.body)
 	}
 	if cap(buf) <= directLimit*2 {
@@ -483,6 +510,7 @@ func (ew *editorWriter) writeLoop() {
 		// Take the whole queue and give the loop the other buffer.
 		batch := ew.queue
 		ew.queue, ew.spare = ew.spare[:0], nil
+		ew.tailRun = false
 		ew.queued = 0
 		ew.owed = false // (what was owed is in the batch)
 		blocks := ew.takeBlocks()
@@ -521,6 +549,16 @@ func writeMsg(bw *bufio.Writer, m editorMsg) error {
 		}
 	}
 	return bw.WriteByte('\n')
+}
+
+// spaceLineBreaks turns every CR and LF of b into a space, as oneLine does
+// in a copy.
+func spaceLineBreaks(b []byte) {
+	for i, ch := range b {
+		if ch == '\n' || ch == '\r' {
+			b[i] = ' '
+		}
+	}
 }
 
 // oneLine returns b, or a copy of it with every CR and LF turned into a space

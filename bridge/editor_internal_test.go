@@ -300,19 +300,32 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 					n = blockSize/4 - rng.IntN(8) // ends a block, or nearly
 				}
 				line := fmt.Sprintf("%05d:%s", i, strings.Repeat(string(rune('a'+i%26)), n))
-				buf = append(buf[:0], line...)
-				m := editorMsg{body: buf, oneLine: true}
-				if i%7 == 0 && len(buf) > 8 {
-					m = editorMsg{head: buf[:3], body: buf[3:6], tail: buf[6:], oneLine: true}
+				if rng.IntN(20) == 0 {
+					// Not an agent's frame (a translator's): line breaks
+					// become spaces.
+					line = fmt.Sprintf("%05d:\n%s\r\n", i, strings.Repeat("z", n))
 				}
-				for !ew.trySend(m, i%3 == 0, true) {
-					ew.kick()
-					time.Sleep(50 * time.Microsecond) // the queue is full: let the writer take it
+				buf = append(buf[:0], line...)
+				m := editorMsg{body: buf, oneLine: !strings.ContainsAny(line, "\r\n")}
+				if i%7 == 0 && len(buf) > 8 {
+					m = editorMsg{head: buf[:3], body: buf[3:6], tail: buf[6:], oneLine: m.oneLine}
+				}
+				if rng.IntN(10) == 0 {
+					// A message the loop sends, not copied: it ends the
+					// run of copied ones, and the next starts another.
+					if !ew.send(editorMsg{body: []byte(line), oneLine: m.oneLine}, nil) {
+						t.Fatal("send failed")
+					}
+				} else {
+					for !ew.trySend(m, i%3 == 0, true) {
+						ew.kick()
+						time.Sleep(50 * time.Microsecond) // the queue is full: let the writer take it
+					}
 				}
 				for j := range buf {
 					buf[j] = '#' // the sender's next frame
 				}
-				want = append(want, line)
+				want = append(want, strings.NewReplacer("\r", " ", "\n", " ").Replace(line))
 				if rng.IntN(100) == 0 {
 					ew.kick()
 					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
@@ -364,8 +377,12 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 		for range 10 {
 			burst()
 		}
-	}); n > 20 {
-		t.Errorf("%d allocations for 10 bursts of %d messages with the writer idle between them, want none", n, 3*keptQueue)
+	}); n > 64 {
+		// (Not 0: a batch larger than any before grows the queue's
+		// array once, and under -race the batches' sizes vary more. One
+		// allocation per message would be 30,720; the trim at every
+		// idle, 263.)
+		t.Errorf("%d allocations for 10 bursts of %d messages with the writer idle between them, want at most 64", n, 3*keptQueue)
 	}
 	if err := ew2.close(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
