@@ -172,10 +172,15 @@ func (fr *wsReader) header() (op int, n int64, err error) {
 			}
 		}
 		b0, b1 := fr.buf[fr.lo], fr.buf[fr.lo+1]
-		if b0 == 0x80|websocket.TextMessage && b1 < 126 && fr.final {
-			// A short message in one frame: a stream's every update.
-			fr.lo += 2
-			n = int64(b1)
+		if b0 == 0x80|websocket.TextMessage && fr.final && (b1 < 126 || b1 == 126 && fr.hi-fr.lo >= 4) {
+			// A message in one frame of less than 64 KiB: a stream's
+			// every update.
+			if n = int64(b1); n < 126 {
+				fr.lo += 2
+			} else {
+				n = int64(binary.BigEndian.Uint16(fr.buf[fr.lo+2:]))
+				fr.lo += 4
+			}
 			if fr.length += n; fr.lim > 0 && fr.length > fr.lim {
 				return 0, 0, fr.tooLarge()
 			}
