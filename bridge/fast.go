@@ -276,7 +276,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		return false
 	}
 	fs := l.lookup(t, env.SessionID)
-	if fs == nil || !l.pass(ev.frame, *env) {
+	if fs == nil || !l.pass(ev.frame, env) {
 		return false
 	}
 	for l.inflight.Load() != 0 {

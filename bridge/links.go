@@ -59,7 +59,7 @@ type link struct {
 	// on itself, replaced whole by the loop; inflight counts the events the
 	// goroutine put in the inbox that the loop has not handled yet, and
 	// caughtUp (capacity 1) is signalled when it falls to zero.
-	pass func([]byte, translate.Envelope) bool
+	pass func([]byte, *translate.Envelope) bool
 	fast atomic.Pointer[fastTable]
 	// last is the entry of fast the goroutine found last (lookup).
 	last lastFast
@@ -105,6 +105,21 @@ type agentEvent struct {
 	parsed    bool // env and perr are ParseEnvelope's
 	env       translate.Envelope
 	perr      *translate.Error
+	// (reset sets every field but env: a field added here is reset there,
+	// TestAgentEventResetClearsAllButTheEnvelope.)
+}
+
+// reset makes ev the event of a frame l read, as a new agentEvent would
+// be, but for the envelope when parse is set: prepare then writes it whole.
+// Zeroing and writing it again for every frame of a stream was more than
+// the fast path's own work.
+func (ev *agentEvent) reset(l *link, frame []byte, borrowed, parse bool) {
+	if !parse {
+		*ev = agentEvent{link: l, frame: frame, borrowed: borrowed}
+		return
+	}
+	ev.link, ev.frame, ev.up, ev.err, ev.borrowed = l, frame, false, nil, borrowed
+	ev.compacted, ev.oneLine, ev.parsed, ev.perr = false, false, false, nil
 }
 
 // prepare does, in the goroutine that read the frame, the work on it that
@@ -114,7 +129,7 @@ type agentEvent struct {
 // left with routing alone.
 func (ev *agentEvent) prepare(parse bool) {
 	if parse {
-		ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
+		ev.perr = translate.ParseEnvelopeInto(&ev.env, ev.frame)
 		ev.parsed = true
 		if ev.env.Plain {
 			ev.oneLine = true // (the stream's usual frame: no search)
@@ -127,7 +142,7 @@ func (ev *agentEvent) prepare(parse bool) {
 		ev.frame = compact(ev.frame)
 		ev.compacted = true
 		if parse {
-			ev.env, ev.perr = translate.ParseEnvelope(ev.frame)
+			ev.perr = translate.ParseEnvelopeInto(&ev.env, ev.frame)
 		}
 	}
 	ev.oneLine = true
@@ -215,6 +230,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		lender = nil
 	}
 	var own slab.Slab
+	var ev agentEvent // (see reset)
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
@@ -248,7 +264,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			in.put(agentEvent{link: l, err: err}, ctx.Done())
 			return
 		}
-		ev := agentEvent{link: l, frame: frame, borrowed: borrowed}
+		ev.reset(l, frame, borrowed, parse)
 		ev.prepare(parse)
 		if l.pass != nil && e.passUpdate(l, &ev, done) {
 			continue

@@ -156,15 +156,25 @@ func (e *Envelope) IsResponse() bool     { return e.Method == "" && e.ID != nil 
 // read, so the answer can name it. ParseEnvelope does not require the
 // "jsonrpc" member; callers that must, check Version.
 func ParseEnvelope(frame []byte) (Envelope, *Error) {
-	if env, ok := scanUpdate(frame); ok {
-		return env, nil // the stream's usual message, read the short way
+	var env Envelope
+	err := ParseEnvelopeInto(&env, frame)
+	return env, err
+}
+
+// ParseEnvelopeInto is ParseEnvelope writing the envelope to *env: an
+// envelope is 25 words, whose copies from the scanner to ParseEnvelope to
+// its caller were a tenth of a streamed update's cost.
+func ParseEnvelopeInto(env *Envelope, frame []byte) *Error {
+	if scanUpdate(env, frame) {
+		return nil // the stream's usual message, read the short way
 	}
-	env, err := scanEnvelope(frame)
+	var err *Error
+	*env, err = scanEnvelope(frame)
 	if err != nil && err.Code == CodeParseError {
 		// Nothing read from a text that is not JSON can be trusted.
-		return Envelope{}, err
+		*env = Envelope{}
 	}
-	return env, err
+	return err
 }
 
 // appendQuoted appends s as a JSON string to b. Method names are plain

@@ -90,9 +90,22 @@ var plain = func() (t [256]bool) {
 func scanString(b []byte, i int) (end int, escaped bool, why string) {
 	i++ // opening quote
 	for {
-		// Eight bytes at a time, jumping straight to the first that needs
-		// a closer look.
-		if i+8 <= len(b) {
+		// Sixteen or eight bytes at a time, jumping straight to the first
+		// that needs a closer look.
+		if i+16 <= len(b) {
+			w := b[i : i+16 : i+16]
+			m0 := special8(binary.LittleEndian.Uint64(w[:8]))
+			m1 := special8(binary.LittleEndian.Uint64(w[8:]))
+			if m0|m1 == 0 {
+				i += 16
+				continue
+			}
+			if m0 != 0 {
+				i += bits.TrailingZeros64(m0) >> 3
+			} else {
+				i += 8 + bits.TrailingZeros64(m1)>>3
+			}
+		} else if i+8 <= len(b) {
 			m := special8(binary.LittleEndian.Uint64(b[i:]))
 			if m == 0 {
 				i += 8
@@ -607,19 +620,19 @@ const (
 // for anything else, valid or not, and scanEnvelope then reads the message
 // the long way: so is a message with members after the update object, where
 // a second "id" or "sessionId" would change what the message is.
-func scanUpdate(frame []byte) (env Envelope, ok bool) {
+func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 	if len(frame) < len(updateOpening)+len(updateMiddle)+8 || string(frame[:len(updateOpening)]) != updateOpening {
-		return Envelope{}, false
+		return false
 	}
 	sidAt := len(updateOpening) - 1
 	sidEnd, escaped, why := scanString(frame, sidAt)
 	if why != "" || escaped || !hasLiteral(frame, sidEnd, updateMiddle) {
-		return Envelope{}, false
+		return false
 	}
 	kindAt := sidEnd + len(updateMiddle) - 1
 	kindEnd, escaped, why := scanString(frame, kindAt)
 	if why != "" || escaped {
-		return Envelope{}, false
+		return false
 	}
 	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
 	// Most of a stream is text chunks, whose rest is one more literal,
@@ -629,7 +642,7 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 		textAt := kindEnd + len(textContent) - 1
 		textEnd, _, why := scanString(frame, textAt)
 		if why == "" && string(frame[textEnd:]) == "}}}}" {
-			return Envelope{
+			*env = Envelope{
 				Version:    "2.0",
 				Frame:      frame,
 				Method:     "session/update",
@@ -637,7 +650,8 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 				SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 				UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
 				Plain:      true,
-			}, true
+			}
+			return true
 		}
 	}
 	// The rest of the update object, member by member; then it, params
@@ -650,7 +664,7 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 	for s.depth > 0 {
 		s.ws()
 		if s.i >= len(frame) {
-			return Envelope{}, false
+			return false
 		}
 		switch frame[s.i] {
 		case '}':
@@ -661,31 +675,32 @@ func scanUpdate(frame []byte) (env Envelope, ok bool) {
 			}
 		case ',':
 			if s.depth != 3 {
-				return Envelope{}, false // a member after the update: the long way
+				return false // a member after the update: the long way
 			}
 			s.i++
 			ks, ke, escaped, ok := s.key()
 			if !ok || escaped || string(frame[ks+1:ke-1]) == "sessionUpdate" {
-				return Envelope{}, false
+				return false
 			}
 			if !s.value() {
-				return Envelope{}, false
+				return false
 			}
 		default:
-			return Envelope{}, false
+			return false
 		}
 	}
 	if s.ws(); s.i != len(frame) {
-		return Envelope{}, false
+		return false
 	}
-	return Envelope{
+	*env = Envelope{
 		Version:    "2.0",
 		Frame:      frame,
 		Method:     "session/update",
 		Params:     json.RawMessage(frame[paramsAt:paramsEnd:paramsEnd]),
 		SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 		UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
-	}, true
+	}
+	return true
 }
 
 // shared is the inside of a string the scan found without escapes, as a

@@ -27,8 +27,8 @@ func TestScanUpdateAgreesWithTheLongWay(t *testing.T) {
 	fast := 0
 	check := func(f []byte) {
 		t.Helper()
-		got, ok := scanUpdate(f)
-		if !ok {
+		var got Envelope
+		if !scanUpdate(&got, f) {
 			return
 		}
 		fast++

@@ -70,7 +70,7 @@ func TestUpdatePasser_PassesWhatItSaysItDoes(t *testing.T) {
 				t.Fatalf("%s: PassesUpdates = %v, want %v", st.name, got, st.passes)
 			}
 			env, perr := translate.ParseEnvelope([]byte(f))
-			if perr != nil || !p.UpdateFilter()([]byte(f), env) || !p.PassesUpdates("s1") {
+			if perr != nil || !p.UpdateFilter()([]byte(f), &env) || !p.PassesUpdates("s1") {
 				continue
 			}
 			passedAny++
@@ -96,7 +96,7 @@ func TestUpdatePasser_Relay(t *testing.T) {
 	for _, f := range passerFrames {
 		r := acp.New()
 		env, perr := translate.ParseEnvelope([]byte(f))
-		if perr != nil || !r.UpdateFilter()([]byte(f), env) {
+		if perr != nil || !r.UpdateFilter()([]byte(f), &env) {
 			continue
 		}
 		outs, err := r.FromAgent([]byte(f))

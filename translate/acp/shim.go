@@ -867,9 +867,9 @@ func (s *Shim) PassesUpdates(sid string) bool {
 
 // UpdateFilter implements translate.UpdatePasser: the updates no rule
 // repairs, drops or notes, judged on the frame alone.
-func (s *Shim) UpdateFilter() func([]byte, translate.Envelope) bool { return shimPasses }
+func (s *Shim) UpdateFilter() func([]byte, *translate.Envelope) bool { return shimPasses }
 
-func shimPasses(f []byte, env translate.Envelope) bool {
+func shimPasses(f []byte, env *translate.Envelope) bool {
 	if !relayPasses(f, env) || !stableVariant(env.UpdateKind) {
 		return false
 	}

@@ -182,7 +182,7 @@ func (n *Negotiator) PassesUpdates(sid string) bool {
 // translator, which depends on newV1's options alone: every link's v1
 // translator has the same one. Without it the engine's stream fast path
 // would be off for every ACP agent whose version is negotiated.
-func (n *Negotiator) UpdateFilter() func([]byte, translate.Envelope) bool {
+func (n *Negotiator) UpdateFilter() func([]byte, *translate.Envelope) bool {
 	v1 := n.v1
 	if v1 == nil {
 		v1 = n.newV1() // --agent-protocol 2: the filter is never asked
@@ -193,7 +193,7 @@ func (n *Negotiator) UpdateFilter() func([]byte, translate.Envelope) bool {
 	return passesNone
 }
 
-func passesNone([]byte, translate.Envelope) bool { return false }
+func passesNone([]byte, *translate.Envelope) bool { return false }
 
 // decide looks in the v1 translator's outputs for the answer to the
 // initialize in flight, and replaces it with what the version the agent
