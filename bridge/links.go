@@ -109,6 +109,11 @@ type agentEvent struct {
 	// TestAgentEventResetClearsAllButTheEnvelope.)
 }
 
+// keptFrame bounds the frame that the read loop's reused event may still
+// point to while the link waits for the next: zeroing the event for each
+// frame of a stream cost more than the fast path's own work.
+const keptFrame = 64 << 10
+
 // reset makes ev the event of a frame l read, as a new agentEvent would
 // be, but for the envelope when parse is set: prepare then writes it whole.
 // Zeroing and writing it again for every frame of a stream was more than
@@ -237,6 +242,12 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	go l.writeLoop(ctx, conn, writeErr, readDone, writerDone)
 	defer func() { <-writerDone }()
 	for {
+		if len(ev.frame) > keptFrame {
+			// The event is reused (reset), but a large message it
+			// points to must not stay in memory while the link waits
+			// for the next (TestRSSComesBack).
+			ev = agentEvent{}
+		}
 		var frame []byte
 		var borrowed bool
 		var err error
