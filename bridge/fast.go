@@ -312,8 +312,10 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
 	}
 	// A borrowed frame is copied into the writer's own blocks, and then the
-	// link is done with it (see borrowingLink).
-	if !e.out.trySend(m, l.kicks, ev.borrowed) {
+	// link is done with it (see borrowingLink); so is any update that fits
+	// a block, whose copy costs less than the writer's handling of a
+	// message of its own (it joins the run of copied updates, trySend).
+	if !e.out.trySend(m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
 		return false
 	}
 	if fs.record {
