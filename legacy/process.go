@@ -618,19 +618,22 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 	noise := 0 // non-JSON lines since the last frame
 	for {
 		line, err := r.Next()
-		var tooLong *ndjson.TooLongError
-		switch {
-		case err == nil: // (the usual case, decided before errors.As's reflection)
-		case errors.As(err, &tooLong):
-			n := p.skipped.Add(1)
-			p.log.Warn("skipping over-long line on agent stdout", "limit", tooLong.Max,
-				"head", snippet(tooLong.Head, maxQuoted), "skipped", n)
-			continue
-		case errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed):
-			return
-		case err != nil:
-			p.stdoutErr = err
-			return
+		if err != nil {
+			// (Declared here, not for every line: its address, given to
+			// errors.As, moves it to the heap, an allocation per line.)
+			var tooLong *ndjson.TooLongError
+			switch {
+			case errors.As(err, &tooLong):
+				n := p.skipped.Add(1)
+				p.log.Warn("skipping over-long line on agent stdout", "limit", tooLong.Max,
+					"head", snippet(tooLong.Head, maxQuoted), "skipped", n)
+				continue
+			case errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed):
+				return
+			default:
+				p.stdoutErr = err
+				return
+			}
 		}
 		if !isJSONFrame(line) {
 			// (A line that opens and closes as a frame has nothing to
