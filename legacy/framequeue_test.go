@@ -16,7 +16,7 @@ func TestFrameQueueOrderAndBounds(t *testing.T) {
 	const n = 20000
 	go func() {
 		for i := range n {
-			if _, ok := q.push(fmt.Appendf(nil, "%d", i), stop); !ok {
+			if _, ok := q.push(fmt.Appendf(nil, "%d", i), 0, stop); !ok {
 				return
 			}
 		}
@@ -26,7 +26,7 @@ func TestFrameQueueOrderAndBounds(t *testing.T) {
 		for {
 			f, ok := q.pop()
 			if ok {
-				frame = f
+				frame = f.frame
 				break
 			}
 			select {
@@ -53,28 +53,28 @@ func TestFrameQueueBytesBound(t *testing.T) {
 	q := newFrameQueue()
 	stop := make(chan struct{})
 	big := make([]byte, 2*maxQueuedBytes)
-	if _, ok := q.push(big, stop); !ok {
+	if _, ok := q.push(big, 0, stop); !ok {
 		t.Fatal("push of one large frame failed")
 	}
 	pushed := make(chan bool, 1)
-	go func() { _, ok := q.push([]byte("x"), stop); pushed <- ok }()
+	go func() { _, ok := q.push([]byte("x"), 0, stop); pushed <- ok }()
 	select {
 	case <-pushed:
 		t.Fatal("a second frame was queued beyond the byte bound")
 	case <-time.After(50 * time.Millisecond):
 	}
-	if f, ok := q.pop(); !ok || len(f) != len(big) {
-		t.Fatalf("pop = %d bytes, %v", len(f), ok)
+	if f, ok := q.pop(); !ok || len(f.frame) != len(big) {
+		t.Fatalf("pop = %d bytes, %v", len(f.frame), ok)
 	}
 	if ok := <-pushed; !ok {
 		t.Fatal("the waiting push failed after room was made")
 	}
-	if f, ok := q.pop(); !ok || string(f) != "x" {
-		t.Fatalf("pop = %q, %v", f, ok)
+	if f, ok := q.pop(); !ok || string(f.frame) != "x" {
+		t.Fatalf("pop = %q, %v", f.frame, ok)
 	}
 
-	q.push(big, stop)
-	go func() { _, ok := q.push([]byte("y"), stop); pushed <- ok }()
+	q.push(big, 0, stop)
+	go func() { _, ok := q.push([]byte("y"), 0, stop); pushed <- ok }()
 	time.Sleep(20 * time.Millisecond)
 	close(stop)
 	if ok := <-pushed; ok {
@@ -87,17 +87,17 @@ func TestFrameQueueBytesBound(t *testing.T) {
 func TestFrameQueuePushSaysWhenItWokeRead(t *testing.T) {
 	q := newFrameQueue()
 	stop := make(chan struct{})
-	if woke, _ := q.push([]byte("a"), stop); woke {
+	if woke, _ := q.push([]byte("a"), 0, stop); woke {
 		t.Error("the first push, with no Read waiting, says it woke one")
 	}
 	q.pop()
 	if _, ok := q.pop(); ok {
 		t.Fatal("pop of an empty queue returned a frame")
 	}
-	if woke, _ := q.push([]byte("b"), stop); !woke {
+	if woke, _ := q.push([]byte("b"), 0, stop); !woke {
 		t.Error("a push after Read found the queue empty does not say it woke it")
 	}
-	if woke, _ := q.push([]byte("c"), stop); woke {
+	if woke, _ := q.push([]byte("c"), 0, stop); woke {
 		t.Error("a second push says it woke Read again")
 	}
 }

@@ -116,6 +116,7 @@ type Process struct {
 	stderr *os.File // our read end of the child's stderr
 
 	frames     frameQueue    // JSON lines from stdout, read ahead of Read
+	lines      lineBlocks    // where the stdout reader copies them
 	stdoutDone chan struct{} // closed when the stdout reader stops; stdoutErr set first
 	stdoutErr  error         // nil at EOF
 	stderrDone chan struct{} // closed when the stderr logger stops
@@ -269,12 +270,31 @@ func (p *Process) Skipped() int64 { return p.skipped.Load() }
 // 500 ms. Stderr lines are trimmed and joined with " | "; at most the last
 // five, 1 KiB in all, are kept.
 func (p *Process) Read(ctx context.Context) ([]byte, error) {
+	frame, _, err := p.read(ctx, false)
+	return frame, err
+}
+
+// ReadBorrowed is Read for a caller that copies what it keeps, as
+// WSConn.ReadBorrowed: a line is returned in the block the stdout reader
+// copied it to (borrowed), the caller's only until its next read, and the
+// block is used again once the caller has read past its every line (see
+// lineBlocks). Lines read before the first ReadBorrowed, and long ones,
+// are the caller's (not borrowed).
+func (p *Process) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
+	if !p.lines.lending.Load() {
+		p.lines.lending.Store(true)
+	}
+	return p.read(ctx, true)
+}
+
+func (p *Process) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	if err := p.finalErr(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for {
-		if frame, ok := p.frames.pop(); ok {
-			return frame, nil
+		if f, ok := p.frames.pop(); ok {
+			frame, borrowed := p.lines.take(f, borrow)
+			return frame, borrowed, nil
 		}
 		if p.idle != nil {
 			p.idle() // no frame is waiting: Read may wait
@@ -285,16 +305,18 @@ func (p *Process) Read(ctx context.Context) ([]byte, error) {
 			// Read that stopped waiting. pop tells.
 		case <-p.stdoutDone:
 			// The reader queued its last frames before it stopped.
-			if frame, ok := p.frames.pop(); ok {
-				return frame, nil
+			if f, ok := p.frames.pop(); ok {
+				frame, borrowed := p.lines.take(f, borrow)
+				return frame, borrowed, nil
 			}
-			return nil, p.afterStdout(ctx)
+			return nil, false, p.afterStdout(ctx)
 		case <-p.exited:
-			return p.afterExit(ctx)
+			frame, err := p.afterExit(ctx)
+			return frame, false, err
 		case <-p.closed:
-			return nil, closedError("agent process")
+			return nil, false, closedError("agent process")
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 	}
 }
@@ -335,7 +357,8 @@ func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
 	t := time.NewTimer(exitNoticeWait)
 	defer t.Stop()
 	for {
-		if frame, ok := p.frames.pop(); ok {
+		if f, ok := p.frames.pop(); ok {
+			frame, _ := p.lines.take(f, false) // (the caller's own: rare)
 			return frame, nil
 		}
 		if p.idle != nil {
@@ -344,7 +367,8 @@ func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
 		select {
 		case <-p.frames.ready:
 		case <-p.stdoutDone:
-			if frame, ok := p.frames.pop(); ok {
+			if f, ok := p.frames.pop(); ok {
+				frame, _ := p.lines.take(f, false)
 				return frame, nil
 			}
 			return nil, p.setFinal(p.exitError())
@@ -615,8 +639,10 @@ func (p *Process) exitError() error {
 func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 	defer close(p.stdoutDone)
 	r := ndjson.NewReader(p.stdout, maxLine)
+	r.Carve = p.lines.carve
 	noise := 0 // non-JSON lines since the last frame
 	for {
+		p.lines.last = 0
 		line, err := r.Next()
 		if err != nil {
 			// (Declared here, not for every line: its address, given to
@@ -641,6 +667,9 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 			line = bytes.TrimSpace(line)
 		}
 		if !isJSONFrame(line) {
+			// (Its block is used again once the frames after it are
+			// read: whatever keeps the line gets a copy.)
+			line = bytes.Clone(line)
 			n := p.skipped.Add(1)
 			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
 			if onNoise != nil {
@@ -653,7 +682,7 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 			continue
 		}
 		noise = 0
-		woke, ok := p.frames.push(line, p.closed)
+		woke, ok := p.frames.push(line, p.lines.last, p.closed)
 		if !ok {
 			return
 		}
@@ -679,7 +708,7 @@ func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
 // the queue has drained to half, so that it then reads many frames in one go.
 type frameQueue struct {
 	mu       sync.Mutex
-	frames   [][]byte // frames[head:] are queued, oldest first
+	frames   []queuedFrame // frames[head:] are queued, oldest first
 	head     int
 	bytes    int  // total length of the queued frames
 	popWait  bool // Read found the queue empty and may wait on ready
@@ -689,13 +718,20 @@ type frameQueue struct {
 	room  chan struct{} // capacity 1: the queue may have room
 }
 
+// queuedFrame is a frame in a frameQueue, and the number of the lent
+// block it lies in (see lineBlocks), 0 when it is its own.
+type queuedFrame struct {
+	frame []byte
+	block uint64
+}
+
 func newFrameQueue() frameQueue {
 	return frameQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
 // push queues frame, waiting while the queue is full; it reports false if
 // stop was closed first. Called by the stdout reader.
-func (q *frameQueue) push(frame []byte, stop <-chan struct{}) (woke, ok bool) {
+func (q *frameQueue) push(frame []byte, block uint64, stop <-chan struct{}) (woke, ok bool) {
 	for {
 		q.mu.Lock()
 		n := len(q.frames) - q.head
@@ -707,7 +743,7 @@ func (q *frameQueue) push(frame []byte, stop <-chan struct{}) (woke, ok bool) {
 				clear(q.frames[n:])
 				q.frames, q.head = q.frames[:n], 0
 			}
-			q.frames = append(q.frames, frame)
+			q.frames = append(q.frames, queuedFrame{frame, block})
 			q.bytes += len(frame)
 			wake := q.popWait
 			q.popWait = false
@@ -729,18 +765,18 @@ func (q *frameQueue) push(frame []byte, stop <-chan struct{}) (woke, ok bool) {
 
 // pop returns the oldest frame, or false when the queue is empty, in which
 // case the next push signals ready. Called by Read.
-func (q *frameQueue) pop() ([]byte, bool) {
+func (q *frameQueue) pop() (queuedFrame, bool) {
 	q.mu.Lock()
 	n := len(q.frames) - q.head
 	if n == 0 {
 		q.popWait = true
 		q.mu.Unlock()
-		return nil, false
+		return queuedFrame{}, false
 	}
 	frame := q.frames[q.head]
-	q.frames[q.head] = nil
+	q.frames[q.head] = queuedFrame{}
 	q.head++
-	q.bytes -= len(frame)
+	q.bytes -= len(frame.frame)
 	if q.head == len(q.frames) {
 		q.frames, q.head = q.frames[:0], 0
 	}
