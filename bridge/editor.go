@@ -148,7 +148,7 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 // oneLine), and the caller may reuse their memory as soon as trySend
 // returns: a stream's updates then cost no allocation of their own, and no
 // collection (see borrowingLink).
-func (ew *editorWriter) trySend(m editorMsg, later, copyParts bool) bool {
+func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
 	n := m.size()
 	ew.mu.Lock()
 	if ew.closing || ew.queued != 0 && ew.queued+n > ew.limit {
@@ -157,8 +157,16 @@ func (ew *editorWriter) trySend(m editorMsg, later, copyParts bool) bool {
 	}
 	wake := len(ew.queue) == 0 || ew.owed
 	if copyParts {
-		b := ew.carve(n)
-		b = append(append(append(append(b, m.head...), m.body...), m.tail...), '\n')
+		b := ew.carve(n)[:n]
+		k := 0
+		if len(m.head) > 0 {
+			k = copy(b, m.head)
+		}
+		k += copy(b[k:], m.body)
+		if len(m.tail) > 0 {
+			k += copy(b[k:], m.tail)
+		}
+		b[k] = '\n'
 		if !m.oneLine {
 			spaceLineBreaks(b[:n-1])
 		}
@@ -174,7 +182,7 @@ func (ew *editorWriter) trySend(m editorMsg, later, copyParts bool) bool {
 			ew.tailRun = true
 		}
 	} else {
-		ew.queue = append(ew.queue, m)
+		ew.queue = append(ew.queue, *m)
 		ew.tailRun = false
 	}
 	ew.queued += n

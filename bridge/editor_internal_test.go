@@ -317,7 +317,7 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 						t.Fatal("send failed")
 					}
 				} else {
-					for !ew.trySend(m, i%3 == 0, true) {
+					for !ew.trySend(&m, i%3 == 0, true) {
 						ew.kick()
 						time.Sleep(50 * time.Microsecond) // the queue is full: let the writer take it
 					}
@@ -355,7 +355,7 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 	go ew2.writeLoop()
 	burst := func() {
 		for range 3 * keptQueue {
-			for !ew2.trySend(msg, true, true) {
+			for !ew2.trySend(&msg, true, true) {
 				ew2.kick()
 				runtime.Gosched()
 			}
@@ -391,7 +391,7 @@ func TestTrySendCopyOwnsTheBytes(t *testing.T) {
 	ew := newEditorWriter(io.Discard, 64<<10)
 	go ew.writeLoop()
 	send := func() {
-		for !ew.trySend(msg, false, true) {
+		for !ew.trySend(&msg, false, true) {
 			runtime.Gosched()
 		}
 	}

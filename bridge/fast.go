@@ -315,7 +315,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	// link is done with it (see borrowingLink); so is any update that fits
 	// a block, whose copy costs less than the writer's handling of a
 	// message of its own (it joins the run of copied updates, trySend).
-	if !e.out.trySend(m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
+	if !e.out.trySend(&m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
 		return false
 	}
 	if fs.record {
