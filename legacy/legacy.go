@@ -28,6 +28,13 @@
 // Write and Close, but not with another Read. After Close, Read and Write
 // return an error wrapping ErrClosed.
 //
+// Both also have ReadBorrowed, Read for a caller that copies what it keeps
+// (the bridge's stream fast path): a frame may be lent in the connection's
+// own memory, the caller's only until its next read, so that a stream's
+// frames leave no garbage. A WSConn lends a message of one frame from its
+// read buffer; a Process lends a line from the block its stdout reader
+// copied it to, which is used again once the caller has read past it.
+//
 // Configuration is by plain structs (WebSocket, Command) whose zero-valued
 // fields mean documented defaults, in the manner of net/http.Server. Header
 // values and environment values are never logged.
