@@ -613,6 +613,13 @@ const (
 	textContent = `,"content":{"type":"text","text":"`
 )
 
+// textChunks are the kinds of update whose text chunks scanUpdate reads as
+// one literal up to the text's opening quote.
+var textChunks = [...]struct{ kind, opening string }{
+	{"agent_message_chunk", `agent_message_chunk"` + textContent},
+	{"agent_thought_chunk", `agent_thought_chunk"` + textContent},
+}
+
 // scanUpdate is scanEnvelope's fast path for the message a stream is made
 // of: a session/update written in the compact form of the SDKs, its first
 // members in the usual order. It compares that opening as a whole instead of
@@ -630,11 +637,37 @@ func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 		return false
 	}
 	kindAt := sidEnd + len(updateMiddle) - 1
+	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
+	// Most of a stream is chunks of text from the agent: their kind and
+	// the content's opening are one literal, compared as one rather than
+	// the kind scanned as a string and then compared.
+	if kindAt+1 < len(frame) && frame[kindAt+1] == 'a' {
+		for i := range textChunks {
+			c := &textChunks[i]
+			if !hasLiteral(frame, kindAt+1, c.opening) {
+				continue
+			}
+			textAt := kindAt + len(c.opening)
+			textEnd, _, why := scanString(frame, textAt)
+			if why == "" && string(frame[textEnd:]) == "}}}}" {
+				*env = Envelope{
+					Version:    "2.0",
+					Frame:      frame,
+					Method:     "session/update",
+					Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
+					SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
+					UpdateKind: c.kind,
+					Plain:      true,
+				}
+				return true
+			}
+			break
+		}
+	}
 	kindEnd, escaped, why := scanString(frame, kindAt)
 	if why != "" || escaped {
 		return false
 	}
-	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
 	// Most of a stream is text chunks, whose rest is one more literal,
 	// the text, and the closing braces: checked as that, it is valid and
 	// means the same as when read member by member below.
