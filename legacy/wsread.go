@@ -32,14 +32,12 @@ import (
 // can be kept from gorilla's buffer (deadlineConn.headers); over TLS
 // gorilla reads.
 type wsReader struct {
-	r    io.Reader        // the connection, after the handshake
-	ws   *websocket.Conn  // for the answers to pings and closes
-	buf  []byte           // what was read and not yet taken is buf[lo:hi]
-	lo   int              //
-	hi   int              //
-	rerr error            // the error that ended the last read from r
-	lim  int64            // the read limit; 0: none
-	now  func() time.Time // (time.Now; a test's clock)
+	r      io.Reader       // the connection, after the handshake
+	ws     *websocket.Conn // for the answers to pings and closes
+	buf    []byte          // what was read and not yet taken is buf[lo:hi]
+	lo, hi int
+	rerr   error // the error that ended the last read from r
+	lim    int64 // the read limit; 0: none
 
 	// The message being read through Read.
 	left   int64 // bytes of the current frame's payload not yet read
@@ -50,7 +48,7 @@ type wsReader struct {
 }
 
 func newWSReader(r io.Reader, ws *websocket.Conn, limit int64) *wsReader {
-	return &wsReader{r: r, ws: ws, buf: make([]byte, bufferSize), lim: limit, final: true, now: time.Now}
+	return &wsReader{r: r, ws: ws, buf: make([]byte, bufferSize), lim: limit, final: true}
 }
 
 // The opcodes of RFC 6455 §5.2 that gorilla does not name.
@@ -273,7 +271,7 @@ func (fr *wsReader) header() (op int, n int64, err error) {
 func (fr *wsReader) control(op int, payload []byte) error {
 	switch op {
 	case websocket.PingMessage:
-		err := fr.ws.WriteControl(websocket.PongMessage, payload, fr.now().Add(controlWait))
+		err := fr.ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(controlWait))
 		if err == websocket.ErrCloseSent {
 			return nil
 		}
@@ -293,7 +291,7 @@ func (fr *wsReader) control(op int, payload []byte) error {
 				return fr.protocolError("invalid utf8 payload in close frame")
 			}
 		}
-		fr.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), fr.now().Add(controlWait))
+		fr.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(controlWait))
 		return &websocket.CloseError{Code: code, Text: text}
 	}
 	return nil // a pong: the read it ends the wait of is all it is for
@@ -302,7 +300,7 @@ func (fr *wsReader) control(op int, payload []byte) error {
 // tooLarge tells the agent its message is over the read limit (close code
 // 1009) and returns the error gorilla returns.
 func (fr *wsReader) tooLarge() error {
-	fr.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseMessageTooBig, ""), fr.now().Add(controlWait))
+	fr.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseMessageTooBig, ""), time.Now().Add(controlWait))
 	return websocket.ErrReadLimit
 }
 
@@ -323,7 +321,7 @@ func (fr *wsReader) protocolError(why string) error {
 	if len(data) > 125 {
 		data = data[:125]
 	}
-	fr.ws.WriteControl(websocket.CloseMessage, data, fr.now().Add(controlWait))
+	fr.ws.WriteControl(websocket.CloseMessage, data, time.Now().Add(controlWait))
 	return errors.New("websocket: " + why)
 }
 

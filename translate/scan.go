@@ -637,7 +637,6 @@ func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 		return false
 	}
 	kindAt := sidEnd + len(updateMiddle) - 1
-	paramsAt := len(`{"jsonrpc":"2.0","method":"session/update","params":`)
 	// Most of a stream is chunks of text from the agent: their kind and
 	// the content's opening are one literal, compared as one rather than
 	// the kind scanned as a string and then compared.
@@ -647,18 +646,7 @@ func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 			if !hasLiteral(frame, kindAt+1, c.opening) {
 				continue
 			}
-			textAt := kindAt + len(c.opening)
-			textEnd, _, why := scanString(frame, textAt)
-			if why == "" && string(frame[textEnd:]) == "}}}}" {
-				*env = Envelope{
-					Version:    "2.0",
-					Frame:      frame,
-					Method:     "session/update",
-					Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
-					SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
-					UpdateKind: c.kind,
-					Plain:      true,
-				}
+			if plainChunk(env, frame, sidEnd, kindAt+len(c.opening), c.kind) {
 				return true
 			}
 			break
@@ -671,21 +659,9 @@ func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 	// Most of a stream is text chunks, whose rest is one more literal,
 	// the text, and the closing braces: checked as that, it is valid and
 	// means the same as when read member by member below.
-	if hasLiteral(frame, kindEnd, textContent) {
-		textAt := kindEnd + len(textContent) - 1
-		textEnd, _, why := scanString(frame, textAt)
-		if why == "" && string(frame[textEnd:]) == "}}}}" {
-			*env = Envelope{
-				Version:    "2.0",
-				Frame:      frame,
-				Method:     "session/update",
-				Params:     json.RawMessage(frame[paramsAt : len(frame)-1 : len(frame)-1]),
-				SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
-				UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
-				Plain:      true,
-			}
-			return true
-		}
+	if hasLiteral(frame, kindEnd, textContent) &&
+		plainChunk(env, frame, sidEnd, kindEnd+len(textContent)-1, unescaped(frame[kindAt+1:kindEnd-1])) {
+		return true
 	}
 	// The rest of the update object, member by member; then it, params
 	// and the message must close, and nothing may follow.
@@ -729,12 +705,37 @@ func scanUpdate(env *Envelope, frame []byte) (ok bool) {
 		Version:    "2.0",
 		Frame:      frame,
 		Method:     "session/update",
-		Params:     json.RawMessage(frame[paramsAt:paramsEnd:paramsEnd]),
+		Params:     json.RawMessage(frame[updateParamsAt:paramsEnd:paramsEnd]),
 		SessionID:  shared(frame[sidAt+1 : sidEnd-1]),
 		UpdateKind: unescaped(frame[kindAt+1 : kindEnd-1]),
 	}
 	return true
 }
+
+// plainChunk finishes scanUpdate for a text chunk whose text opens at
+// textAt, the session id's closing quote being at sidEnd-1: when the text
+// and the closing braces are all that remain, the message is valid and
+// Plain, and env is written.
+func plainChunk(env *Envelope, frame []byte, sidEnd, textAt int, kind string) bool {
+	textEnd, _, why := scanString(frame, textAt)
+	if why != "" || string(frame[textEnd:]) != "}}}}" {
+		return false
+	}
+	*env = Envelope{
+		Version:    "2.0",
+		Frame:      frame,
+		Method:     "session/update",
+		Params:     json.RawMessage(frame[updateParamsAt : len(frame)-1 : len(frame)-1]),
+		SessionID:  shared(frame[len(updateOpening) : sidEnd-1]),
+		UpdateKind: kind,
+		Plain:      true,
+	}
+	return true
+}
+
+// updateParamsAt is where the params of a message that opens with
+// updateOpening start.
+const updateParamsAt = len(`{"jsonrpc":"2.0","method":"session/update","params":`)
 
 // shared is the inside of a string the scan found without escapes, as a
 // string sharing its memory (a session id: never a known kind).
