@@ -328,7 +328,11 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		// another session's in the store. The update member is the same
 		// in the agent's frame and in the renamed one.
 		if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
-			lines.SessionUpdate(fs.session, update)
+			if env.Plain { // a chunk of text, read as exactly that
+				lines.TextChunk(fs.session, update, env.UpdateKind)
+			} else {
+				lines.SessionUpdate(fs.session, update)
+			}
 		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
 			lines.SessionUpdate(fs.session, update)
 		} else {

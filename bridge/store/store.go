@@ -466,7 +466,11 @@ type Lines struct {
 	s   *Store
 	sid string
 	buf []byte
-	n   int // records in buf
+	n   int // updates in buf
+	// joinAt is where the last record's update starts in buf when that
+	// update is a chunk of text a next one may join (see TextChunk), and
+	// textAt where its text starts within it; textAt is 0 otherwise.
+	joinAt, textAt int
 }
 
 // linesBytes is the most a Lines holds before it hands its records over.
@@ -481,7 +485,42 @@ func (l *Lines) Update(sid string, body []byte) { l.add(sid, body, linePrefix) }
 // SessionUpdate is AppendSessionUpdate through l.
 func (l *Lines) SessionUpdate(sid string, update []byte) { l.add(sid, update, shortPrefix) }
 
+// TextChunk is SessionUpdate for an update the caller knows to be exactly
+// {"sessionUpdate":"KIND","content":{"type":"text","text":"TEXT"}}, with
+// no white space and no other member, and KIND without escapes. A run of
+// such chunks of one kind, one after the other in l, is kept as one
+// record whose text is theirs joined: what a session/load replays shows
+// the same text, and a stream's transcript takes half the bytes (the
+// text instead of the whole update), written and fsynced for every
+// update. Joining two JSON strings' insides gives one valid inside.
+func (l *Lines) TextChunk(sid string, update []byte, kind string) {
+	textAt := len(chunkOpening) + len(kind) + len(chunkContent)
+	if l.textAt == textAt && sid == l.sid && len(update) > textAt+len(chunkEnd) &&
+		string(l.buf[l.joinAt:l.joinAt+textAt]) == string(update[:textAt]) {
+		// The last record's closing ("}} of the update, } of the
+		// record, the newline) makes way for this text and its own.
+		l.buf = append(append(l.buf[:len(l.buf)-len(chunkEnd)-2], update[textAt:]...), "}\n"...)
+		l.n++
+		if len(l.buf) >= linesBytes {
+			l.Flush()
+		}
+		return
+	}
+	l.add(sid, update, shortPrefix)
+	if len(l.buf) > 0 { // still there: not handed over, not too large
+		l.joinAt, l.textAt = len(l.buf)-len(update)-2, textAt
+	}
+}
+
+// The parts of a text chunk's update around its kind and its text.
+const (
+	chunkOpening = `{"sessionUpdate":"`
+	chunkContent = `","content":{"type":"text","text":"`
+	chunkEnd     = `"}}`
+)
+
 func (l *Lines) add(sid string, body []byte, prefix string) {
+	l.textAt = 0
 	if sid != l.sid || len(body) > l.s.o.MaxInline {
 		l.Flush()
 		if len(body) > l.s.o.MaxInline {
@@ -511,7 +550,7 @@ func (l *Lines) Flush() {
 	} else {
 		s.mu.Unlock()
 	}
-	l.buf, l.n = l.buf[:0], 0
+	l.buf, l.n, l.textAt = l.buf[:0], 0, 0
 }
 
 // kindLines is an op holding encoded update lines (AppendUpdate).

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func chunk(kind, text string) []byte {
+	q, _ := json.Marshal(text)
+	return []byte(`{"sessionUpdate":"` + kind + `","content":{"type":"text","text":` + string(q) + `}}`)
+}
+
+// TestStore_LinesJoinTextChunks: a run of text chunks of one kind becomes
+// one record holding their text; anything between them, another kind,
+// another session or a hand-over ends the run.
+func TestStore_LinesJoinTextChunks(t *testing.T) {
+	s := open(t, Options{})
+	create(t, s, "s1", Meta{})
+	create(t, s, "s2", Meta{})
+	l := s.Lines()
+	const a, th = "agent_message_chunk", "agent_thought_chunk"
+	l.TextChunk("s1", chunk(a, "Hel"), a)
+	l.TextChunk("s1", chunk(a, `lo "q" \ é`), a)
+	l.TextChunk("s1", chunk(a, "\n"), a)
+	l.TextChunk("s1", chunk(th, "hmm"), th)
+	l.TextChunk("s1", chunk(th, "…"), th)
+	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	l.TextChunk("s1", chunk(a, "x"), a)
+	l.Flush()
+	l.TextChunk("s1", chunk(a, "y"), a)
+	l.TextChunk("s2", chunk(a, "other"), a)
+	l.TextChunk("s1", chunk(a, "z"), a)
+	l.Flush()
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`update {"sessionId":"s1","update":` + string(chunk(a, "Hello \"q\" \\ é\n")) + `}`,
+		`update {"sessionId":"s1","update":` + string(chunk(th, "hmm…")) + `}`,
+		`update {"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}`,
+		`update {"sessionId":"s1","update":` + string(chunk(a, "x")) + `}`,
+		`update {"sessionId":"s1","update":` + string(chunk(a, "y")) + `}`,
+		`update {"sessionId":"s1","update":` + string(chunk(a, "z")) + `}`,
+	}
+	if got := bodies(tr); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("s1 records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// FuzzLinesJoinTextChunks drives a Lines with a random sequence of text
+// chunks (two sessions, three kinds, texts with escapes, some large enough
+// to hand a run over or to go to the store on their own), other updates
+// and flushes, and checks that each session's transcript reads back as
+// valid updates showing exactly the text sent, kind by kind, in order.
+func FuzzLinesJoinTextChunks(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 2, 3, 0, 4, 5, 6})
+	f.Add([]byte{0x10, 0x20, 0x31, 0x42, 0x53, 0x64, 0x75, 0x86, 0x97, 0xa8, 0xb9, 0xca})
+	f.Add([]byte{7, 7, 7, 7, 0, 0, 0x80, 0x80, 0x47, 0x47})
+	kinds := []string{"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"}
+	texts := []string{"", "a", `"`, `\`, "é", "\u2028", "\x01", "😀", "line\n", strings.Repeat("w", 700), strings.Repeat("L", 20000)}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		s := open(t, Options{MaxInline: 1000})
+		sids := []string{"s1", "s2"}
+		for _, sid := range sids {
+			create(t, s, sid, Meta{})
+		}
+		l := s.Lines()
+		type piece struct{ kind, text string }
+		sent := map[string][]piece{}
+		for _, op := range ops {
+			sid := sids[op>>7]
+			switch v := int(op & 0x7f); {
+			case v < 100:
+				kind, text := kinds[v%len(kinds)], texts[(v/len(kinds))%len(texts)]
+				l.TextChunk(sid, chunk(kind, text), kind)
+				sent[sid] = append(sent[sid], piece{kind, text})
+			case v < 115:
+				l.SessionUpdate(sid, []byte(`{"sessionUpdate":"plan","entries":[]}`))
+				sent[sid] = append(sent[sid], piece{"plan", ""})
+			default:
+				l.Flush()
+			}
+		}
+		l.Flush()
+		// Joined runs: what a reader sees, whatever the records' count.
+		join := func(ps []piece) []piece {
+			var out []piece
+			for _, p := range ps {
+				if n := len(out); n > 0 && p.kind != "plan" && out[n-1].kind == p.kind {
+					out[n-1].text += p.text
+					continue
+				}
+				out = append(out, p)
+			}
+			return out
+		}
+		for _, sid := range sids {
+			tr, err := load(t, s, sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []piece
+			for _, r := range tr.Records {
+				var u struct {
+					SessionID string `json:"sessionId"`
+					Update    struct {
+						Kind    string `json:"sessionUpdate"`
+						Content struct{ Type, Text string }
+					} `json:"update"`
+				}
+				if err := json.Unmarshal(r.Body, &u); err != nil || u.SessionID != sid || r.Kind != KindUpdate {
+					t.Fatalf("%s: record %s %s: %v", sid, r.Kind, r.Body, err)
+				}
+				got = append(got, piece{u.Update.Kind, u.Update.Content.Text})
+			}
+			if g, w := fmt.Sprintf("%q", join(got)), fmt.Sprintf("%q", join(sent[sid])); g != w {
+				t.Fatalf("%s reads back as\n%s\nwant\n%s", sid, g, w)
+			}
+		}
+	})
+}
