@@ -66,8 +66,11 @@ type link struct {
 	// kicks says the link's connection tells its goroutine when a read is
 	// about to wait (idler), so the updates it passes wake the editor's
 	// writer then, together, rather than one by one. Set by run.
-	kicks    bool
-	lines    *store.Lines // records of passed updates not yet in the store; guarded by engine.gate
+	kicks bool
+	lines *store.Lines // records of passed updates not yet in the store; guarded by engine.gate
+	// parser reads the frames of the link's goroutine (prepare), which
+	// owns it: a stream's chunks are read by their opening as a whole.
+	parser   translate.Parser
 	inflight atomic.Int64
 	caughtUp chan struct{}
 
@@ -134,7 +137,7 @@ func (ev *agentEvent) reset(l *link, frame []byte, borrowed, parse bool) {
 // left with routing alone.
 func (ev *agentEvent) prepare(parse bool) {
 	if parse {
-		ev.perr = translate.ParseEnvelopeInto(&ev.env, ev.frame)
+		ev.perr = ev.link.parser.ParseInto(&ev.env, ev.frame)
 		ev.parsed = true
 		if ev.env.Plain {
 			ev.oneLine = true // (the stream's usual frame: no search)

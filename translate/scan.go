@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math/bits"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -721,15 +722,20 @@ func plainChunk(env *Envelope, frame []byte, sidEnd, textAt int, kind string) bo
 	if why != "" || string(frame[textEnd:]) != "}}}}" {
 		return false
 	}
-	*env = Envelope{
-		Version:    "2.0",
-		Frame:      frame,
-		Method:     "session/update",
-		Params:     json.RawMessage(frame[updateParamsAt : len(frame)-1 : len(frame)-1]),
-		SessionID:  shared(frame[len(updateOpening) : sidEnd-1]),
-		UpdateKind: kind,
-		Plain:      true,
-	}
+	// Field by field: the envelope is often on the heap, where a
+	// composite literal is built aside and copied over with its write
+	// barriers.
+	env.Version = "2.0"
+	env.Frame = frame
+	env.IDAt = 0
+	env.ID = nil
+	env.Method = "session/update"
+	env.Params = json.RawMessage(frame[updateParamsAt : len(frame)-1 : len(frame)-1])
+	env.Result = nil
+	env.Error = nil
+	env.SessionID = shared(frame[len(updateOpening) : sidEnd-1])
+	env.UpdateKind = kind
+	env.Plain = true
 	return true
 }
 
@@ -884,4 +890,49 @@ func Get(b []byte, path string) gjson.Result {
 		return gjson.Result{}
 	}
 	return gjson.Get(unsafe.String(&b[0], len(b)), path)
+}
+
+// Parser is ParseEnvelopeInto for one stream of messages. A stream is
+// mostly chunks of text of one session and one kind, which differ only in
+// their text: a Parser keeps the opening of the last one it read (up to
+// the text's opening quote), and reads a message that opens the same way
+// by comparing that opening as a whole and scanning the text alone. What
+// it finds is what ParseEnvelopeInto finds. The zero Parser is ready to
+// use; a Parser belongs to one goroutine.
+type Parser struct {
+	head   []byte // the last chunk's opening, through the text's quote
+	sidEnd int    // where its session id's closing quote ends
+	kind   string // its kind, not sharing the frame's memory
+}
+
+// maxHead bounds the opening a Parser keeps: a session id longer than a
+// few hundred bytes is not worth remembering.
+const maxHead = 512
+
+// ParseInto is ParseEnvelopeInto(env, frame).
+func (p *Parser) ParseInto(env *Envelope, frame []byte) *Error {
+	if n := len(p.head); n > 0 && len(frame) > n && string(frame[:n]) == string(p.head) &&
+		plainChunk(env, frame, p.sidEnd, n-1, p.kind) {
+		return nil
+	}
+	err := ParseEnvelopeInto(env, frame)
+	if err == nil && env.Plain {
+		p.remember(env, frame)
+	}
+	return err
+}
+
+// remember keeps the opening of frame, a chunk of text read as Plain:
+// updateOpening, the session id, updateMiddle, the kind, textContent.
+func (p *Parser) remember(env *Envelope, frame []byte) {
+	sidEnd := len(updateOpening) + len(env.SessionID) + 1
+	n := sidEnd + len(updateMiddle) + len(env.UpdateKind) + 1 + len(textContent)
+	if n > maxHead || n >= len(frame) || frame[n-1] != '"' {
+		p.head = p.head[:0]
+		return
+	}
+	if env.UpdateKind != p.kind {
+		p.kind = strings.Clone(env.UpdateKind) // (it may share the frame's memory)
+	}
+	p.head, p.sidEnd = append(p.head[:0], frame[:n]...), sidEnd
 }

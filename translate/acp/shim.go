@@ -870,6 +870,12 @@ func (s *Shim) PassesUpdates(sid string) bool {
 func (s *Shim) UpdateFilter() func([]byte, *translate.Envelope) bool { return shimPasses }
 
 func shimPasses(f []byte, env *translate.Envelope) bool {
+	if env.Plain && env.SessionID != "" && chunkKind(env.UpdateKind) {
+		// A notification read whole as a chunk of text (so with version,
+		// method and no id), of a kind that takes one: as below, without
+		// comparing again what the scan compared.
+		return true
+	}
 	if !relayPasses(f, env) || !stableVariant(env.UpdateKind) {
 		return false
 	}
