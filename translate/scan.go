@@ -91,35 +91,8 @@ var plain = func() (t [256]bool) {
 func scanString(b []byte, i int) (end int, escaped bool, why string) {
 	i++ // opening quote
 	for {
-		// Sixteen or eight bytes at a time, jumping straight to the first
-		// that needs a closer look.
-		if i+16 <= len(b) {
-			w := b[i : i+16 : i+16]
-			m0 := special8(binary.LittleEndian.Uint64(w[:8]))
-			m1 := special8(binary.LittleEndian.Uint64(w[8:]))
-			if m0|m1 == 0 {
-				i += 16
-				continue
-			}
-			if m0 != 0 {
-				i += bits.TrailingZeros64(m0) >> 3
-			} else {
-				i += 8 + bits.TrailingZeros64(m1)>>3
-			}
-		} else if i+8 <= len(b) {
-			m := special8(binary.LittleEndian.Uint64(b[i:]))
-			if m == 0 {
-				i += 8
-				continue
-			}
-			i += bits.TrailingZeros64(m) >> 3
-		} else {
-			for i < len(b) && plain[b[i]] {
-				i++
-			}
-			if i >= len(b) {
-				return i, escaped, "unterminated string"
-			}
+		if i += plainPrefix(b[i:]); i >= len(b) {
+			return i, escaped, "unterminated string"
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -161,6 +134,34 @@ func (s *scanner) str() (escaped, ok bool) {
 		return escaped, s.fail(why)
 	}
 	return escaped, true
+}
+
+// plainPrefixSWAR is plainPrefix eight bytes at a time in a register,
+// jumping straight to the first byte that needs a closer look.
+func plainPrefixSWAR(b []byte) int {
+	i := 0
+	for i+16 <= len(b) {
+		w := b[i : i+16 : i+16]
+		m0 := special8(binary.LittleEndian.Uint64(w[:8]))
+		m1 := special8(binary.LittleEndian.Uint64(w[8:]))
+		switch {
+		case m0 != 0:
+			return i + bits.TrailingZeros64(m0)>>3
+		case m1 != 0:
+			return i + 8 + bits.TrailingZeros64(m1)>>3
+		}
+		i += 16
+	}
+	if i+8 <= len(b) {
+		if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
 }
 
 // special8 flags, in the high bit of each byte, the bytes of w that are a

@@ -178,3 +178,28 @@ func TestMemberNames(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainPrefix: the machine's plainPrefix and the portable one agree
+// with the definition, byte by byte, wherever the slice starts and ends.
+func FuzzPlainPrefix(f *testing.F) {
+	f.Add([]byte(`abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZab"}}}}`), 0)
+	f.Add([]byte("0123456789abcdef0123456789abcde\x7f\x80 \\ \" \x1f"), 3)
+	f.Add([]byte("\xff"), 0)
+	f.Add([]byte("~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~ !#[]"), 1)
+	f.Fuzz(func(t *testing.T, b []byte, off int) {
+		if off < 0 || off > len(b) {
+			off = 0
+		}
+		b = b[off:]
+		want := 0
+		for want < len(b) && b[want] >= 0x20 && b[want] < 0x80 && b[want] != '"' && b[want] != '\\' {
+			want++
+		}
+		if got := plainPrefix(b); got != want {
+			t.Fatalf("plainPrefix(%q) = %d, want %d", b, got, want)
+		}
+		if got := plainPrefixSWAR(b); got != want {
+			t.Fatalf("plainPrefixSWAR(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
