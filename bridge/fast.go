@@ -327,12 +327,10 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		// Under the session's own id: a renamed session's agent id may be
 		// another session's in the store. The update member is the same
 		// in the agent's frame and in the renamed one.
-		if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
-			if env.Plain { // a chunk of text, read as exactly that
-				lines.TextChunk(fs.session, update, env.UpdateKind)
-			} else {
-				lines.SessionUpdate(fs.session, update)
-			}
+		if env.Plain { // a chunk of text, read as exactly that
+			lines.TextChunk(fs.session, plainUpdate(env), env.UpdateKind)
+		} else if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
+			lines.SessionUpdate(fs.session, update)
 		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
 			lines.SessionUpdate(fs.session, update)
 		} else {
@@ -375,6 +373,12 @@ func updateMember(params, prefix []byte) (_ []byte, ok bool) {
 		return params[len(prefix) : len(params)-1], true
 	}
 	return nil, false
+}
+
+// plainUpdate is the update member of a Plain envelope's params, which
+// are exactly {"sessionId":"ID","update":UPDATE} (see translate.Envelope).
+func plainUpdate(env *translate.Envelope) []byte {
+	return env.Params[len(`{"sessionId":"`)+len(env.SessionID)+len(`","update":`) : len(env.Params)-1]
 }
 
 // sessionPrefix is how the params of s's updates start as relays write

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func chunk(kind, text string) []byte {
@@ -59,7 +60,10 @@ func FuzzLinesJoinTextChunks(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 2, 3, 0, 4, 5, 6})
 	f.Add([]byte{0x10, 0x20, 0x31, 0x42, 0x53, 0x64, 0x75, 0x86, 0x97, 0xa8, 0xb9, 0xca})
 	f.Add([]byte{7, 7, 7, 7, 0, 0, 0x80, 0x80, 0x47, 0x47})
-	kinds := []string{"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"}
+	// The last two kinds reach TextChunk in one buffer the caller reuses,
+	// as a frame's kind can: what Lines keeps of them must be its own.
+	kinds := []string{"agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "custom_x", "custom_y"}
+	reused := make([]byte, len("custom_x"))
 	texts := []string{"", "a", `"`, `\`, "é", "\u2028", "\x01", "😀", "line\n", strings.Repeat("w", 700), strings.Repeat("L", 20000)}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		s := open(t, Options{MaxInline: 1000})
@@ -75,7 +79,12 @@ func FuzzLinesJoinTextChunks(f *testing.F) {
 			switch v := int(op & 0x7f); {
 			case v < 100:
 				kind, text := kinds[v%len(kinds)], texts[(v/len(kinds))%len(texts)]
-				l.TextChunk(sid, chunk(kind, text), kind)
+				arg := kind
+				if strings.HasPrefix(kind, "custom_") {
+					copy(reused, kind)
+					arg = unsafe.String(&reused[0], len(reused))
+				}
+				l.TextChunk(sid, chunk(kind, text), arg)
 				sent[sid] = append(sent[sid], piece{kind, text})
 			case v < 115:
 				l.SessionUpdate(sid, []byte(`{"sessionUpdate":"plan","entries":[]}`))

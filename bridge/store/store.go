@@ -467,10 +467,10 @@ type Lines struct {
 	sid string
 	buf []byte
 	n   int // updates in buf
-	// joinAt is where the last record's update starts in buf when that
-	// update is a chunk of text a next one may join (see TextChunk), and
-	// textAt where its text starts within it; textAt is 0 otherwise.
-	joinAt, textAt int
+	// open is the kind of the last record in buf when that record is a
+	// chunk of text a next one of its kind may join (see TextChunk), ""
+	// otherwise. It never shares the caller's memory.
+	open string
 }
 
 // linesBytes is the most a Lines holds before it hands its records over.
@@ -495,8 +495,9 @@ func (l *Lines) SessionUpdate(sid string, update []byte) { l.add(sid, update, sh
 // update. Joining two JSON strings' insides gives one valid inside.
 func (l *Lines) TextChunk(sid string, update []byte, kind string) {
 	textAt := len(chunkOpening) + len(kind) + len(chunkContent)
-	if l.textAt == textAt && sid == l.sid && len(update) > textAt+len(chunkEnd) &&
-		string(l.buf[l.joinAt:l.joinAt+textAt]) == string(update[:textAt]) {
+	// (A stream's callers pass the same strings each time: the comparisons
+	// are of their pointers.)
+	if l.open != "" && kind == l.open && sid == l.sid && len(update) > textAt+len(chunkEnd) {
 		// The last record's closing ("}} of the update, } of the
 		// record, the newline) makes way for this text and its own.
 		l.buf = append(append(l.buf[:len(l.buf)-len(chunkEnd)-2], update[textAt:]...), "}\n"...)
@@ -508,8 +509,22 @@ func (l *Lines) TextChunk(sid string, update []byte, kind string) {
 	}
 	l.add(sid, update, shortPrefix)
 	if len(l.buf) > 0 { // still there: not handed over, not too large
-		l.joinAt, l.textAt = len(l.buf)-len(update)-2, textAt
+		l.open = ownKind(kind)
 	}
+}
+
+// ownKind is kind in memory of its own: the constant when it is a kind
+// of chunk the protocol knows.
+func ownKind(kind string) string {
+	switch kind {
+	case "agent_message_chunk":
+		return "agent_message_chunk"
+	case "agent_thought_chunk":
+		return "agent_thought_chunk"
+	case "user_message_chunk":
+		return "user_message_chunk"
+	}
+	return strings.Clone(kind)
 }
 
 // The parts of a text chunk's update around its kind and its text.
@@ -520,7 +535,7 @@ const (
 )
 
 func (l *Lines) add(sid string, body []byte, prefix string) {
-	l.textAt = 0
+	l.open = ""
 	if sid != l.sid || len(body) > l.s.o.MaxInline {
 		l.Flush()
 		if len(body) > l.s.o.MaxInline {
@@ -550,7 +565,7 @@ func (l *Lines) Flush() {
 	} else {
 		s.mu.Unlock()
 	}
-	l.buf, l.n, l.textAt = l.buf[:0], 0, 0
+	l.buf, l.n, l.open = l.buf[:0], 0, ""
 }
 
 // kindLines is an op holding encoded update lines (AppendUpdate).
