@@ -289,12 +289,14 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 			return false
 		}
 	}
+	// (Unlocked at each return: a deferred call cost more than the
+	// rest of the locking.)
 	e.gate.Lock()
-	defer e.gate.Unlock()
 	if l.fast.Load() != t {
 		// The loop changed the table meanwhile (it replaces it whole:
 		// the same table means the same sessions).
 		if fs = l.table()[env.SessionID]; fs == nil {
+			e.gate.Unlock()
 			return false
 		}
 	}
@@ -304,6 +306,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	if fs.rename != nil {
 		head, tail, ok := aroundID(ev.frame, env.SessionID)
 		if !ok {
+			e.gate.Unlock()
 			return false
 		}
 		m = editorMsg{head: head, body: fs.rename, tail: tail, oneLine: true}
@@ -316,6 +319,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	// a block, whose copy costs less than the writer's handling of a
 	// message of its own (it joins the run of copied updates, trySend).
 	if !e.out.trySend(&m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
+		e.gate.Unlock()
 		return false
 	}
 	if fs.record {
@@ -339,6 +343,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 	}
 	fs.updates++
 	fs.bytes += len(env.Params)
+	e.gate.Unlock()
 	return true
 }
 

@@ -318,10 +318,14 @@ func (c *WSConn) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	if c.readErr != nil {
 		return nil, false, c.readErr
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
 	if done := ctx.Done(); done == nil || done != c.watchDone {
+		// A ctx not watched yet is checked before it is: a done one
+		// would interrupt this Read at once. The ctx already watched,
+		// done, is caught by the check after readBusy below, with the
+		// same outcome: nothing read, nothing changed.
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
 		if err := c.watch(ctx); err != nil {
 			return nil, false, err
 		}
