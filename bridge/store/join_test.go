@@ -3,8 +3,12 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -130,4 +134,62 @@ func FuzzLinesJoinTextChunks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// slowSyncFS is the OS's file system with every fsync taking a while, as
+// on a disk busy writing back what a stream wrote.
+type slowSyncFS struct {
+	osFS
+	delay time.Duration
+}
+
+func (x slowSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := x.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f.(*os.File), x.delay}, nil
+}
+
+type slowSyncFile struct {
+	*os.File
+	delay time.Duration
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(f.delay)
+	return f.File.Sync()
+}
+
+// TestStore_WrittenFindsTheTitleListedAlready: the first prompt's title
+// reaches the sidecar (where other windows list the session) by the turn's
+// end barrier, Written; it is written when the prompt is, so that the
+// barrier does not wait behind fsyncs at the end of a long turn.
+func TestStore_WrittenFindsTheTitleListedAlready(t *testing.T) {
+	const slow = 250 * time.Millisecond
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir, FS: slowSyncFS{delay: slow}})
+	create(t, s, "s1", Meta{})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("Plan the release\nin detail")})
+	l := s.Lines()
+	for end := time.Now().Add(2 * slow); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		l.TextChunk("s1", chunk("agent_message_chunk", "words "), "agent_message_chunk")
+	}
+	l.Flush()
+	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
+	start := time.Now()
+	done := make(chan Meta, 1)
+	s.Written(func() {
+		var m Meta
+		b, _ := os.ReadFile(filepath.Join(dir, "s1.json"))
+		json.Unmarshal(b, &m)
+		done <- m
+	})
+	m := <-done
+	if m.Title != "Plan the release" {
+		t.Fatalf("sidecar at the barrier: title %q, want the first prompt's first line", m.Title)
+	}
+	if waited := time.Since(start); waited >= slow/2 {
+		t.Fatalf("the turn's end barrier took %v: it waited for an fsync (each takes %v)", waited, slow)
+	}
 }

@@ -274,9 +274,12 @@ type file struct {
 	capped bool
 	dirty  bool // written since the last fsync
 	metaD  bool // meta changed since the sidecar was written
-	// titled: the title was just set and is not in the sidecar yet; a
-	// Written barrier puts it there (other windows list by the sidecar).
-	titled bool
+	// titled is closed once a sidecar holding the session's first title
+	// is written, which the syncer is asked for as soon as the title is
+	// set (the turn's first prompt); nil when there is nothing to wait
+	// for. A Written barrier waits for it: other windows list by the
+	// sidecar.
+	titled chan struct{}
 
 	// end is the size on disk, whole lines only (a failed write is
 	// truncated back to it); torn says the file may end in a partial line
@@ -294,7 +297,8 @@ type file struct {
 	// The job waiting in the syncer's queue, if any (syncer.mu).
 	queued             bool
 	needSync, needMeta bool
-	snap               Meta // the listing data to write
+	snap               Meta          // the listing data to write
+	snapTitled         chan struct{} // closed once snap is written
 }
 
 // Open opens (creating) the state directory, applies retention and starts
@@ -669,19 +673,20 @@ func (s *Store) do(fn func()) bool {
 // back into the Store synchronously.
 func (s *Store) Written(fn func()) {
 	if !s.do(func() {
-		var titled []*file
+		var titled []chan struct{}
 		for sid, f := range s.files {
 			if len(f.pend) > 0 {
 				s.writeOut(sid, f)
 			}
-			if f.titled {
-				f.titled = false
-				s.sy.add(sid, f, false, true)
-				titled = append(titled, f)
+			if f.titled != nil {
+				titled = append(titled, f.titled)
+				f.titled = nil
 			}
 		}
-		for _, f := range titled {
-			f.jobs.Wait() // the syncer wrote the sidecar (and nothing older after it)
+		for _, c := range titled {
+			// Asked for when the title was set, at the turn's start:
+			// written long since, but for the shortest turns.
+			<-c
 		}
 		fn()
 	}) {
@@ -967,7 +972,13 @@ func (s *Store) write(sid string, r *Record) {
 		if f.meta.Title == "" {
 			f.meta.Title = Title(r.Body)
 			f.metaD = f.meta.Title != ""
-			f.titled = f.metaD
+			if f.metaD {
+				// Written now rather than when the turn ends: the
+				// barrier at its end (Written) would wait for the
+				// sidecar, behind an fsync of all the turn wrote.
+				f.titled = make(chan struct{})
+				s.sy.addTitled(sid, f, false, true, f.titled)
+			}
 		}
 	}
 	if f.capped && !structural(r.Kind) {
@@ -1188,8 +1199,15 @@ type syncJob struct {
 
 // add asks for f to be fsynced (sync) and its sidecar written (meta), from
 // the writer goroutine.
-func (y *syncer) add(sid string, f *file, sync, meta bool) {
+func (y *syncer) add(sid string, f *file, sync, meta bool) { y.addTitled(sid, f, sync, meta, nil) }
+
+// addTitled is add, closing titled (if not nil) once the sidecar is
+// written; meta must be set with it.
+func (y *syncer) addTitled(sid string, f *file, sync, meta bool, titled chan struct{}) {
 	y.mu.Lock()
+	if titled != nil {
+		f.snapTitled = titled
+	}
 	f.needSync = f.needSync || sync
 	if meta {
 		f.needMeta, f.snap = true, f.meta
@@ -1220,8 +1238,8 @@ func (y *syncer) run(s *Store) {
 			jobs[i] = syncJob{}
 			y.mu.Lock()
 			f := j.f
-			sync, meta, snap := f.needSync, f.needMeta, f.snap
-			f.queued, f.needSync, f.needMeta = false, false, false
+			sync, meta, snap, titled := f.needSync, f.needMeta, f.snap, f.snapTitled
+			f.queued, f.needSync, f.needMeta, f.snapTitled = false, false, false, nil
 			y.mu.Unlock()
 			if sync {
 				if err := f.f.Sync(); err != nil {
@@ -1232,6 +1250,9 @@ func (y *syncer) run(s *Store) {
 				if err := s.writeMeta(j.sid, snap); err != nil {
 					s.log.Warn("session listing data not written (the last written is kept)", "session", j.sid, "error", err)
 				}
+			}
+			if titled != nil {
+				close(titled)
 			}
 			f.jobs.Done()
 		}
