@@ -271,13 +271,80 @@ func (ew *editorWriter) returnBlocks(blocks [][]byte) {
 // got a byte, in one burst as large as the queue's bound.
 const laterBytes = 64 << 10
 
-// kick wakes the writer for what trySend queued without waking it.
+// kick wakes the writer for what trySend queued without waking it. When
+// the writer is idle and what is queued is runs of copied updates, the
+// caller writes them itself (as flushDirect does): a stream's reads then
+// reach the editor with no goroutine hand-off, no wake-up of the writer's
+// thread for each of them.
 func (ew *editorWriter) kick() {
 	ew.mu.Lock()
 	owed := ew.owed
 	ew.owed = false
+	if owed && ew.direct != nil && ew.idle && !ew.directing && !ew.closing && ew.queued <= directLimit && allRaw(ew.queue) {
+		ew.kickDirect() // unlocks
+		return
+	}
 	ew.mu.Unlock()
 	if owed {
+		signal(ew.wake)
+	}
+}
+
+// allRaw reports whether ms are all raw bytes (runs of copied messages).
+func allRaw(ms []editorMsg) bool {
+	for i := range ms {
+		if !ms[i].raw {
+			return false
+		}
+	}
+	return true
+}
+
+// kickDirect takes the queue, as the writer would, and writes it to the
+// stream without blocking; what the stream does not take at once goes
+// back to the queue's front, copied, for the writer. ew.mu is held, and
+// released.
+func (ew *editorWriter) kickDirect() {
+	ew.directing = true
+	batch := ew.queue
+	ew.queue, ew.spare = ew.spare[:0], nil
+	ew.tailRun = false
+	ew.queued = 0
+	blocks := ew.takeBlocks()
+	ew.mu.Unlock()
+	signal(ew.room)
+
+	var rest []byte
+	for i := range batch {
+		b := batch[i].body
+		if rest == nil {
+			n, _ := ew.direct(b) // an error is the writer's to meet and report
+			if n == len(b) {
+				continue
+			}
+			rest = make([]byte, 0, len(b)-max(n, 0))
+			b = b[max(n, 0):]
+		}
+		rest = append(rest, b...)
+	}
+	clear(batch)
+
+	ew.mu.Lock()
+	ew.directing = false
+	if rest != nil {
+		ew.queue = append(ew.queue, editorMsg{})
+		copy(ew.queue[1:], ew.queue)
+		ew.queue[0] = editorMsg{body: rest, raw: true, oneLine: true}
+		ew.tailRun = false
+		ew.queued += len(rest)
+	}
+	if ew.spare == nil {
+		ew.spare = batch[:0]
+	}
+	ew.returnBlocks(blocks)
+	wake := len(ew.queue) != 0 || ew.closing
+	ew.mu.Unlock()
+	if wake {
 		signal(ew.wake)
 	}
 }

@@ -131,7 +131,7 @@ func TestFlushDirectInterleavings(t *testing.T) {
 			return editorMsg{body: []byte(want[len(want)-1]), oneLine: true}
 		}
 		for range 60 {
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
 			case 0:
 				if !ew.send(msg(), nil) {
 					t.Fatalf("seed %d: send refused", seed)
@@ -148,6 +148,19 @@ func TestFlushDirectInterleavings(t *testing.T) {
 				}
 			case 2:
 				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			case 3:
+				// A link's read: updates copied without waking the
+				// writer, then the kick before it waits, which may
+				// write them itself.
+				for range 1 + rng.IntN(4) {
+					m := msg()
+					if !ew.trySend(&m, true, true) {
+						if !ew.send(m, nil) {
+							t.Fatalf("seed %d: send refused", seed)
+						}
+					}
+				}
+				ew.kick()
 			}
 		}
 		<-other
