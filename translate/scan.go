@@ -933,7 +933,14 @@ func (p *Parser) remember(env *Envelope, frame []byte) {
 		return
 	}
 	if env.UpdateKind != p.kind {
-		p.kind = strings.Clone(env.UpdateKind) // (it may share the frame's memory)
+		// The constant for a kind the protocol knows (whose callers then
+		// compare pointers), a copy otherwise: it may share the frame's
+		// memory.
+		if k, ok := updateKind([]byte(env.UpdateKind)); ok {
+			p.kind = k
+		} else {
+			p.kind = strings.Clone(env.UpdateKind)
+		}
 	}
 	p.head, p.sidEnd = append(p.head[:0], frame[:n]...), sidEnd
 }
