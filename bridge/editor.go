@@ -198,6 +198,37 @@ func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
 	return true
 }
 
+// trySendLine is trySend of a message that is body alone, known to be on
+// one line, copied (copyParts): a stream's usual update, whose copy joins
+// the run being filled when the block has room, with no more work than
+// that.
+func (ew *editorWriter) trySendLine(body []byte, later bool) bool {
+	n := len(body) + 1
+	ew.mu.Lock()
+	if !ew.tailRun || n > maxCarved || cap(ew.block)-len(ew.block) < n || ew.closing || ew.queued+n > ew.limit ||
+		later && ew.queued+n >= laterBytes {
+		ew.mu.Unlock()
+		m := editorMsg{body: body, oneLine: true}
+		return ew.trySend(&m, later, true)
+	}
+	at := len(ew.block)
+	ew.block = ew.block[:at+n]
+	copy(ew.block[at:], body)
+	ew.block[at+n-1] = '\n'
+	run := &ew.queue[len(ew.queue)-1]
+	run.body = run.body[:len(run.body)+n]
+	ew.queued += n
+	wake := ew.owed && !later
+	if wake {
+		ew.owed = false
+	}
+	ew.mu.Unlock()
+	if wake {
+		signal(ew.wake)
+	}
+	return true
+}
+
 const (
 	// blockSize is the size of the writer's blocks. A message larger
 	// than maxCarved gets a slice of its own.

@@ -154,7 +154,13 @@ func TestFlushDirectInterleavings(t *testing.T) {
 				// write them itself.
 				for range 1 + rng.IntN(4) {
 					m := msg()
-					if !ew.trySend(&m, true, true) {
+					var ok bool
+					if rng.IntN(2) == 0 {
+						ok = ew.trySendLine(m.body, true)
+					} else {
+						ok = ew.trySend(&m, true, true)
+					}
+					if !ok {
 						if !ew.send(m, nil) {
 							t.Fatalf("seed %d: send refused", seed)
 						}

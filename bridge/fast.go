@@ -300,27 +300,36 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 			return false
 		}
 	}
-	// A renamed session's update goes out in three parts around its own
-	// id, so that renaming copies nothing.
+	// The stream's usual update goes out as the agent wrote it; a renamed
+	// session's, in three parts around its own id, so that renaming
+	// copies nothing; a redacted one, scrubbed.
 	m := editorMsg{body: ev.frame, oneLine: true}
-	if fs.rename != nil {
-		head, tail, ok := aroundID(ev.frame, env.SessionID)
-		if !ok {
+	if fs.rename == nil && e.b.Redact == nil && (ev.borrowed || len(ev.frame) < maxCarved) {
+		if !e.out.trySendLine(ev.frame, l.kicks) {
 			e.gate.Unlock()
 			return false
 		}
-		m = editorMsg{head: head, body: fs.rename, tail: tail, oneLine: true}
-	}
-	if e.b.Redact != nil {
-		m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
-	}
-	// A borrowed frame is copied into the writer's own blocks, and then the
-	// link is done with it (see borrowingLink); so is any update that fits
-	// a block, whose copy costs less than the writer's handling of a
-	// message of its own (it joins the run of copied updates, trySend).
-	if !e.out.trySend(&m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
-		e.gate.Unlock()
-		return false
+	} else {
+		if fs.rename != nil {
+			head, tail, ok := aroundID(ev.frame, env.SessionID)
+			if !ok {
+				e.gate.Unlock()
+				return false
+			}
+			m = editorMsg{head: head, body: fs.rename, tail: tail, oneLine: true}
+		}
+		if e.b.Redact != nil {
+			m = editorMsg{body: e.b.Redact(m.joined()), oneLine: true}
+		}
+		// A borrowed frame is copied into the writer's own blocks, and
+		// then the link is done with it (see borrowingLink); so is any
+		// update that fits a block, whose copy costs less than the
+		// writer's handling of a message of its own (it joins the run
+		// of copied updates, trySend).
+		if !e.out.trySend(&m, l.kicks, ev.borrowed || m.size() <= maxCarved) {
+			e.gate.Unlock()
+			return false
+		}
 	}
 	if fs.record {
 		// Gathered in the link's own run of records, which reaches the
