@@ -2,7 +2,8 @@
 // session, an append-only file of what the editor saw (prompts, every
 // session/update, stop reasons, the agent that served it) under a state
 // directory, so that sessions can be listed, loaded and resumed whatever the
-// agent behind them remembers.
+// agent behind them remembers. A run of text chunks of one kind is kept as
+// one chunk holding their text (Lines.TextChunk).
 //
 // # Layout
 //
