@@ -178,12 +178,16 @@ func (e *engine) onSession(ev SessionEvent) {
 // sessionHooked reports whether session events are wanted at all.
 func (e *engine) sessionHooked() bool { return e.b.OnSession != nil || e.durable() }
 
-// recordUpdate stores one session/update the editor is sent: its params,
-// or the whole notification as relayed (the store gives the params back
-// on load; no parsing per streamed update here).
+// recordUpdate stores one session/update the editor is sent, scrubbed of
+// secrets as the editor gets it: its params, or the whole notification as
+// relayed (the store gives the params back on load; no parsing per
+// streamed update here).
 func (e *engine) recordUpdate(s *session, body []byte) {
 	if s.b == nil || !s.b.owned {
 		return
+	}
+	if e.b.Redact != nil {
+		body = e.b.Redact(body) // as the editor is sent it: a secret an agent echoed is not kept
 	}
 	if update, ok := recordBody(body, sessionPrefix(s)); ok {
 		e.records().SessionUpdate(s.id, update)
@@ -206,7 +210,11 @@ func (e *engine) record(s *session, ev SessionEvent) {
 		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
 	case SessionTurnEnded:
-		st.Append(ev.Session, store.Record{Kind: store.KindStop, Body: ev.Body, Failed: ev.Failed, Sync: true})
+		body := ev.Body
+		if e.b.Redact != nil {
+			body = e.b.Redact(body) // the agent's answer, as the editor is sent it
+		}
+		st.Append(ev.Session, store.Record{Kind: store.KindStop, Body: body, Failed: ev.Failed, Sync: true})
 		e.armIdle(s)
 	}
 }

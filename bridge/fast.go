@@ -336,19 +336,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		// store when it fills, when the link is about to wait, and when
 		// the loop takes the gate (collectStreamed), so before any record
 		// of the loop's: one lock of the store's per run, not per update.
-		lines := l.records(e.b.Sessions.Store)
-		// Under the session's own id: a renamed session's agent id may be
-		// another session's in the store. The update member is the same
-		// in the agent's frame and in the renamed one.
-		if env.Plain { // a chunk of text, read as exactly that
-			lines.TextChunk(fs.session, plainUpdate(env), env.UpdateKind)
-		} else if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
-			lines.SessionUpdate(fs.session, update)
-		} else if update, ok := recordBody(m.joined(), fs.prefix); ok {
-			lines.SessionUpdate(fs.session, update)
-		} else {
-			lines.Update(fs.session, update)
-		}
+		e.recordPassed(l.records(e.b.Sessions.Store), fs, env, &m)
 	}
 	fs.updates++
 	fs.bytes += len(env.Params)
@@ -387,6 +375,30 @@ func updateMember(params, prefix []byte) (_ []byte, ok bool) {
 		return params[len(prefix) : len(params)-1], true
 	}
 	return nil, false
+}
+
+// recordPassed gathers in lines the update the fast path passed, under
+// the session's own id (a renamed session's agent id may be another
+// session's in the store). The update member is the same in the agent's
+// frame and in the renamed one; with secrets to scrub, what is kept is
+// what the editor was sent (m), scrubbed: a secret the agent echoed is
+// not kept either.
+func (e *engine) recordPassed(lines *store.Lines, fs *fastSession, env *translate.Envelope, m *editorMsg) {
+	if e.b.Redact == nil {
+		if env.Plain { // a chunk of text, read as exactly that
+			lines.TextChunk(fs.session, plainUpdate(env), env.UpdateKind)
+			return
+		}
+		if update, ok := updateMember(env.Params, fs.agentPrefix); ok {
+			lines.SessionUpdate(fs.session, update)
+			return
+		}
+	}
+	if update, ok := recordBody(m.joined(), fs.prefix); ok {
+		lines.SessionUpdate(fs.session, update)
+	} else {
+		lines.Update(fs.session, update)
+	}
 }
 
 // plainUpdate is the update member of a Plain envelope's params, which

@@ -172,10 +172,11 @@ func TestSecrets_TokenEchoedInUpdateNeverLeaks(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "trace.ndjson")
+			state := t.TempDir()
 			// A query value is a secret too, even "true": it is scrubbed
 			// from strings only, never from the JSON around them.
 			b := StartBridge(t, []string{"--url", ws.URL + "?stream=true", "--header", "Authorization=ACP_TEST_TOKEN", "--log-level", "trace", "--log-format", format, "--trace", path},
-				[]string{"ACP_TEST_TOKEN=Bearer " + token}, nil)
+				[]string{"ACP_TEST_TOKEN=Bearer " + token, "XDG_STATE_HOME=" + state}, nil)
 			b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
 			b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
 			b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"token?"}]}}`)
@@ -208,8 +209,57 @@ func TestSecrets_TokenEchoedInUpdateNeverLeaks(t *testing.T) {
 			}
 			noSecret(t, "the trace", string(data), secretAnchor)
 			noSecret(t, "the trace view", viewOf(t, path), secretAnchor)
+			noSecretStored(t, state)
 		})
 	}
+}
+
+// noSecretStored fails the test if any file of the session store in state
+// holds any form of the test token, or if no transcript holds the
+// scrubbed updates of echoAgent (the check would prove nothing).
+func noSecretStored(t *testing.T, state string) {
+	t.Helper()
+	transcripts := 0
+	filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(p, ".ndjson") && strings.Contains(string(b), "again: <redacted>") {
+			transcripts++
+		}
+		noSecret(t, "the session store's "+filepath.Base(p), string(b), secretAnchor)
+		return nil
+	})
+	if transcripts != 1 {
+		t.Errorf("%d transcripts hold the scrubbed update; want the session's: the check proves nothing", transcripts)
+	}
+}
+
+// The session's transcript keeps what the editor was shown, scrubbed,
+// whichever way the updates went: the loop's (above, where the trace-level
+// log keeps them there) or the stream's fast path (here, with no trace).
+func TestSecrets_TokenEchoedInUpdateNotStored(t *testing.T) {
+	t.Parallel()
+	const token = "h/" + secretAnchor + "/k9"
+	ws := StartWSAgent(t, fakeagent.WSOptions{Serve: echoAgent(token)})
+	state := t.TempDir()
+	b := StartBridge(t, []string{"--url", ws.URL, "--header", "Authorization=ACP_TEST_TOKEN"},
+		[]string{"ACP_TEST_TOKEN=Bearer " + token, "XDG_STATE_HOME=" + state}, nil)
+	b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"token?"}]}}`)
+	if _, ok := b.Out.Find(WaitTimeout, func(l Line) bool { return l.ID() == "3" }); !ok {
+		t.Fatal("the prompt was never answered")
+	}
+	stopBridge(t, b)
+	for _, line := range b.Out.Lines() {
+		noSecret(t, "the editor", string(line.Raw), secretAnchor)
+	}
+	noSecretStored(t, state)
 }
 
 // A child that prints its key on stdout (noise the stdout-noise rule
