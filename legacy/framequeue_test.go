@@ -101,3 +101,58 @@ func TestFrameQueuePushSaysWhenItWokeRead(t *testing.T) {
 		t.Error("a second push says it woke Read again")
 	}
 }
+
+// pop takes a run of frames at once and returns them one by one; once the
+// queue is cleared (Close), none of them is returned, and a push that
+// waited for room gets it as soon as the run is taken.
+func TestFrameQueueClearDropsWhatPopTook(t *testing.T) {
+	q := newFrameQueue()
+	stop := make(chan struct{})
+	defer close(stop)
+	for i := range 10 {
+		q.push(fmt.Appendf(nil, "%d", i), 0, stop)
+	}
+	if f, ok := q.pop(); !ok || string(f.frame) != "0" {
+		t.Fatalf("pop = %q, %v; want frame 0", f.frame, ok)
+	}
+	q.mu.Lock()
+	left := len(q.frames) - q.head
+	q.mu.Unlock()
+	if left != 0 || len(q.taken)-q.next != 9 {
+		t.Fatalf("after one pop: %d queued, %d taken; want the run taken whole", left, len(q.taken)-q.next)
+	}
+	if f, ok := q.pop(); !ok || string(f.frame) != "1" {
+		t.Fatalf("pop = %q, %v; want frame 1", f.frame, ok)
+	}
+	q.clear()
+	if f, ok := q.pop(); ok {
+		t.Fatalf("pop after clear = %q; want nothing", f.frame)
+	}
+}
+
+// A run pop takes is bounded by takeBytes (but for its first frame, which
+// is taken whatever its size) and by takeFrames.
+func TestFrameQueueRunBounds(t *testing.T) {
+	q := newFrameQueue()
+	stop := make(chan struct{})
+	defer close(stop)
+	big := make([]byte, takeBytes/2+1)
+	for range 3 {
+		q.push(big, 0, stop)
+	}
+	q.pop()
+	if n := len(q.taken); n != 1 {
+		t.Fatalf("took %d frames of %d bytes at once; want 1 (takeBytes %d)", n, len(big), takeBytes)
+	}
+	for range 2*takeFrames + 1 {
+		q.push([]byte("x"), 0, stop)
+	}
+	for q.next < len(q.taken) {
+		q.pop()
+	}
+	q.pop() // the second big frame, alone
+	q.pop() // the third, and a run of small ones after it
+	if n := len(q.taken); n > takeFrames {
+		t.Fatalf("took %d frames at once; want at most %d", n, takeFrames)
+	}
+}

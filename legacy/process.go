@@ -716,7 +716,22 @@ type frameQueue struct {
 
 	ready chan struct{} // capacity 1: a frame may have been queued
 	room  chan struct{} // capacity 1: the queue may have room
+
+	// taken is a run of frames pop took off the queue at once, which it
+	// returns one by one from next on without the lock: Read's own.
+	taken []queuedFrame
+	next  int
+	// dropped is set by clear: what pop took is not returned either.
+	dropped atomic.Bool
 }
+
+// takeFrames and takeBytes bound the run pop takes off the queue at once:
+// the lock once per run rather than per frame, with the reader's room
+// given back as soon as the run is taken.
+const (
+	takeFrames = 64
+	takeBytes  = 64 << 10
+)
 
 // queuedFrame is a frame in a frameQueue, and the number of the lent
 // block it lies in (see lineBlocks), 0 when it is its own.
@@ -766,21 +781,39 @@ func (q *frameQueue) push(frame []byte, block uint64, stop <-chan struct{}) (wok
 // pop returns the oldest frame, or false when the queue is empty, in which
 // case the next push signals ready. Called by Read.
 func (q *frameQueue) pop() (queuedFrame, bool) {
+	if q.next < len(q.taken) && !q.dropped.Load() {
+		f := q.taken[q.next]
+		q.taken[q.next] = queuedFrame{}
+		q.next++
+		return f, true
+	}
 	q.mu.Lock()
 	n := len(q.frames) - q.head
-	if n == 0 {
+	if n == 0 || q.dropped.Load() {
 		q.popWait = true
 		q.mu.Unlock()
+		clear(q.taken)
+		q.taken, q.next = q.taken[:0], 0
 		return queuedFrame{}, false
 	}
-	frame := q.frames[q.head]
-	q.frames[q.head] = queuedFrame{}
-	q.head++
-	q.bytes -= len(frame.frame)
+	k, size := 0, 0
+	for k < n && k < takeFrames {
+		l := len(q.frames[q.head+k].frame)
+		if k > 0 && size+l > takeBytes {
+			break
+		}
+		size += l
+		k++
+	}
+	q.taken = append(q.taken[:0], q.frames[q.head:q.head+k]...)
+	clear(q.frames[q.head : q.head+k])
+	q.head += k
+	q.bytes -= size
 	if q.head == len(q.frames) {
 		q.frames, q.head = q.frames[:0], 0
 	}
-	wake := q.pushWait && (n-1 <= maxQueued/2 && q.bytes <= maxQueuedBytes/2)
+	rest := n - k
+	wake := q.pushWait && (rest <= maxQueued/2 && q.bytes <= maxQueuedBytes/2)
 	if wake {
 		q.pushWait = false
 	}
@@ -788,12 +821,15 @@ func (q *frameQueue) pop() (queuedFrame, bool) {
 	if wake {
 		signal(q.room)
 	}
-	return frame, true
+	f := q.taken[0]
+	q.taken[0], q.next = queuedFrame{}, 1
+	return f, true
 }
 
 // clear drops the queued frames. Called by Close once the reader has
 // stopped.
 func (q *frameQueue) clear() {
+	q.dropped.Store(true)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.frames, q.head, q.bytes = nil, 0, 0
