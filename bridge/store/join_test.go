@@ -17,9 +17,10 @@ func chunk(kind, text string) []byte {
 	return []byte(`{"sessionUpdate":"` + kind + `","content":{"type":"text","text":` + string(q) + `}}`)
 }
 
-// TestStore_LinesJoinTextChunks: a run of text chunks of one kind becomes
-// one record holding their text; anything between them, another kind,
-// another session or a hand-over ends the run.
+// TestStore_LinesJoinTextChunks: a run of text chunks of one of the
+// protocol's chunk kinds becomes one record holding their text; anything
+// between them, another kind, another session or a hand-over ends the
+// run; updates of a kind the store does not know stay one by one.
 func TestStore_LinesJoinTextChunks(t *testing.T) {
 	s := open(t, Options{})
 	create(t, s, "s1", Meta{})
@@ -33,6 +34,8 @@ func TestStore_LinesJoinTextChunks(t *testing.T) {
 	l.TextChunk("s1", chunk(th, "…"), th)
 	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
 	l.TextChunk("s1", chunk(a, "x"), a)
+	l.TextChunk("s1", chunk("future_kind", "f1"), "future_kind")
+	l.TextChunk("s1", chunk("future_kind", "f2"), "future_kind")
 	l.Flush()
 	l.TextChunk("s1", chunk(a, "y"), a)
 	l.TextChunk("s2", chunk(a, "other"), a)
@@ -47,6 +50,8 @@ func TestStore_LinesJoinTextChunks(t *testing.T) {
 		`update {"sessionId":"s1","update":` + string(chunk(th, "hmm…")) + `}`,
 		`update {"sessionId":"s1","update":{"sessionUpdate":"plan","entries":[]}}`,
 		`update {"sessionId":"s1","update":` + string(chunk(a, "x")) + `}`,
+		`update {"sessionId":"s1","update":` + string(chunk("future_kind", "f1")) + `}`,
+		`update {"sessionId":"s1","update":` + string(chunk("future_kind", "f2")) + `}`,
 		`update {"sessionId":"s1","update":` + string(chunk(a, "y")) + `}`,
 		`update {"sessionId":"s1","update":` + string(chunk(a, "z")) + `}`,
 	}
@@ -98,11 +103,13 @@ func FuzzLinesJoinTextChunks(f *testing.F) {
 			}
 		}
 		l.Flush()
-		// Joined runs: what a reader sees, whatever the records' count.
+		// Joined runs of the protocol's chunk kinds: what a reader sees,
+		// whatever the records' count. Updates of other kinds are kept
+		// one by one, as they came.
 		join := func(ps []piece) []piece {
 			var out []piece
 			for _, p := range ps {
-				if n := len(out); n > 0 && p.kind != "plan" && out[n-1].kind == p.kind {
+				if n := len(out); n > 0 && strings.HasSuffix(p.kind, "_chunk") && out[n-1].kind == p.kind {
 					out[n-1].text += p.text
 					continue
 				}

@@ -493,11 +493,13 @@ func (l *Lines) SessionUpdate(sid string, update []byte) { l.add(sid, update, sh
 // TextChunk is SessionUpdate for an update the caller knows to be exactly
 // {"sessionUpdate":"KIND","content":{"type":"text","text":"TEXT"}}, with
 // no white space and no other member, and KIND without escapes. A run of
-// such chunks of one kind, one after the other in l, is kept as one
-// record whose text is theirs joined: what a session/load replays shows
-// the same text, and a stream's transcript takes half the bytes (the
-// text instead of the whole update), written and fsynced for every
-// update. Joining two JSON strings' insides gives one valid inside.
+// such chunks of one of the protocol's chunk kinds (whose texts add up),
+// one after the other in l, is kept as one record whose text is theirs
+// joined: what a session/load replays shows the same text, and a
+// stream's transcript takes half the bytes (the text instead of the whole
+// update), written and fsynced for every update. Joining two JSON
+// strings' insides gives one valid inside. An update of any other kind
+// is kept as it came: what its text means is not the store's to know.
 func (l *Lines) TextChunk(sid string, update []byte, kind string) {
 	textAt := len(chunkOpening) + len(kind) + len(chunkContent)
 	// (A stream's callers pass the same strings each time: the comparisons
@@ -514,13 +516,14 @@ func (l *Lines) TextChunk(sid string, update []byte, kind string) {
 	}
 	l.add(sid, update, shortPrefix)
 	if len(l.buf) > 0 { // still there: not handed over, not too large
-		l.open = ownKind(kind)
+		l.open = chunkKind(kind)
 	}
 }
 
-// ownKind is kind in memory of its own: the constant when it is a kind
-// of chunk the protocol knows.
-func ownKind(kind string) string {
+// chunkKind is kind as the constant when it is one of the protocol's
+// chunk kinds, whose texts add up; "" otherwise. (The constant: kind may
+// share its caller's memory.)
+func chunkKind(kind string) string {
 	switch kind {
 	case "agent_message_chunk":
 		return "agent_message_chunk"
@@ -529,7 +532,7 @@ func ownKind(kind string) string {
 	case "user_message_chunk":
 		return "user_message_chunk"
 	}
-	return strings.Clone(kind)
+	return ""
 }
 
 // The parts of a text chunk's update around its kind and its text.
