@@ -169,32 +169,37 @@ func (f slowSyncFile) Sync() error {
 }
 
 // TestStore_WrittenFindsTheTitleListedAlready: the first prompt's title
-// reaches the sidecar (where other windows list the session) by the turn's
-// end barrier, Written; it is written when the prompt is, so that the
-// barrier does not wait behind fsyncs at the end of a long turn.
+// reaches the sidecar (where other windows list the session) while the
+// turn runs, and so by the turn's end barrier, Written, which then waits
+// for no fsync (each takes a while here).
 func TestStore_WrittenFindsTheTitleListedAlready(t *testing.T) {
 	const slow = 250 * time.Millisecond
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir, FS: slowSyncFS{delay: slow}})
 	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("Plan the release\nin detail")})
+	// The turn streams until the title is listed: it is asked for when the
+	// prompt is written, not at the turn's end.
+	sidecarTitle := func() string {
+		var m Meta
+		b, _ := os.ReadFile(filepath.Join(dir, "s1.json"))
+		json.Unmarshal(b, &m)
+		return m.Title
+	}
 	l := s.Lines()
-	for end := time.Now().Add(2 * slow); time.Now().Before(end); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(20 * slow); sidecarTitle() == ""; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the title is not in the sidecar %v into the turn: it waits for the turn's end", 20*slow)
+		}
 		l.TextChunk("s1", chunk("agent_message_chunk", "words "), "agent_message_chunk")
 	}
 	l.Flush()
 	s.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
 	start := time.Now()
-	done := make(chan Meta, 1)
-	s.Written(func() {
-		var m Meta
-		b, _ := os.ReadFile(filepath.Join(dir, "s1.json"))
-		json.Unmarshal(b, &m)
-		done <- m
-	})
-	m := <-done
-	if m.Title != "Plan the release" {
-		t.Fatalf("sidecar at the barrier: title %q, want the first prompt's first line", m.Title)
+	done := make(chan string, 1)
+	s.Written(func() { done <- sidecarTitle() })
+	if title := <-done; title != "Plan the release" {
+		t.Fatalf("sidecar at the barrier: title %q, want the first prompt's first line", title)
 	}
 	if waited := time.Since(start); waited >= slow/2 {
 		t.Fatalf("the turn's end barrier took %v: it waited for an fsync (each takes %v)", waited, slow)
