@@ -2,8 +2,9 @@
 // session, an append-only file of what the editor saw (prompts, every
 // session/update, stop reasons, the agent that served it) under a state
 // directory, so that sessions can be listed, loaded and resumed whatever the
-// agent behind them remembers. A run of text chunks of one kind is kept as
-// one chunk holding their text (Lines.TextChunk).
+// agent behind them remembers. A run of text chunks of one of the
+// protocol's chunk kinds is kept as one chunk holding their text
+// (Lines.TextChunk).
 //
 // # Layout
 //
