@@ -32,8 +32,9 @@
 // (the bridge's stream fast path): a frame may be lent in the connection's
 // own memory, the caller's only until its next read, so that a stream's
 // frames leave no garbage. A WSConn lends a message of one frame from its
-// read buffer; a Process lends a line from the block its stdout reader
-// copied it to, which is used again once the caller has read past it.
+// read buffer; a Process lends a line from the chunk of stdout its pump
+// read it in (see pumpStdout), which is used again once the caller has
+// read past it.
 //
 // Configuration is by plain structs (WebSocket, Command) whose zero-valued
 // fields mean documented defaults, in the manner of net/http.Server. Header

@@ -92,6 +92,22 @@ func runChild(mode string) {
 		// (legacy-formats.md §1.2).
 		fmt.Fprintln(out, "Data collection is disabled.")
 		echo()
+	case "halves":
+		// Writes what follows "half:" with no newline, and what follows
+		// "rest:" with one: a line that reaches the pipe in two parts.
+		r := bufio.NewReader(os.Stdin)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			if half, ok := strings.CutPrefix(line, "half:"); ok {
+				out.WriteString(half)
+			} else if rest, ok := strings.CutPrefix(line, "rest:"); ok {
+				out.WriteString(rest + "\n")
+			}
+		}
 	case "overlong":
 		say(map[string]string{"pad": strings.Repeat("x", 300)})
 		say(map[string]bool{"small": true})

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/bridge/slab"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -54,13 +53,6 @@ const (
 	maxStderrLine = 16 << 10
 	// maxQuoted is how much of a skipped stdout line a log entry quotes.
 	maxQuoted = 200
-	// maxQueued and maxQueuedBytes bound how far the stdout reader reads
-	// ahead of Read (one frame is always allowed, however long): far
-	// enough that Read usually finds a frame waiting and the reader is
-	// woken once per many frames, near enough that a child cannot run far
-	// ahead of a slow bridge.
-	maxQueued      = 1024
-	maxQueuedBytes = 1 << 20
 )
 
 // Command configures an agent run as a child process that speaks
@@ -93,8 +85,8 @@ type Command struct {
 	// an error instead of a bridge spinning on a log (the compliance
 	// shim's stdout-noise rule). 0 means no limit.
 	NoiseLimit int
-	// OnNoise, if not nil, is called from the stdout reader with every
-	// non-JSON line skipped (borrowed: valid only during the call).
+	// OnNoise, if not nil, is called from Read with every non-JSON line
+	// skipped (valid only during the call).
 	OnNoise func(line []byte)
 }
 
@@ -102,9 +94,9 @@ type Command struct {
 // methods of bridge.Link (see the package documentation).
 //
 // The child runs in a process group of its own (on Unix) so that Close stops
-// whatever it started as well. Three goroutines serve it: one reads frames
-// from stdout, one logs stderr, one waits for the exit. Close stops them all
-// and reaps the child.
+// whatever it started as well. Three goroutines serve it: one reads
+// stdout ahead of Read (see pumpStdout), one logs stderr, one waits for
+// the exit. Close stops them all and reaps the child.
 type Process struct {
 	cmd       *exec.Cmd
 	log       hclog.Logger
@@ -115,10 +107,15 @@ type Process struct {
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
 
-	frames     frameQueue    // JSON lines from stdout, read ahead of Read
-	lines      lineBlocks    // where the stdout reader copies them
-	stdoutDone chan struct{} // closed when the stdout reader stops; stdoutErr set first
-	stdoutErr  error         // nil at EOF
+	// The child's stdout: the pump reads it into chunks, Read cuts them
+	// into lines (see stdout.go).
+	chunks     chan chunk    // from the pump; capacity pumpBuffers
+	free       chan []byte   // chunks' buffers, back to the pump; capacity pumpBuffers
+	waiting    atomic.Bool   // Read waits for a chunk
+	out        stdoutLines   // Read's
+	own        slab.Slab     // Read's: where Read copies the lines it returns
+	stdoutDone chan struct{} // closed when the pump stops
+	stdoutErr  error         // Read's: why stdout ended, nil at EOF
 	stderrDone chan struct{} // closed when the stderr logger stops
 	stderrTail stderrTail    // the child's last stderr lines
 	exited     chan struct{} // closed once the child is reaped; the two below set first
@@ -126,6 +123,7 @@ type Process struct {
 	waitErr    error // from exec.Cmd.Wait
 
 	closed    chan struct{} // closed by Close
+	isClosed  atomic.Bool   // closed is, for Read's check of every line
 	closeOnce sync.Once
 
 	mu      sync.Mutex
@@ -232,7 +230,9 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		stdin:      inW,
 		stdout:     outR,
 		stderr:     errR,
-		frames:     newFrameQueue(),
+		chunks:     make(chan chunk, pumpBuffers),
+		free:       make(chan []byte, pumpBuffers),
+		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, maxLine: c.MaxLine, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
 		once:       onceWriterFor(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
@@ -242,10 +242,14 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if p.stopGrace <= 0 {
 		p.stopGrace = defaultStopGrace
 	}
+	if p.out.maxLine <= 0 {
+		p.out.maxLine = ndjson.DefaultMax
+		p.out.split.max = ndjson.DefaultMax
+	}
 	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)
 	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
 	go p.wait()
-	go p.readStdout(c.MaxLine, c.NoiseLimit, c.OnNoise)
+	go p.pumpStdout()
 	go p.logStderr()
 	return p, nil
 }
@@ -275,15 +279,12 @@ func (p *Process) Read(ctx context.Context) ([]byte, error) {
 }
 
 // ReadBorrowed is Read for a caller that copies what it keeps, as
-// WSConn.ReadBorrowed: a line is returned in the block the stdout reader
-// copied it to (borrowed), the caller's only until its next read, and the
-// block is used again once the caller has read past its every line (see
-// lineBlocks). Lines read before the first ReadBorrowed, and long ones,
-// are the caller's (not borrowed).
+// WSConn.ReadBorrowed: a line is returned where it was read (borrowed),
+// in the chunk of stdout the pump read it in, or in the buffer a line
+// that ran across two chunks was joined in; the caller's only until its
+// next read. A line longer than 64 KiB that ran across chunks is the
+// caller's (not borrowed).
 func (p *Process) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
-	if !p.lines.lending.Load() {
-		p.lines.lending.Store(true)
-	}
 	return p.read(ctx, true)
 }
 
@@ -291,34 +292,14 @@ func (p *Process) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	if err := p.finalErr(); err != nil {
 		return nil, false, err
 	}
-	for {
-		if f, ok := p.frames.pop(); ok {
-			frame, borrowed := p.lines.take(f, borrow)
-			return frame, borrowed, nil
-		}
-		if p.idle != nil {
-			p.idle() // no frame is waiting: Read may wait
-		}
-		select {
-		case <-p.frames.ready:
-			// Perhaps a frame; perhaps a wake-up left from an earlier
-			// Read that stopped waiting. pop tells.
-		case <-p.stdoutDone:
-			// The reader queued its last frames before it stopped.
-			if f, ok := p.frames.pop(); ok {
-				frame, borrowed := p.lines.take(f, borrow)
-				return frame, borrowed, nil
-			}
-			return nil, false, p.afterStdout(ctx)
-		case <-p.exited:
-			frame, err := p.afterExit(ctx)
-			return frame, false, err
-		case <-p.closed:
-			return nil, false, closedError("agent process")
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		}
+	line, lent, err := p.nextLine(ctx)
+	if err != nil {
+		return nil, false, err
 	}
+	if lent && !borrow {
+		return p.own.Copy(line), false, nil
+	}
+	return line, lent, nil
 }
 
 // OnIdle sets f to be called, on Read's goroutine, whenever Read is about
@@ -350,43 +331,9 @@ func (p *Process) afterStdout(ctx context.Context) error {
 	}
 }
 
-// afterExit runs when the child has exited: lines it wrote just before may
-// still be in the pipe, so frames keep coming until stdout ends, or until
-// none has come for a while (a grandchild holding stdout open).
-func (p *Process) afterExit(ctx context.Context) ([]byte, error) {
-	t := time.NewTimer(exitNoticeWait)
-	defer t.Stop()
-	for {
-		if f, ok := p.frames.pop(); ok {
-			frame, _ := p.lines.take(f, false) // (the caller's own: rare)
-			return frame, nil
-		}
-		if p.idle != nil {
-			p.idle() // no frame is waiting: Read may wait
-		}
-		select {
-		case <-p.frames.ready:
-		case <-p.stdoutDone:
-			if f, ok := p.frames.pop(); ok {
-				frame, _ := p.lines.take(f, false)
-				return frame, nil
-			}
-			return nil, p.setFinal(p.exitError())
-		case <-t.C:
-			return nil, p.setFinal(p.exitError())
-		case <-p.closed:
-			return nil, closedError("agent process")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
 func (p *Process) finalErr() error {
-	select {
-	case <-p.closed:
+	if p.isClosed.Load() {
 		return closedError("agent process")
-	default:
 	}
 	if !p.final.Load() {
 		return nil
@@ -536,7 +483,8 @@ func (p *Process) Close() error {
 
 // stop is the staged shutdown, after the MCP go-sdk's CommandTransport.
 func (p *Process) stop() {
-	// Read and Write fail from now on; the stdout reader stops handing over.
+	// Read and Write fail from now on; the pump stops.
+	p.isClosed.Store(true)
 	close(p.closed)
 	// 1. Close stdin: an agent reading NDJSON exits at EOF by itself.
 	p.stdin.Close()
@@ -570,7 +518,13 @@ func (p *Process) stop() {
 	p.stderr.Close()
 	<-p.stdoutDone
 	<-p.stderrDone
-	p.frames.clear() // Read returns ErrClosed from now on; free the frames
+	for { // the chunks read ahead are of no more use
+		select {
+		case <-p.chunks:
+		default:
+			return
+		}
+	}
 }
 
 // waitExit reports whether the child is reaped within d.
@@ -629,218 +583,6 @@ func (p *Process) exitError() error {
 		t.Stop()
 	}
 	return &linkError{msg: p.stderrTail.appendTo(p.exitText()), err: p.waitErr}
-}
-
-// readStdout hands the JSON lines of the child's stdout to Read. Anything
-// else is logged, counted and skipped: Gemini CLI 0.1.x prints "Data
-// collection is disabled." on stdout before its first reply
-// (legacy-formats.md §1.2), and an over-long line must not end the stream
-// (peers.md §c.6).
-func (p *Process) readStdout(maxLine, noiseLimit int, onNoise func([]byte)) {
-	defer close(p.stdoutDone)
-	r := ndjson.NewReader(p.stdout, maxLine)
-	r.Carve = p.lines.carve
-	noise := 0 // non-JSON lines since the last frame
-	for {
-		p.lines.last = 0
-		line, err := r.Next()
-		if err != nil {
-			// (Declared here, not for every line: its address, given to
-			// errors.As, moves it to the heap, an allocation per line.)
-			var tooLong *ndjson.TooLongError
-			switch {
-			case errors.As(err, &tooLong):
-				n := p.skipped.Add(1)
-				p.log.Warn("skipping over-long line on agent stdout", "limit", tooLong.Max,
-					"head", snippet(tooLong.Head, maxQuoted), "skipped", n)
-				continue
-			case errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed):
-				return
-			default:
-				p.stdoutErr = err
-				return
-			}
-		}
-		if !isJSONFrame(line) {
-			// (A line that opens and closes as a frame has nothing to
-			// trim: spaces are neither brackets nor braces.)
-			line = bytes.TrimSpace(line)
-		}
-		if !isJSONFrame(line) {
-			// (Its block is used again once the frames after it are
-			// read: whatever keeps the line gets a copy.)
-			line = bytes.Clone(line)
-			n := p.skipped.Add(1)
-			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
-			if onNoise != nil {
-				onNoise(line)
-			}
-			if noise++; noiseLimit > 0 && noise >= noiseLimit {
-				p.stdoutErr = fmt.Errorf("the agent wrote %d lines in a row that are not JSON-RPC (the last: %q), so it is treated as broken: ACP reserves stdout for JSON-RPC messages; make the agent log to stderr", noise, snippet(line, maxQuoted))
-				return
-			}
-			continue
-		}
-		noise = 0
-		woke, ok := p.frames.push(line, p.lines.last, p.closed)
-		if !ok {
-			return
-		}
-		if woke && r.Buffered() == 0 {
-			// Read was waiting for this frame, and nothing more is here:
-			// let it run now. Otherwise this goroutine's next read, which
-			// will find nothing, comes first, on an answer's way to the
-			// editor (a system call and a wake-up on a 2-core VM: the
-			// child's echo spent 10-13 µs between its read and the
-			// editor's write, against 1-2 µs for a relay with one
-			// goroutine).
-			runtime.Gosched()
-		}
-	}
-}
-
-// frameQueue hands frames from the stdout reader to Read. The reader pushes
-// without waiting for Read, up to maxQueued frames or maxQueuedBytes, so
-// that a busy bridge finds frames waiting, each for the cost of a mutex,
-// rather than meeting the reader at a channel for every frame. Each side
-// signals the other only when the other is waiting: Read when the queue has
-// emptied, the reader when it is full; and the reader is woken only once
-// the queue has drained to half, so that it then reads many frames in one go.
-type frameQueue struct {
-	mu       sync.Mutex
-	frames   []queuedFrame // frames[head:] are queued, oldest first
-	head     int
-	bytes    int  // total length of the queued frames
-	popWait  bool // Read found the queue empty and may wait on ready
-	pushWait bool // the reader found the queue full and waits on room
-
-	ready chan struct{} // capacity 1: a frame may have been queued
-	room  chan struct{} // capacity 1: the queue may have room
-
-	// taken is a run of frames pop took off the queue at once, which it
-	// returns one by one from next on without the lock: Read's own.
-	taken []queuedFrame
-	next  int
-	// dropped is set by clear: what pop took is not returned either.
-	dropped atomic.Bool
-}
-
-// takeFrames and takeBytes bound the run pop takes off the queue at once:
-// the lock once per run rather than per frame, with the reader's room
-// given back as soon as the run is taken.
-const (
-	takeFrames = 64
-	takeBytes  = 64 << 10
-)
-
-// queuedFrame is a frame in a frameQueue, and the number of the lent
-// block it lies in (see lineBlocks), 0 when it is its own.
-type queuedFrame struct {
-	frame []byte
-	block uint64
-}
-
-func newFrameQueue() frameQueue {
-	return frameQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
-}
-
-// push queues frame, waiting while the queue is full; it reports false if
-// stop was closed first. Called by the stdout reader.
-func (q *frameQueue) push(frame []byte, block uint64, stop <-chan struct{}) (woke, ok bool) {
-	for {
-		q.mu.Lock()
-		n := len(q.frames) - q.head
-		if n == 0 || n < maxQueued && q.bytes+len(frame) <= maxQueuedBytes {
-			if len(q.frames) == cap(q.frames) && q.head > 0 {
-				// Reuse the popped slots rather than grow: a queue that
-				// Read keeps from emptying would otherwise grow forever.
-				copy(q.frames, q.frames[q.head:])
-				clear(q.frames[n:])
-				q.frames, q.head = q.frames[:n], 0
-			}
-			q.frames = append(q.frames, queuedFrame{frame, block})
-			q.bytes += len(frame)
-			wake := q.popWait
-			q.popWait = false
-			q.mu.Unlock()
-			if wake {
-				signal(q.ready)
-			}
-			return wake, true
-		}
-		q.pushWait = true
-		q.mu.Unlock()
-		select {
-		case <-q.room:
-		case <-stop:
-			return false, false
-		}
-	}
-}
-
-// pop returns the oldest frame, or false when the queue is empty, in which
-// case the next push signals ready. Called by Read.
-func (q *frameQueue) pop() (queuedFrame, bool) {
-	if q.next < len(q.taken) && !q.dropped.Load() {
-		f := q.taken[q.next]
-		q.taken[q.next] = queuedFrame{}
-		q.next++
-		return f, true
-	}
-	q.mu.Lock()
-	n := len(q.frames) - q.head
-	if n == 0 || q.dropped.Load() {
-		q.popWait = true
-		q.mu.Unlock()
-		clear(q.taken)
-		q.taken, q.next = q.taken[:0], 0
-		return queuedFrame{}, false
-	}
-	k, size := 0, 0
-	for k < n && k < takeFrames {
-		l := len(q.frames[q.head+k].frame)
-		if k > 0 && size+l > takeBytes {
-			break
-		}
-		size += l
-		k++
-	}
-	q.taken = append(q.taken[:0], q.frames[q.head:q.head+k]...)
-	clear(q.frames[q.head : q.head+k])
-	q.head += k
-	q.bytes -= size
-	if q.head == len(q.frames) {
-		q.frames, q.head = q.frames[:0], 0
-	}
-	rest := n - k
-	wake := q.pushWait && (rest <= maxQueued/2 && q.bytes <= maxQueuedBytes/2)
-	if wake {
-		q.pushWait = false
-	}
-	q.mu.Unlock()
-	if wake {
-		signal(q.room)
-	}
-	f := q.taken[0]
-	q.taken[0], q.next = queuedFrame{}, 1
-	return f, true
-}
-
-// clear drops the queued frames. Called by Close once the reader has
-// stopped.
-func (q *frameQueue) clear() {
-	q.dropped.Store(true)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.frames, q.head, q.bytes = nil, 0, 0
-}
-
-// signal leaves a wake-up in c (capacity 1) unless one is there already.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }
 
 // isJSONFrame reports whether line is shaped like a JSON-RPC message or

@@ -49,9 +49,6 @@ type Reader struct {
 	// grown per line, the index alone left as much garbage again.
 	pieces []reclaim.Piece
 	slab   slab.Slab // where short lines are copied to
-	// Carve, when not nil, takes slab's place: it returns a copy of a
-	// short line in memory of its choosing (see legacy's lineBlocks).
-	Carve func(line []byte) []byte
 }
 
 // bufSize is the read buffer, and the size of a long line's pieces.
@@ -138,9 +135,6 @@ func (r *Reader) readLine() ([]byte, error) {
 				line := trimEOL(chunk)
 				if len(line) > r.max {
 					return nil, &TooLongError{Max: r.max, Head: headOf(line), Tail: keepTail(nil, line)}
-				}
-				if r.Carve != nil {
-					return r.Carve(line), nil
 				}
 				return r.slab.Copy(line), nil
 			case errors.Is(err, bufio.ErrBufferFull):
