@@ -205,8 +205,7 @@ func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
 func (ew *editorWriter) trySendLine(body []byte, later bool) bool {
 	n := len(body) + 1
 	ew.mu.Lock()
-	if !ew.tailRun || n > maxCarved || cap(ew.block)-len(ew.block) < n || ew.closing || ew.queued+n > ew.limit ||
-		later && ew.queued+n >= laterBytes {
+	if !ew.tailRun || n > maxCarved || cap(ew.block)-len(ew.block) < n || ew.closing || ew.queued+n > ew.limit {
 		ew.mu.Unlock()
 		m := editorMsg{body: body, oneLine: true}
 		return ew.trySend(&m, later, true)
@@ -218,7 +217,12 @@ func (ew *editorWriter) trySendLine(body []byte, later bool) bool {
 	run := &ew.queue[len(ew.queue)-1]
 	run.body = run.body[:len(run.body)+n]
 	ew.queued += n
-	wake := ew.owed && !later
+	// As trySend: a writer not woken for what is queued (owed) is woken
+	// now, unless the link wakes it when it is about to wait (later) and
+	// less than laterBytes waits. Past laterBytes the writer has been
+	// woken, and the run keeps growing here while it writes: a stream
+	// faster than its editor spent most of its updates in trySend.
+	wake := ew.owed && (!later || ew.queued >= laterBytes)
 	if wake {
 		ew.owed = false
 	}

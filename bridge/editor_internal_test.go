@@ -439,3 +439,54 @@ func mallocs(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.Mallocs - before.Mallocs
 }
+
+// A link's stream queued while the writer is not woken for it (later):
+// the writer is woken once, when laterBytes are queued, and not again for
+// the updates that follow while it writes; every update joins the run
+// being filled, on trySendLine's own path past laterBytes as before it.
+func TestTrySendLineWakesOnceAtLaterBytes(t *testing.T) {
+	ew := newEditorWriter(io.Discard, 1<<20) // (no writeLoop: nothing is taken)
+	line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`)
+	woken := func() bool {
+		select {
+		case <-ew.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	queued, wakes, crossedAt := 0, 0, -1
+	for i := 0; queued < 3*laterBytes; i++ {
+		if !ew.trySendLine(line, true) {
+			t.Fatalf("update %d refused with %d bytes queued", i, queued)
+		}
+		queued += len(line) + 1
+		if woken() {
+			wakes++
+			if queued < laterBytes {
+				t.Fatalf("the writer was woken at %d bytes, before laterBytes", queued)
+			}
+			if crossedAt < 0 {
+				crossedAt = queued
+			}
+		}
+	}
+	if wakes != 1 || crossedAt-(len(line)+1) >= laterBytes {
+		t.Fatalf("the writer was woken %d times, first at %d bytes; want once, when laterBytes (%d) were queued", wakes, crossedAt, laterBytes)
+	}
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	if ew.queued != queued {
+		t.Fatalf("%d bytes queued, want %d", ew.queued, queued)
+	}
+	var body int
+	for _, m := range ew.queue {
+		if !m.raw {
+			t.Fatalf("a message queued on its own, not in a run: %q", m.body)
+		}
+		body += len(m.body)
+	}
+	if body != queued || len(ew.queue) > queued/blockSize+1 {
+		t.Fatalf("the queue holds %d runs of %d bytes, want the %d bytes in one run per block", len(ew.queue), body, queued)
+	}
+}
