@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,20 +93,37 @@ func runChild(mode string) {
 		// (legacy-formats.md §1.2).
 		fmt.Fprintln(out, "Data collection is disabled.")
 		echo()
-	case "halves":
-		// Writes what follows "half:" with no newline, and what follows
-		// "rest:" with one: a line that reaches the pipe in two parts.
-		r := bufio.NewReader(os.Stdin)
+	case "script":
+		// Does what each stdin line says: "line:X" writes X and a
+		// newline, "half:X" (and "rest:X") writes X alone or with one,
+		// "exit:N" exits with status N, "closeout" closes stdout and
+		// waits, "hold" leaves a grandchild holding stdout and exits.
+		r := bufio.NewReaderSize(os.Stdin, 1<<20)
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			line = strings.TrimSuffix(line, "\n")
-			if half, ok := strings.CutPrefix(line, "half:"); ok {
-				out.WriteString(half)
-			} else if rest, ok := strings.CutPrefix(line, "rest:"); ok {
-				out.WriteString(rest + "\n")
+			cmd, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
+			switch cmd {
+			case "line", "rest":
+				out.WriteString(arg + "\n")
+			case "half":
+				out.WriteString(arg)
+			case "exit":
+				n, _ := strconv.Atoi(arg)
+				os.Exit(n)
+			case "closeout":
+				os.Stdout.Close()
+				time.Sleep(time.Hour)
+			case "hold":
+				cmd := exec.Command("sleep", "60")
+				cmd.Stdout = os.Stdout
+				if err := cmd.Start(); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(1)
+				}
+				os.Exit(0)
 			}
 		}
 	case "overlong":

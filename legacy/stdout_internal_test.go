@@ -111,7 +111,7 @@ func TestProcessLendsLines(t *testing.T) {
 // called changes nothing either.
 func TestProcessCancelledReadKeepsTheLine(t *testing.T) {
 	ctx := t.Context()
-	p := startTestChild(t, "halves")
+	p := startTestChild(t, "script")
 	for round := range 3 {
 		if err := p.Write(ctx, []byte(fmt.Sprintf(`half:{"round":%d,`, round))); err != nil {
 			t.Fatal(err)
