@@ -20,9 +20,10 @@ import (
 // the reader cut and copy every line and queue it: through a child, that
 // spent more CPU per update than the whole naive relay.
 //
-// Read waits for chunks in a select, so cancelling its ctx, Close and the
-// child's exit all end the wait at once, and what was read stays: a
-// Process stays usable after a cancelled Read.
+// Read waits for chunks in a select, so cancelling its ctx and Close end
+// the wait at once, and the child's exit once exitNoticeWait passes
+// without output; what was read stays: a Process stays usable after a
+// cancelled Read.
 const (
 	// pumpBuffers bounds how far the pump reads ahead of Read; each buffer
 	// holds one system call's read, up to pumpBufferSize (a pipe's
