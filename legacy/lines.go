@@ -82,7 +82,7 @@ func (s *lineSplitter) next() (line []byte, lent bool, r splitResult) {
 			if len(line) > s.max {
 				return headOf(line), false, gotTooLong
 			}
-			if blank(line) {
+			if len(line) == 0 || line[0] != '{' && blank(line) { // (a frame's line is never blank)
 				continue
 			}
 			return line[:len(line):len(line)], true, gotLine

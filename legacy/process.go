@@ -289,8 +289,10 @@ func (p *Process) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool
 }
 
 func (p *Process) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
-	if err := p.finalErr(); err != nil {
-		return nil, false, err
+	if p.isClosed.Load() || p.final.Load() { // (finalErr, for every line: two loads)
+		if err := p.finalErr(); err != nil {
+			return nil, false, err
+		}
 	}
 	line, lent, err := p.nextLine(ctx)
 	if err != nil {
