@@ -57,8 +57,10 @@ func (e *EditorReplay) Next() (frame []byte, send, done bool) {
 		return mapCwds(r.Message(), e.cwds, false), false, false
 	}
 	if e.Cwd != "" && len(e.cwds) == 0 {
-		if c := gjson.GetBytes(r.Msg, "params.cwd"); c.Type == gjson.String && c.Str != "" && c.Str != e.Cwd {
-			e.cwds = []cwdPair{{rec: c.Str, live: e.Cwd}}
+		if c := gjson.GetBytes(r.Msg, "params.cwd"); c.Type == gjson.String {
+			if pair, ok := newCwdPair(c.Str, e.Cwd); ok {
+				e.cwds = []cwdPair{pair}
+			}
 		}
 	}
 	return mapCwds(e.rewrite(r), e.cwds, false), true, false

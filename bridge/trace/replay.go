@@ -50,6 +50,20 @@ type Replay struct {
 // cwdPair maps a recorded working directory to the live one.
 type cwdPair struct{ rec, live string }
 
+// newCwdPair returns the pair that maps paths under the recorded working
+// directory rec to the live one, each without trailing slashes (an
+// editor's "/home/u/proj/" has "/home/u/proj/a.go" under it, which the
+// whole-prefix match of mapCwds would not see), and reports false when
+// there is nothing to map: the two are the same, or either is the root
+// or not an absolute path.
+func newCwdPair(rec, live string) (cwdPair, bool) {
+	rec, live = strings.TrimRight(rec, "/"), strings.TrimRight(live, "/")
+	if !strings.HasPrefix(rec, "/") || !strings.HasPrefix(live, "/") {
+		return cwdPair{}, false // (the root, or not an absolute path)
+	}
+	return cwdPair{rec: rec, live: live}, rec != live
+}
+
 type step struct {
 	expect  Record
 	replies []Reply
@@ -250,12 +264,16 @@ func learnCwd(cwds *[]cwdPair, rec, live []byte) {
 	if rc.Type != gjson.String || lc.Type != gjson.String || rc.Str == "" || lc.Str == "" || rc.Str == lc.Str {
 		return
 	}
+	pair, ok := newCwdPair(rc.Str, lc.Str)
+	if !ok {
+		return
+	}
 	for _, c := range *cwds {
-		if c.rec == rc.Str {
+		if c.rec == pair.rec {
 			return
 		}
 	}
-	*cwds = append(*cwds, cwdPair{rec: rc.Str, live: lc.Str})
+	*cwds = append(*cwds, pair)
 	// Longest first, so that a nested directory is mapped before its parent.
 	slices.SortFunc(*cwds, func(a, b cwdPair) int { return len(b.rec) - len(a.rec) })
 }
@@ -288,8 +306,10 @@ func mapCwds(b []byte, cwds []cwdPair, back bool) []byte {
 			i += at
 			end := i + len(fq)
 			// A whole path: nothing of a longer name before or after; a
-			// slash before only as in file:///.
-			before := i == 0 || !isNameByte(b[i-1]) && (b[i-1] != '/' || i >= 2 && b[i-2] == '/')
+			// slash before only as in file:///; and not right after the
+			// directory just rewritten, whose path it continues
+			// (/tmp/a/tmp/a is under /tmp/a once, not twice).
+			before := i == 0 || !isNameByte(b[i-1]) && (b[i-1] != '/' || i >= 2 && b[i-2] == '/') && i != last
 			if before && (end == len(b) || !isNameByte(b[end])) {
 				out = append(append(out, b[last:i]...), tq...)
 				last = end

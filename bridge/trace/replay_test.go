@@ -169,11 +169,13 @@ func FuzzMapCwds(f *testing.F) {
 	f.Add([]byte(`"\u002ftmp\/a"`), "/tmp/a", "/t")
 	f.Fuzz(func(t *testing.T, b []byte, from, to string) {
 		// Working directories are absolute paths, and a "/" is only ever
-		// inside a JSON string.
-		if !strings.HasPrefix(from, "/") || !strings.HasPrefix(to, "/") || from == to {
+		// inside a JSON string; the pairs are those newCwdPair makes.
+		pair, ok := newCwdPair(from, to)
+		if !ok {
 			return
 		}
-		pairs := []cwdPair{{rec: from, live: to}}
+		from, to = pair.rec, pair.live
+		pairs := []cwdPair{pair}
 		out := mapCwds(b, pairs, false)
 		if json.Valid(b) && !json.Valid(out) {
 			t.Fatalf("%q → %q: invalid JSON", b, out)
@@ -185,4 +187,27 @@ func FuzzMapCwds(f *testing.F) {
 		}
 		withoutPaths(b, []string{from, "*." + to})
 	})
+}
+
+// A working directory given with a trailing slash ("/tmp/a/", as some
+// editors send it) still moves the paths under it, and the directory
+// itself; a path that merely runs on after it (/tmp/a/tmp/a) moves once.
+func TestMapCwdsTrailingSlash(t *testing.T) {
+	pair, ok := newCwdPair("/tmp/a/", "/x/")
+	if !ok {
+		t.Fatal("no pair for /tmp/a/ → /x/")
+	}
+	in := `{"cwd":"/tmp/a/","p":"/tmp/a/b.go","q":"/tmp/a","r":"/tmp/ab","s":"/tmp/a/tmp/a/c"}`
+	want := `{"cwd":"/x/","p":"/x/b.go","q":"/x","r":"/tmp/ab","s":"/x/tmp/a/c"}`
+	if got := mapCwds([]byte(in), []cwdPair{pair}, false); string(got) != want {
+		t.Fatalf("mapped\n%s\nwant\n%s", got, want)
+	}
+	if back := mapCwds([]byte(want), []cwdPair{pair}, true); string(back) != in {
+		t.Fatalf("mapped back\n%s\nwant\n%s", back, in)
+	}
+	for _, bad := range [][2]string{{"/", "/x"}, {"/tmp/a", "/tmp/a/"}, {"tmp/a", "/x"}} {
+		if _, ok := newCwdPair(bad[0], bad[1]); ok {
+			t.Errorf("newCwdPair(%q, %q) made a pair: there is nothing to map", bad[0], bad[1])
+		}
+	}
 }
