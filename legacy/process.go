@@ -232,7 +232,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		stderr:     errR,
 		chunks:     make(chan chunk, pumpBuffers),
 		free:       make(chan []byte, pumpBuffers),
-		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, maxLine: c.MaxLine, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
+		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
 		once:       onceWriterFor(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
@@ -242,8 +242,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if p.stopGrace <= 0 {
 		p.stopGrace = defaultStopGrace
 	}
-	if p.out.maxLine <= 0 {
-		p.out.maxLine = ndjson.DefaultMax
+	if p.out.split.max <= 0 {
 		p.out.split.max = ndjson.DefaultMax
 	}
 	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)

@@ -93,8 +93,8 @@ type stdoutLines struct {
 	ended bool   // stdout has ended for Read: afterStdout decides the error
 	noise int    // non-JSON lines since the last frame
 
-	maxLine, noiseLimit int
-	onNoise             func([]byte)
+	noiseLimit int
+	onNoise    func([]byte)
 }
 
 // nextLine returns the next JSON line of the child's stdout, lent when it
@@ -128,7 +128,7 @@ func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err err
 			continue
 		case gotTooLong:
 			n := p.skipped.Add(1)
-			p.log.Warn("skipping over-long line on agent stdout", "limit", o.maxLine,
+			p.log.Warn("skipping over-long line on agent stdout", "limit", o.split.max,
 				"head", snippet(line, maxQuoted), "skipped", n)
 			continue
 		}

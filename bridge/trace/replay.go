@@ -261,7 +261,7 @@ func deleteAt(v any, path []string) {
 // paths under the recorded one can be read as paths under the live one.
 func learnCwd(cwds *[]cwdPair, rec, live []byte) {
 	rc, lc := gjson.GetBytes(rec, "params.cwd"), gjson.GetBytes(live, "params.cwd")
-	if rc.Type != gjson.String || lc.Type != gjson.String || rc.Str == "" || lc.Str == "" || rc.Str == lc.Str {
+	if rc.Type != gjson.String || lc.Type != gjson.String {
 		return
 	}
 	pair, ok := newCwdPair(rc.Str, lc.Str)
