@@ -476,20 +476,34 @@ const directLimit = 64 << 10
 // the writer, first. It reports false, having done nothing, when it cannot
 // (the caller queues ms as usual).
 func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
-	if ew.direct == nil {
+	buf := ew.claimDirect(ms)
+	if buf == nil {
 		return false
+	}
+	ew.finishDirect(buf)
+	return true
+}
+
+// claimDirect is the first half of flushDirect: it takes the writer's role
+// for ms and returns their bytes, for finishDirect to write. Until then
+// every other message queues behind ms, so the caller may first let go of
+// what it holds (the gate: inlineAgentEvent). It returns nil, having done
+// nothing, when flushDirect would report false.
+func (ew *editorWriter) claimDirect(ms []editorMsg) []byte {
+	if ew.direct == nil {
+		return nil
 	}
 	n := 0
 	for i := range ms {
 		n += ms[i].size()
 	}
 	if n > directLimit {
-		return false
+		return nil
 	}
 	ew.mu.Lock()
 	if !ew.idle || ew.directing || ew.closing || len(ew.queue) != 0 {
 		ew.mu.Unlock()
-		return false
+		return nil
 	}
 	ew.directing = true
 	buf := ew.scratch[:0]
@@ -505,6 +519,12 @@ func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
 		}
 		buf = append(buf, '\n')
 	}
+	return buf
+}
+
+// finishDirect writes what claimDirect returned and gives the writer's
+// role back.
+func (ew *editorWriter) finishDirect(buf []byte) {
 	written, _ := ew.direct(buf) // an error is the writer's to meet and report
 
 	ew.mu.Lock()
@@ -525,15 +545,16 @@ func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
 	if wake {
 		signal(ew.wake)
 	}
-	return true
 }
 
 // empty reports whether nothing waits in the queue: the next messages up
-// to the bound are taken without waiting.
+// to the bound are taken without waiting. A direct write under way
+// (finishDirect) leaves the queue empty unless the stream does not take
+// all of it, and then at most directLimit bytes.
 func (ew *editorWriter) empty() bool {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
-	return ew.queued == 0 && !ew.directing
+	return ew.queued == 0
 }
 
 // full reports whether the next message would have to wait.

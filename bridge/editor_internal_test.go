@@ -88,7 +88,9 @@ func (s *lockedSink) String() string {
 // taking any part of a direct write at once (the rest then goes through the
 // writer, first): every message arrives whole, once, in the order it was
 // handed over, and closing ends the writer even while it waits out a
-// direct write. Seeded random sequences, the gate's one caller at a time.
+// direct write. Seeded random sequences, the gate's one caller at a time;
+// a direct write is also claimed first and written after messages sent
+// meanwhile, which come after it.
 func TestFlushDirectInterleavings(t *testing.T) {
 	for seed := range int64(200) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
@@ -141,11 +143,31 @@ func TestFlushDirectInterleavings(t *testing.T) {
 				for range rng.IntN(3) {
 					batch = append(batch, msg())
 				}
-				if ew.flushDirect(batch) {
-					direct++
-				} else if ew.sendAll(batch, nil) != len(batch) {
-					t.Fatalf("seed %d: sendAll refused", seed)
+				if rng.IntN(2) == 0 {
+					if ew.flushDirect(batch) {
+						direct++
+					} else if ew.sendAll(batch, nil) != len(batch) {
+						t.Fatalf("seed %d: sendAll refused", seed)
+					}
+					break
 				}
+				// Claimed, then written once the gate is open
+				// (inlineAgentEvent): what is sent between the two
+				// comes after the batch.
+				buf := ew.claimDirect(batch)
+				if buf == nil {
+					if ew.sendAll(batch, nil) != len(batch) {
+						t.Fatalf("seed %d: sendAll refused", seed)
+					}
+					break
+				}
+				direct++
+				for range rng.IntN(3) {
+					if !ew.send(msg(), nil) {
+						t.Fatalf("seed %d: send refused", seed)
+					}
+				}
+				ew.finishDirect(buf)
 			case 2:
 				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 			case 3:

@@ -215,6 +215,9 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 
 	e.editorOut = editorOut
 	e.out.direct = directWriter(editorOut)
+	if testHookEditorDirect != nil && e.out.direct != nil {
+		e.out.direct = testHookEditorDirect(e, e.out.direct)
+	}
 	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
@@ -420,6 +423,10 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 	}
 }
+
+// testHookEditorDirect, set by a test, wraps the function that writes to
+// the editor's stream without the writer goroutine (flushDirect).
+var testHookEditorDirect func(e *engine, write func([]byte) (int, error)) func([]byte) (int, error)
 
 // inputEnded reports whether the editor's input has ended (or failed).
 func (e *engine) inputEnded() bool {
