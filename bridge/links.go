@@ -399,6 +399,9 @@ type frameQueue struct {
 	try   func([]byte) (taken, held bool)
 	busy  bool
 	flush bool
+	// claimed says busy is a claim (claim): the frame is still to come,
+	// and nothing queued meanwhile may be written before it.
+	claimed bool
 }
 
 // tryWriter is a Link that can write a frame without waiting
@@ -446,6 +449,41 @@ func (q *frameQueue) push(frame []byte) {
 	signal(q.signal)
 }
 
+// claim takes the direct path for a frame that writeClaimed will write,
+// as push would take it, and reports whether it did; if not, the frame is
+// for push. Meanwhile frames pushed queue behind the claim. This lets the
+// caller write after letting go of the gate (inlineEditorLine).
+func (q *frameQueue) claim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.try == nil || q.shutq || len(q.items) != 0 || q.busy || q.flush {
+		return false
+	}
+	q.busy, q.claimed = true, true
+	return true
+}
+
+// writeClaimed writes frame on the path claim took: at once when the
+// agent takes it, else first in the queue, for the writer.
+func (q *frameQueue) writeClaimed(frame []byte) {
+	taken, held := q.try(frame)
+	q.mu.Lock()
+	q.busy, q.claimed = false, false
+	if taken {
+		q.flush = held
+	} else if !q.shutq {
+		q.items = append(q.items, nil)
+		copy(q.items[1:], q.items)
+		q.items[0] = frame
+		q.bytes += len(frame)
+	}
+	wake := q.flush || len(q.items) != 0
+	q.mu.Unlock()
+	if wake {
+		signal(q.signal)
+	}
+}
+
 // over reports whether the queue holds more than its bound.
 func (q *frameQueue) over() bool {
 	q.mu.Lock()
@@ -476,6 +514,16 @@ func (q *frameQueue) pop(ctx context.Context) (frame []byte, flush, ok bool) {
 		if q.shutq {
 			q.mu.Unlock()
 			return nil, false, false
+		}
+		if q.claimed {
+			// A claimed frame goes first (writeClaimed signals).
+			q.mu.Unlock()
+			select {
+			case <-q.signal:
+			case <-ctx.Done():
+				return nil, false, false
+			}
+			continue
 		}
 		if q.flush {
 			q.flush, q.busy = false, true
