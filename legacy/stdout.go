@@ -106,6 +106,9 @@ func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err err
 	o := &p.out
 	for {
 		if o.ended {
+			if p.idle != nil {
+				p.idle() // afterStdout may wait for the child's exit
+			}
 			return nil, false, p.afterStdout(ctx)
 		}
 		line, lent, r := o.split.next()
