@@ -257,21 +257,92 @@ func (ew *editorWriter) carve(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	if cap(ew.block)-len(ew.block) < n {
-		ew.tailRun = false // (a run does not span blocks)
-		if len(ew.block) > 0 {
-			ew.filled = append(ew.filled, ew.block)
-		}
-		if k := len(ew.free); k > 0 {
-			ew.block, ew.free[k-1] = ew.free[k-1], nil
-			ew.free = ew.free[:k-1]
-		} else {
-			ew.block = make([]byte, 0, blockSize)
-		}
+		ew.nextBlock()
 	}
 	at := len(ew.block)
 	ew.block = ew.block[:at+n]
 	return ew.block[at : at : at+n]
 }
+
+// nextBlock starts a new block to fill, a free one when there is one.
+// ew.mu is held.
+func (ew *editorWriter) nextBlock() {
+	ew.tailRun = false // (a run does not span blocks)
+	if len(ew.block) > 0 {
+		ew.filled = append(ew.filled, ew.block)
+	}
+	if k := len(ew.free); k > 0 {
+		ew.block, ew.free[k-1] = ew.free[k-1], nil
+		ew.free = ew.free[:k-1]
+	} else {
+		ew.block = make([]byte, 0, blockSize)
+	}
+}
+
+// space reports how many bytes the queue takes now without waiting, at
+// least n, for a link to gather a batch of updates that fits (see
+// engine.beginBatch); ok is false when n does not fit, or the writer is
+// closing. Only publish adds to the queue while the batch is gathered
+// (the caller holds the gate), so the batch fits when it is published.
+func (ew *editorWriter) space(n int) (_ int, ok bool) {
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	switch {
+	case ew.closing:
+		return 0, false
+	case ew.queued == 0:
+		return max(ew.limit, n), true
+	}
+	r := ew.limit - ew.queued
+	return r, r >= n
+}
+
+// publish hands the writer a batch of whole lines that space said fits.
+// When the writer is idle with nothing queued and the stream takes writes
+// without blocking, it takes the writer's role instead (claimed), for the
+// caller to write the batch itself once it has let go of the gate
+// (finishRun), as claimDirect does: the batch then reaches the editor
+// with no copy and no hand-off. Otherwise the batch is copied into the
+// writer's blocks, as trySend copies a message, and the writer woken as
+// trySend would (later). ok is false, with nothing done, when the writer
+// is closing.
+func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, claimed, ok bool) {
+	ew.mu.Lock()
+	if ew.closing {
+		ew.mu.Unlock()
+		return batch[:0], false, false
+	}
+	if ew.direct != nil && ew.idle && !ew.directing && len(ew.queue) == 0 {
+		ew.directing = true
+		ew.mu.Unlock()
+		return batch, true, true
+	}
+	wake := len(ew.queue) == 0 || ew.owed
+	// The batch's buffer becomes one of the writer's filled blocks, as it
+	// is, and the caller gets a free block for its next batch.
+	ew.filled = append(ew.filled, batch)
+	ew.queue = append(ew.queue, editorMsg{body: batch, raw: true, oneLine: true})
+	ew.tailRun = false
+	if k := len(ew.free); k > 0 {
+		next, ew.free[k-1] = ew.free[k-1], nil
+		ew.free = ew.free[:k-1]
+	}
+	ew.queued += len(batch)
+	if later && ew.queued < laterBytes {
+		ew.owed, wake = wake, false
+	} else {
+		ew.owed = false
+	}
+	ew.mu.Unlock()
+	if wake {
+		signal(ew.wake)
+	}
+	return next, false, true
+}
+
+// finishRun writes the batch publish claimed the writer's role for, and
+// gives the role back; the caller keeps its batch's memory.
+func (ew *editorWriter) finishRun(batch []byte) { ew.finish(batch, false) }
 
 // takeBlocks hands the writer the blocks that hold the queue's copied
 // messages, with the queue: the next message copied starts a new block.
@@ -296,7 +367,9 @@ func (ew *editorWriter) takeBlocks() [][]byte {
 func (ew *editorWriter) returnBlocks(blocks [][]byte) {
 	keep := max(idleBlocks, 2*(ew.limit/blockSize+1))
 	for _, b := range blocks {
-		if len(ew.free) < keep {
+		// (A batch a link published is a block only when it is one's
+		// size: carve counts on a free block's.)
+		if len(ew.free) < keep && cap(b) == blockSize {
 			ew.free = append(ew.free, b[:0])
 		}
 	}
@@ -524,7 +597,12 @@ func (ew *editorWriter) claimDirect(ms []editorMsg) []byte {
 
 // finishDirect writes what claimDirect returned and gives the writer's
 // role back.
-func (ew *editorWriter) finishDirect(buf []byte) {
+func (ew *editorWriter) finishDirect(buf []byte) { ew.finish(buf, true) }
+
+// finish writes buf to the stream as the writer's role's holder, queues
+// first for the writer what the stream does not take at once, and gives
+// the role back; with scratch, buf becomes the next claimDirect's buffer.
+func (ew *editorWriter) finish(buf []byte, scratch bool) {
 	written, _ := ew.direct(buf) // an error is the writer's to meet and report
 
 	ew.mu.Lock()
@@ -537,7 +615,7 @@ func (ew *editorWriter) finishDirect(buf []byte) {
 		ew.tailRun = false
 		ew.queued += len(rest.body)
 	}
-	if cap(buf) <= directLimit*2 {
+	if scratch && cap(buf) <= directLimit*2 {
 		ew.scratch = buf[:0]
 	}
 	wake := len(ew.queue) != 0 || ew.closing

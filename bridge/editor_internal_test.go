@@ -92,6 +92,12 @@ func (s *lockedSink) String() string {
 // a direct write is also claimed first and written after messages sent
 // meanwhile, which come after it.
 func TestFlushDirectInterleavings(t *testing.T) {
+	totalPublished, totalClaimed := 0, 0
+	defer func() {
+		if totalClaimed == 0 || totalClaimed == totalPublished {
+			t.Errorf("%d batches published, %d of them written by their link: the test did not walk both of publish's paths", totalPublished, totalClaimed)
+		}
+	}()
 	for seed := range int64(200) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
 		sink := &lockedSink{}
@@ -132,8 +138,10 @@ func TestFlushDirectInterleavings(t *testing.T) {
 			want = append(want, fmt.Sprintf(`{"n":%d,"pad":"%s"}`, next, strings.Repeat("x", rng.IntN(40))))
 			return editorMsg{body: []byte(want[len(want)-1]), oneLine: true}
 		}
+		var batchBuf []byte // a link's batch buffer: its own once publish returns it
+		published, claimed := 0, 0
 		for range 60 {
-			switch rng.IntN(4) {
+			switch rng.IntN(5) {
 			case 0:
 				if !ew.send(msg(), nil) {
 					t.Fatalf("seed %d: send refused", seed)
@@ -189,6 +197,53 @@ func TestFlushDirectInterleavings(t *testing.T) {
 					}
 				}
 				ew.kick()
+			case 4:
+				// A link's batch (engine.beginBatch): as much as space
+				// said fits, published in one piece, and the buffer
+				// publish returns reused for the next, overwritten:
+				// a writer still reading the last one would write
+				// the new batch's bytes in its place.
+				m := msg()
+				room, ok := ew.space(m.size())
+				if !ok {
+					if !ew.send(m, nil) {
+						t.Fatalf("seed %d: send refused", seed)
+					}
+					break
+				}
+				b := append(append(batchBuf[:0], m.body...), '\n')
+				for range rng.IntN(4) {
+					m := msg()
+					if len(b)+m.size() > room {
+						next-- // (not sent after all)
+						want = want[:len(want)-1]
+						break
+					}
+					b = append(append(b, m.body...), '\n')
+				}
+				nextBuf, isClaimed, ok := ew.publish(b, true)
+				if !ok {
+					t.Fatalf("seed %d: publish refused", seed)
+				}
+				published++
+				if isClaimed {
+					claimed++
+					// The gate opens before the write: what is sent
+					// meanwhile comes after the batch.
+					for range rng.IntN(3) {
+						if !ew.send(msg(), nil) {
+							t.Fatalf("seed %d: send refused", seed)
+						}
+					}
+					ew.finishRun(nextBuf)
+				}
+				batchBuf = nextBuf
+				for i := range batchBuf[:cap(batchBuf)] {
+					batchBuf[:cap(batchBuf)][i] = '#'
+				}
+				if rng.IntN(2) == 0 {
+					ew.kick()
+				}
 			}
 		}
 		<-other
@@ -216,6 +271,8 @@ func TestFlushDirectInterleavings(t *testing.T) {
 		if seed == 199 && (direct == 0 || partial == 0) {
 			t.Errorf("the last seed made %d direct writes, %d of them partial: the test did not walk the direct path", direct, partial)
 		}
+		totalPublished += published
+		totalClaimed += claimed
 	}
 }
 

@@ -68,6 +68,9 @@ type link struct {
 	// writer then, together, rather than one by one. Set by run.
 	kicks bool
 	lines *store.Lines // records of passed updates not yet in the store; guarded by engine.gate
+	// batch is the run of updates the goroutine is passing holding the
+	// gate (engine.beginBatch).
+	batch linkBatch
 	// parser reads the frames of the link's goroutine (prepare), which
 	// owns it: a stream's chunks are read by their opening as a whole.
 	parser   translate.Parser
@@ -260,6 +263,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			frame, err = conn.Read(ctx)
 		}
 		if err != nil {
+			e.endBatch(l)
 			if l.kicks {
 				e.out.kick()
 			}
@@ -283,6 +287,7 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		if l.pass != nil && e.passUpdate(l, &ev, done) {
 			continue
 		}
+		e.endBatch(l) // (the gate is the loop's, or inlineAgentEvent's, again)
 		if ev.borrowed {
 			ev.own(&own)
 		}

@@ -1,0 +1,248 @@
+//go:build unix
+
+package bridge
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/translate/acp"
+	"github.com/tidwall/gjson"
+)
+
+// burstLink is an agent whose frames come in bursts: its Read returns a
+// burst's frames one after the other without waiting, as a child's pump
+// or a socket's buffer does, and calls OnIdle's function only when it has
+// none left. Before it waits it notes whether the gate of the Bridge
+// serving it could be taken.
+type burstLink struct {
+	b      *Bridge
+	idle   func()
+	more   chan struct{} // capacity 1: frames were queued
+	closed chan struct{}
+	once   sync.Once
+
+	mu      sync.Mutex
+	pending [][]byte
+	prompt  string // the id of the prompt request, once it came
+
+	waits, waitsGateShut atomic.Int64
+}
+
+func (a *burstLink) OnIdle(f func()) { a.idle = f }
+
+// queue adds frames for Read, all at once.
+func (a *burstLink) queue(frames ...[]byte) {
+	a.mu.Lock()
+	a.pending = append(a.pending, frames...)
+	a.mu.Unlock()
+	select {
+	case a.more <- struct{}{}:
+	default:
+	}
+}
+
+func (a *burstLink) Read(ctx context.Context) ([]byte, error) {
+	for {
+		a.mu.Lock()
+		if len(a.pending) > 0 {
+			f := a.pending[0]
+			a.pending = a.pending[1:]
+			a.mu.Unlock()
+			return f, nil
+		}
+		a.mu.Unlock()
+		if a.idle != nil {
+			a.idle()
+		}
+		a.waits.Add(1)
+		if e := a.b.serving.Load(); e != nil && !gateOpens(e, time.Second) {
+			// (The loop holds the gate while it handles an event, but
+			// not for a second: the link's goroutine, here, holds it.)
+			a.waitsGateShut.Add(1)
+		}
+		select {
+		case <-a.more:
+		case <-a.closed:
+			return nil, io.EOF
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (a *burstLink) Write(ctx context.Context, frame []byte) error {
+	r := gjson.GetManyBytes(frame, "id", "method")
+	if !r[0].Exists() || !r[1].Exists() {
+		return nil
+	}
+	result := `{}`
+	switch r[1].Str {
+	case "initialize":
+		result = `{"protocolVersion":1,"agentCapabilities":{}}`
+	case "session/new":
+		result = `{"sessionId":"s1"}`
+	case "session/prompt":
+		a.mu.Lock()
+		a.prompt = r[0].Raw
+		a.mu.Unlock()
+		return nil // answered by the test, after its bursts
+	}
+	a.queue(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, r[0].Raw, result))
+	return nil
+}
+
+func (a *burstLink) Close() error {
+	a.once.Do(func() { close(a.closed) })
+	return nil
+}
+
+// gateOpens reports whether e's gate can be taken within d.
+func gateOpens(e *engine, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if e.gate.TryLock() {
+			e.gate.Unlock()
+			return true
+		}
+	}
+	return false
+}
+
+// A stream's updates that the link reads without waiting pass in batches
+// (linkBatch): the gate and the writer's lock are taken once for each
+// batch, not for each update. A batch holds the gate, so the link must
+// let go of it before its reads wait: the gate is open at every wait, and
+// the loop answers the editor while the agent is silent between bursts.
+func TestBurstsPassInBatches(t *testing.T) {
+	var mu sync.Mutex
+	var batches []int
+	testHookBatch = func(updates int) {
+		mu.Lock()
+		batches = append(batches, updates)
+		mu.Unlock()
+	}
+	defer func() { testHookBatch = nil }()
+
+	outR, outW, err := os.Pipe() // a pipe, as in the binary: the direct path
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	inR, inW := io.Pipe()
+	newTr, diags := acp.Dialect.Configure(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	dialed := make(chan *burstLink, 1)
+	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "bursts", Version: "test"}
+	b.Dial = func(context.Context, Spawn) (Link, error) {
+		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
+		dialed <- a
+		return a, nil
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- b.Serve(context.Background(), inR, outW)
+		outW.Close()
+	}()
+	out := bufio.NewReader(outR)
+	recv := func() string {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() {
+			line, _ := out.ReadString('\n')
+			got <- line
+		}()
+		select {
+		case line := <-got:
+			return line
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing from the bridge for 10 s")
+			return ""
+		}
+	}
+	call := func(id int, method, params string) {
+		t.Helper()
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		if line := recv(); gjson.Get(line, "id").Int() != int64(id) || !gjson.Get(line, "result").Exists() {
+			t.Fatalf("%s: got %s", method, line)
+		}
+	}
+	call(0, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	call(1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+	agent := <-dialed
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`+"\n")
+	for {
+		agent.mu.Lock()
+		id := agent.prompt
+		agent.mu.Unlock()
+		if id != "" {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	const bursts, perBurst = 4, 1500
+	n := 0
+	for burst := range bursts {
+		frames := make([][]byte, perBurst)
+		for i := range frames {
+			frames[i] = fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, n+i)
+		}
+		agent.queue(frames...)
+		for i := range perBurst {
+			if text := gjson.Get(recv(), "params.update.content.text").Str; text != fmt.Sprint(n+i) {
+				t.Fatalf("burst %d: update %d = %q", burst, n+i, text)
+			}
+		}
+		n += perBurst
+		// The agent is silent now: the loop must be free to answer.
+		call(10+burst, "_test/echo", `{"sessionId":"s1"}`)
+	}
+	agent.mu.Lock()
+	promptID := agent.prompt
+	agent.mu.Unlock()
+	agent.queue(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, promptID))
+	if got := recv(); gjson.Get(got, "id").Int() != 2 || gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("after the updates = %s, want the prompt's answer", got)
+	}
+	inW.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the editor's input ended")
+	}
+
+	if shut := agent.waitsGateShut.Load(); shut > 0 {
+		t.Errorf("the link waited for its agent holding the gate %d times of %d", shut, agent.waits.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	passed := 0
+	for _, k := range batches {
+		passed += k
+	}
+	if passed == 0 {
+		t.Fatal("no update passed in a batch")
+	}
+	// Each update is about 170 bytes: a batch holds up to about 190.
+	// The first update of each burst may be passed before the rest are
+	// read, and the loop may take a few, so the bound is loose; one batch
+	// per update, or per few, fails it.
+	if max := bursts * (perBurst*170/batchBytes + 4); len(batches) > max {
+		t.Errorf("%d updates passed in %d batches, want at most %d", passed, len(batches), max)
+	}
+	if passed < n*9/10 {
+		t.Errorf("%d of %d updates passed in batches", passed, n)
+	}
+}
