@@ -105,13 +105,16 @@ type relayPath struct {
 }
 
 func paths(bins binaries, url string) map[string][2]relayPath {
+	// ACP_BENCH_BRIDGE_ARGS adds flags to the bridge's command line
+	// (--no-sessions, say: what the session store costs).
+	bridge := append([]string{bins.bridge}, strings.Fields(os.Getenv("ACP_BENCH_BRIDGE_ARGS"))...)
 	return map[string][2]relayPath{
 		"ws": {
-			{"bridge", "ws", []string{bins.bridge, "--url", url}},
+			{"bridge", "ws", append(slices.Clip(bridge), "--url", url)},
 			{"naive", "ws", []string{bins.naive, "--url", url}},
 		},
 		"child": {
-			{"bridge", "child", []string{bins.bridge, "--", bins.agent, "-stdio"}},
+			{"bridge", "child", append(slices.Clip(bridge), "--", bins.agent, "-stdio")},
 			{"naive", "child", []string{bins.naive, "--", bins.agent, "-stdio"}},
 		},
 	}
@@ -512,8 +515,10 @@ func TestProcessBench(t *testing.T) {
 //	go test -run XXX -bench Process -benchtime=1x ./bench/
 //
 // ACP_BENCH_REPS sets the reps (default 5), ACP_BENCH_UPDATES the streamed
-// updates per run (default 200000), and ACP_BENCH_BRIDGE the binary to
-// measure instead of one built from this tree (another commit's, say).
+// updates per run (default 200000), ACP_BENCH_BRIDGE the binary to
+// measure instead of one built from this tree (another commit's, say), and
+// ACP_BENCH_BRIDGE_ARGS flags to run it with (--no-sessions: the figures
+// without the session store).
 func BenchmarkProcess(b *testing.B) {
 	reps, updates := envInt("ACP_BENCH_REPS", 5), envInt("ACP_BENCH_UPDATES", 200000)
 	ld := load{updates: updates, size: 64, echoes: 1000, big: 32 << 20, huge: 60 << 20, settle: 10 * time.Second}
