@@ -11,4 +11,5 @@
 //
 //	go test -run XXX -bench Process -benchtime=1x ./bench/   # the full run: ratios, medians, spread
 //	go test -run Process -v ./bench/                          # the short form CI runs
+//	ACP_BENCH_BRIDGE_ARGS=--no-sessions go test -run XXX -bench Process -benchtime=1x ./bench/   # without the session store
 package bench
