@@ -34,7 +34,8 @@ import (
 // read before it. An update that cannot take the fast path (the writer's
 // queue is full, the frame needs a repair, the session is not in the table)
 // takes the loop's, which does all it did before. The link never waits for
-// anything while it holds the gate.
+// anything while it holds the gate; it holds it once for a run of updates
+// it reads without waiting (linkBatch).
 
 // fastTable maps the sessions whose updates a link's goroutine may pass on,
 // by the id the agent gives them (a renamed session's backend id), to what

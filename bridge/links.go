@@ -308,7 +308,9 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 }
 
 // idler is a Link that calls a function when its Read is about to wait
-// (legacy.WSConn, legacy.Process).
+// (legacy.WSConn, legacy.Process), before every wait: the fast path
+// holds the engine's gate across reads that do not wait (linkBatch), and
+// lets go of it there.
 type idler interface{ OnIdle(func()) }
 
 // dialError marks a failure to connect, as opposed to a connection lost
