@@ -32,6 +32,9 @@ type burstLink struct {
 	mu      sync.Mutex
 	pending [][]byte
 	prompt  string // the id of the prompt request, once it came
+	// endless, when set, is what Read returns when nothing is pending,
+	// at once: an agent that always has another update ready.
+	endless []byte
 
 	waits, waitsGateShut atomic.Int64
 }
@@ -55,6 +58,10 @@ func (a *burstLink) Read(ctx context.Context) ([]byte, error) {
 		if len(a.pending) > 0 {
 			f := a.pending[0]
 			a.pending = a.pending[1:]
+			a.mu.Unlock()
+			return f, nil
+		}
+		if f := a.endless; f != nil {
 			a.mu.Unlock()
 			return f, nil
 		}
@@ -244,5 +251,140 @@ func TestBurstsPassInBatches(t *testing.T) {
 	}
 	if passed < n*9/10 {
 		t.Errorf("%d of %d updates passed in batches", passed, n)
+	}
+}
+
+// An agent that streams without a pause never lets its link's read wait,
+// so its batches end only at their bound: the loop must still get the
+// gate between them, and answer the editor while the stream goes on.
+func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
+	var mu sync.Mutex
+	var batches []int
+	testHookBatch = func(updates int) {
+		mu.Lock()
+		batches = append(batches, updates)
+		mu.Unlock()
+	}
+	defer func() { testHookBatch = nil }()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	inR, inW := io.Pipe()
+	newTr, diags := acp.Dialect.Configure(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	dialed := make(chan *burstLink, 1)
+	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "stream", Version: "test"}
+	b.Dial = func(context.Context, Spawn) (Link, error) {
+		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
+		dialed <- a
+		return a, nil
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- b.Serve(context.Background(), inR, outW)
+		outW.Close()
+	}()
+	// The editor reads everything, and hands on the answers.
+	answers := make(chan string, 16)
+	updates := atomic.Int64{}
+	go func() {
+		out := bufio.NewReader(outR)
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				close(answers)
+				return
+			}
+			if gjson.Get(line, "method").Str == "session/update" {
+				updates.Add(1)
+				continue
+			}
+			answers <- line
+		}
+	}()
+	call := func(id int, method, params string) {
+		t.Helper()
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		select {
+		case line := <-answers:
+			if gjson.Get(line, "id").Int() != int64(id) || !gjson.Get(line, "result").Exists() {
+				t.Fatalf("%s: got %s", method, line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer within 10 s while the agent streams (%d updates so far)", method, updates.Load())
+		}
+	}
+	call(0, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	call(1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+	agent := <-dialed
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`+"\n")
+	for {
+		agent.mu.Lock()
+		id := agent.prompt
+		agent.mu.Unlock()
+		if id != "" {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// The stream: the agent always has another update ready.
+	update := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"more"}}}}`)
+	agent.mu.Lock()
+	agent.endless = update
+	agent.mu.Unlock()
+	agent.queue() // (wakes a Read that waits)
+	waitsBefore := agent.waits.Load()
+	for deadline := time.Now().Add(10 * time.Second); updates.Load() < 2000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d updates in 10 s: the stream did not start", updates.Load())
+		}
+	}
+	before := updates.Load()
+	for i := range 20 {
+		call(10+i, "_test/echo", `{"sessionId":"s1"}`)
+	}
+	agent.mu.Lock()
+	agent.endless = nil
+	promptID := agent.prompt
+	agent.mu.Unlock()
+	if waits := agent.waits.Load() - waitsBefore; waits != 0 {
+		t.Errorf("the link's read waited %d times during the stream: the test did not stream without a pause", waits)
+	}
+	agent.queue(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, promptID))
+	select {
+	case line := <-answers:
+		if gjson.Get(line, "id").Int() != 2 {
+			t.Fatalf("after the stream = %s, want the prompt's answer", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to the prompt")
+	}
+	if n := updates.Load() - before; n < 1000 {
+		t.Errorf("only %d updates streamed while the editor's requests were answered", n)
+	}
+	mu.Lock()
+	full := 0
+	for _, k := range batches {
+		if (k+1)*(len(update)+1) > batchBytes { // (the next would not fit)
+			full++
+		}
+	}
+	mu.Unlock()
+	if full == 0 {
+		t.Errorf("no batch reached its bound in %d: the test did not walk the path it is for", len(batches))
+	}
+	inW.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the editor's input ended")
 	}
 }
