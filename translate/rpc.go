@@ -251,7 +251,7 @@ func IntID(n uint64) json.RawMessage {
 func ErrorObject(raw json.RawMessage) json.RawMessage {
 	code, msg := Get(raw, "code"), Get(raw, "message")
 	if code.Type == gjson.Number && strings.IndexAny(code.Raw, ".eE") < 0 && msg.Type == gjson.String {
-		if bytes.IndexByte(raw, '\n') < 0 {
+		if bytes.IndexAny(raw, "\r\n") < 0 { // (a CR is a line break to some readers too)
 			return raw
 		}
 		var b bytes.Buffer
