@@ -186,6 +186,15 @@ func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
 		ew.queue = append(ew.queue, *m)
 		ew.tailRun = false
 	}
+	ew.added(n, wake, later)
+	return true
+}
+
+// added counts n bytes just queued and unlocks ew.mu, then wakes the
+// writer when wake says it should (the queue was empty, or a wake-up was
+// owed), unless later defers that while less than laterBytes waits (see
+// trySend).
+func (ew *editorWriter) added(n int, wake, later bool) {
 	ew.queued += n
 	if later && ew.queued < laterBytes {
 		ew.owed, wake = wake, false
@@ -196,7 +205,6 @@ func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
 	if wake {
 		signal(ew.wake)
 	}
-	return true
 }
 
 // trySendLine is trySend of a message that is body alone, known to be on
@@ -271,19 +279,30 @@ func (ew *editorWriter) nextBlock() {
 	if len(ew.block) > 0 {
 		ew.filled = append(ew.filled, ew.block)
 	}
-	if k := len(ew.free); k > 0 {
-		ew.block, ew.free[k-1] = ew.free[k-1], nil
-		ew.free = ew.free[:k-1]
-	} else {
+	if ew.block = ew.takeFree(); ew.block == nil {
 		ew.block = make([]byte, 0, blockSize)
 	}
+}
+
+// takeFree returns a free block, nil when there is none. ew.mu is held.
+func (ew *editorWriter) takeFree() []byte {
+	k := len(ew.free)
+	if k == 0 {
+		return nil
+	}
+	b := ew.free[k-1]
+	ew.free[k-1] = nil
+	ew.free = ew.free[:k-1]
+	return b
 }
 
 // space reports how many bytes the queue takes now without waiting, at
 // least n, for a link to gather a batch of updates that fits (see
 // engine.beginBatch); ok is false when n does not fit, or the writer is
-// closing. Only publish adds to the queue while the batch is gathered
-// (the caller holds the gate), so the batch fits when it is published.
+// closing. While the batch is gathered its link holds the gate, which
+// every other sender takes first, so the queue only shrinks, but for a
+// direct write's unwritten rest coming back (at most directLimit): publish
+// never refuses a batch for want of room.
 func (ew *editorWriter) space(n int) (_ int, ok bool) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
@@ -323,20 +342,8 @@ func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, claimed,
 	ew.filled = append(ew.filled, batch)
 	ew.queue = append(ew.queue, editorMsg{body: batch, raw: true, oneLine: true})
 	ew.tailRun = false
-	if k := len(ew.free); k > 0 {
-		next, ew.free[k-1] = ew.free[k-1], nil
-		ew.free = ew.free[:k-1]
-	}
-	ew.queued += len(batch)
-	if later && ew.queued < laterBytes {
-		ew.owed, wake = wake, false
-	} else {
-		ew.owed = false
-	}
-	ew.mu.Unlock()
-	if wake {
-		signal(ew.wake)
-	}
+	next = ew.takeFree()
+	ew.added(len(batch), wake, later)
 	return next, false, true
 }
 
