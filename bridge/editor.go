@@ -124,7 +124,16 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 			}
 			return true
 		}
+		// Room comes only from the writer: a wake-up that a link owes it
+		// (trySend's later) is given now, or this send could wait for a
+		// writer that waits for the link, itself waiting for the gate
+		// the send's caller holds.
+		owed := ew.owed
+		ew.owed = false
 		ew.mu.Unlock()
+		if owed {
+			signal(ew.wake)
+		}
 		select {
 		case <-ew.room:
 		case <-ew.done:
