@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,19 +91,13 @@ func (a *burstLink) Write(ctx context.Context, frame []byte) error {
 	if !r[0].Exists() || !r[1].Exists() {
 		return nil
 	}
-	result := `{}`
-	switch r[1].Str {
-	case "initialize":
-		result = `{"protocolVersion":1,"agentCapabilities":{}}`
-	case "session/new":
-		result = `{"sessionId":"s1"}`
-	case "session/prompt":
+	if r[1].Str == "session/prompt" {
 		a.mu.Lock()
 		a.prompt = r[0].Raw
 		a.mu.Unlock()
 		return nil // answered by the test, after its bursts
 	}
-	a.queue(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, r[0].Raw, result))
+	a.queue(cannedAnswer(r[0].Raw, r[1].Str))
 	return nil
 }
 
@@ -122,12 +117,52 @@ func gateOpens(e *engine, d time.Duration) bool {
 	return false
 }
 
-// A stream's updates that the link reads without waiting pass in batches
-// (linkBatch): the gate and the writer's lock are taken once for each
-// batch, not for each update. A batch holds the gate, so the link must
-// let go of it before its reads wait: the gate is open at every wait, and
-// the loop answers the editor while the agent is silent between bursts.
-func TestBurstsPassInBatches(t *testing.T) {
+// serveBurstLink runs Serve with a burstLink for its agent and a pipe for
+// the editor's output, as in the binary (the direct path). It returns the
+// editor's input and output, the link once dialed, and Serve's result.
+func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-chan *burstLink, served <-chan error) {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { outR.Close() })
+	inR, inW := io.Pipe()
+	newTr, diags := acp.Dialect.Configure(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	links := make(chan *burstLink, 1)
+	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "bursts", Version: "test"}
+	b.Dial = func(context.Context, Spawn) (Link, error) {
+		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
+		links <- a
+		return a, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Serve(context.Background(), inR, outW)
+		outW.Close()
+	}()
+	return inW, outR, links, done
+}
+
+// waitPrompt waits for the editor's prompt to reach the agent.
+func (a *burstLink) waitPrompt() {
+	for {
+		a.mu.Lock()
+		id := a.prompt
+		a.mu.Unlock()
+		if id != "" {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// recordBatches makes endBatch report the batches it hands over, until t
+// ends; the function returned gives those so far, each as its updates.
+func recordBatches(t *testing.T) func() []int {
 	var mu sync.Mutex
 	var batches []int
 	testHookBatch = func(updates int) {
@@ -135,30 +170,23 @@ func TestBurstsPassInBatches(t *testing.T) {
 		batches = append(batches, updates)
 		mu.Unlock()
 	}
-	defer func() { testHookBatch = nil }()
+	t.Cleanup(func() { testHookBatch = nil })
+	return func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(batches)
+	}
+}
 
-	outR, outW, err := os.Pipe() // a pipe, as in the binary: the direct path
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outR.Close()
-	inR, inW := io.Pipe()
-	newTr, diags := acp.Dialect.Configure(nil)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	dialed := make(chan *burstLink, 1)
-	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "bursts", Version: "test"}
-	b.Dial = func(context.Context, Spawn) (Link, error) {
-		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
-		dialed <- a
-		return a, nil
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- b.Serve(context.Background(), inR, outW)
-		outW.Close()
-	}()
+// A stream's updates that the link reads without waiting pass in batches
+// (linkBatch): the gate and the writer's lock are taken once for each
+// batch, not for each update. A batch holds the gate, so the link must
+// let go of it before its reads wait: the gate is open at every wait, and
+// the loop answers the editor while the agent is silent between bursts.
+func TestBurstsPassInBatches(t *testing.T) {
+	batchesSeen := recordBatches(t)
+
+	inW, outR, dialed, served := serveBurstLink(t)
 	out := bufio.NewReader(outR)
 	recv := func() string {
 		t.Helper()
@@ -186,15 +214,7 @@ func TestBurstsPassInBatches(t *testing.T) {
 	call(1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
 	agent := <-dialed
 	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`+"\n")
-	for {
-		agent.mu.Lock()
-		id := agent.prompt
-		agent.mu.Unlock()
-		if id != "" {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	agent.waitPrompt()
 
 	const bursts, perBurst = 4, 1500
 	n := 0
@@ -233,8 +253,7 @@ func TestBurstsPassInBatches(t *testing.T) {
 	if shut := agent.waitsGateShut.Load(); shut > 0 {
 		t.Errorf("the link waited for its agent holding the gate %d times of %d", shut, agent.waits.Load())
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	batches := batchesSeen()
 	passed := 0
 	for _, k := range batches {
 		passed += k
@@ -258,36 +277,8 @@ func TestBurstsPassInBatches(t *testing.T) {
 // so its batches end only at their bound: the loop must still get the
 // gate between them, and answer the editor while the stream goes on.
 func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
-	var mu sync.Mutex
-	var batches []int
-	testHookBatch = func(updates int) {
-		mu.Lock()
-		batches = append(batches, updates)
-		mu.Unlock()
-	}
-	defer func() { testHookBatch = nil }()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outR.Close()
-	inR, inW := io.Pipe()
-	newTr, diags := acp.Dialect.Configure(nil)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	dialed := make(chan *burstLink, 1)
-	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "stream", Version: "test"}
-	b.Dial = func(context.Context, Spawn) (Link, error) {
-		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
-		dialed <- a
-		return a, nil
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- b.Serve(context.Background(), inR, outW)
-		outW.Close()
-	}()
+	batchesSeen := recordBatches(t)
+	inW, outR, dialed, served := serveBurstLink(t)
 	// The editor reads everything, and hands on the answers.
 	answers := make(chan string, 16)
 	updates := atomic.Int64{}
@@ -322,15 +313,7 @@ func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
 	call(1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
 	agent := <-dialed
 	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`+"\n")
-	for {
-		agent.mu.Lock()
-		id := agent.prompt
-		agent.mu.Unlock()
-		if id != "" {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	agent.waitPrompt()
 
 	// The stream: the agent always has another update ready.
 	update := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"more"}}}}`)
@@ -367,14 +350,13 @@ func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
 	if n := updates.Load() - before; n < 1000 {
 		t.Errorf("only %d updates streamed while the editor's requests were answered", n)
 	}
-	mu.Lock()
+	batches := batchesSeen()
 	full := 0
 	for _, k := range batches {
 		if (k+1)*(len(update)+1) > batchBytes { // (the next would not fit)
 			full++
 		}
 	}
-	mu.Unlock()
 	if full == 0 {
 		t.Errorf("no batch reached its bound in %d: the test did not walk the path it is for", len(batches))
 	}

@@ -59,19 +59,25 @@ func (a *answeringLink) Write(ctx context.Context, frame []byte) error {
 	if !r[0].Exists() || !r[1].Exists() {
 		return nil
 	}
+	select {
+	case a.answers <- cannedAnswer(r[0].Raw, r[1].Str):
+		return nil
+	case <-a.closed:
+		return io.ErrClosedPipe
+	}
+}
+
+// cannedAnswer is a test agent's answer to request id of method: an
+// initialize that speaks v1, a session "s1", an empty result for the rest.
+func cannedAnswer(id, method string) []byte {
 	result := `{}`
-	switch r[1].Str {
+	switch method {
 	case "initialize":
 		result = `{"protocolVersion":1,"agentCapabilities":{}}`
 	case "session/new":
 		result = `{"sessionId":"s1"}`
 	}
-	select {
-	case a.answers <- fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, r[0].Raw, result):
-		return nil
-	case <-a.closed:
-		return io.ErrClosedPipe
-	}
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
 }
 
 func (a *answeringLink) Close() error {
