@@ -289,7 +289,9 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		return false
 	}
 	if b := &l.batch; b.held {
-		if b.table == t && e.batches(l, fs, ev) && len(b.buf)+len(ev.frame)+1 <= b.room {
+		// (t is the table the batch began with: the loop replaces it
+		// only under the gate, which the batch holds.)
+		if e.batches(l, fs, ev) && len(b.buf)+len(ev.frame)+1 <= b.room {
 			b.add(ev.frame)
 			e.passed(l, fs, env, &editorMsg{body: ev.frame, oneLine: true})
 			return true
@@ -322,7 +324,7 @@ func (e *engine) passUpdate(l *link, ev *agentEvent, done <-chan struct{}) bool 
 		}
 	}
 	if e.batches(l, fs, ev) {
-		if !e.beginBatch(l, t, len(ev.frame)+1) {
+		if !e.beginBatch(l, len(ev.frame)+1) {
 			e.gate.Unlock()
 			return false
 		}
@@ -397,9 +399,8 @@ func (e *engine) passed(l *link, fs *fastSession, env *translate.Envelope, m *ed
 // worth of updates.
 type linkBatch struct {
 	held  bool
-	table *fastTable // the table the batch began with
-	buf   []byte     // the updates, each with its newline
-	room  int        // the most buf may hold: what the writer's queue had room for
+	buf   []byte // the updates, each with its newline
+	room  int    // the most buf may hold: what the writer's queue had room for
 	lines int
 }
 
@@ -423,10 +424,10 @@ func (e *engine) batches(l *link, fs *fastSession, ev *agentEvent) bool {
 	return l.kicks && fs.rename == nil && e.b.Redact == nil && len(ev.frame) < maxCarved
 }
 
-// beginBatch starts a batch of l's, with table t, for a first update of n
+// beginBatch starts a batch of l's for a first update of n
 // bytes, if the writer's queue has room for it now; the gate is held, and
 // stays held until endBatch.
-func (e *engine) beginBatch(l *link, t *fastTable, n int) bool {
+func (e *engine) beginBatch(l *link, n int) bool {
 	room, ok := e.out.space(n)
 	if !ok {
 		return false
@@ -435,7 +436,7 @@ func (e *engine) beginBatch(l *link, t *fastTable, n int) bool {
 	if cap(b.buf) < batchBytes {
 		b.buf = make([]byte, 0, blockSize)
 	}
-	b.held, b.table, b.room = true, t, min(room, batchBytes)
+	b.held, b.room = true, min(room, batchBytes)
 	return true
 }
 
@@ -453,7 +454,7 @@ func (e *engine) endBatch(l *link) {
 	if !ok {
 		e.droppedEditor(b.lines) // (the writer is closing: the editor is gone)
 	}
-	b.held, b.table = false, nil
+	b.held = false
 	e.gate.Unlock()
 	if claimed {
 		e.out.finishRun(next)
