@@ -3,23 +3,79 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
-// The bridge reads the editor's stdin in the mode the editor gave it: a
-// blocking pipe stays blocking, so the reading thread wakes straight from
-// the kernel at each request instead of through Go's poller (about 5 µs of
-// every round trip, docs/performance.md). The editor here hands it a
-// blocking pipe, as os/exec and libuv do.
-func TestStdin_KeptBlocking(t *testing.T) {
+// The relay runs on one P, and so it must poll the editor's stdin: a read
+// blocked in the kernel would hold the only P until sysmon took it back
+// (20 µs to 10 ms), and every answer from the agent would wait for that
+// (the echo's p50 went from 110 to 280 µs). Both halves are checked on
+// the built binary as an editor starts it, with a pipe for stdin: the
+// descriptor is non-blocking (O_NONBLOCK in /proc's fdinfo), and the
+// bridge says it serves on one P. GOMAXPROCS in the environment wins.
+func TestStdin_PolledOnOneP(t *testing.T) {
 	t.Parallel()
-	e := NewEditor(t, ChildTransport("acp"), EditorOptions{})
-	e.Initialize(t)
-	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/0", e.Pid()))
+	for _, c := range []struct {
+		env   []string
+		procs int
+	}{
+		{nil, 1},
+		{[]string{"GOMAXPROCS=2"}, 2},
+	} {
+		t.Run(fmt.Sprint(c.procs), func(t *testing.T) {
+			t.Parallel()
+			tr := ChildTransport("acp")
+			agent := tr.Start(t)
+			b := StartBridge(t, agent.Args, append(agent.Env, c.env...), nil)
+			b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			b.Next(10 * time.Second)
+			if flags := fdFlags(t, b.Pid(), 0); flags&0o4000 == 0 { // O_NONBLOCK
+				t.Errorf("stdin is a pipe but the bridge reads it blocking (flags %#o): on one P that stalls every answer", flags)
+			}
+			if got := servingProcs(t, b.Stderr()); got != c.procs {
+				t.Errorf("the bridge serves on %d Ps, want %d (env %q)", got, c.procs, c.env)
+			}
+		})
+	}
+}
+
+// A stdin that cannot be polled (here a regular file; a terminal alike) is
+// read by a thread blocked in the kernel, so the bridge keeps the
+// runtime's default number of Ps rather than stall on one.
+func TestStdin_NotPolledKeepsTheDefaultPs(t *testing.T) {
+	t.Parallel()
+	in, err := os.CreateTemp(t.TempDir(), "stdin")
 	if err != nil {
-		t.Skipf("cannot read the bridge's descriptor flags: %v", err)
+		t.Fatal(err)
+	}
+	defer in.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(BridgeBin, "--", exe)
+	cmd.Env = hermeticEnv(t, []string{"FAKE_AGENT=acp"})
+	cmd.Stdin = in
+	out, _ := cmd.CombinedOutput() // (stdin ends at once: the bridge stops)
+	// The test binary's own default is the bridge's: same machine, same
+	// cgroup, same environment.
+	if got, want := servingProcs(t, string(out)), runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("with a regular file for stdin the bridge serves on %d Ps, want the runtime's default %d", got, want)
+	}
+}
+
+// fdFlags returns the open flags of process pid's descriptor fd.
+func fdFlags(t *testing.T, pid, fd int) uint64 {
+	t.Helper()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
+	if err != nil {
+		t.Fatalf("reading the bridge's descriptor flags: %v", err)
 	}
 	for _, line := range strings.Split(string(info), "\n") {
 		if v, ok := strings.CutPrefix(line, "flags:"); ok {
@@ -27,11 +83,22 @@ func TestStdin_KeptBlocking(t *testing.T) {
 			if err != nil {
 				t.Fatalf("fdinfo flags %q: %v", v, err)
 			}
-			if flags&0o4000 != 0 { // O_NONBLOCK
-				t.Errorf("the bridge made its stdin non-blocking (flags %#o)", flags)
-			}
-			return
+			return flags
 		}
 	}
 	t.Fatalf("no flags in fdinfo: %s", info)
+	return 0
+}
+
+var procsLogged = regexp.MustCompile(`serving: .*procs=(\d+)`)
+
+// servingProcs returns the procs the bridge's "serving" log line gives.
+func servingProcs(t *testing.T, log string) int {
+	t.Helper()
+	m := procsLogged.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no procs in the bridge's serving line:\n%s", tail(log, 4<<10))
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }

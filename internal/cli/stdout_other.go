@@ -9,5 +9,6 @@ import "os"
 // there protects it.
 func reserveStdout() (*os.File, error) { return os.Stdout, nil }
 
-// editorInput returns stdin as it is where deadlines cannot be arranged.
-func editorInput() *os.File { return os.Stdin }
+// editorInput returns stdin as it is where deadlines cannot be arranged;
+// it is not polled.
+func editorInput() (in *os.File, polled bool) { return os.Stdin, false }
