@@ -147,6 +147,21 @@ func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-cha
 	return inW, outR, links, done
 }
 
+// endServe closes the editor's input and waits for Serve to return
+// without an error.
+func endServe(t *testing.T, in *io.PipeWriter, served <-chan error) {
+	t.Helper()
+	in.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the editor's input ended")
+	}
+}
+
 // waitPrompt waits for the editor's prompt to reach the agent.
 func (a *burstLink) waitPrompt() {
 	for {
@@ -240,15 +255,7 @@ func TestBurstsPassInBatches(t *testing.T) {
 	if got := recv(); gjson.Get(got, "id").Int() != 2 || gjson.Get(got, "result.stopReason").Str != "end_turn" {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
-	inW.Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after the editor's input ended")
-	}
+	endServe(t, inW, served)
 
 	if shut := agent.waitsGateShut.Load(); shut > 0 {
 		t.Errorf("the link waited for its agent holding the gate %d times of %d", shut, agent.waits.Load())
@@ -360,13 +367,5 @@ func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
 	if full == 0 {
 		t.Errorf("no batch reached its bound in %d: the test did not walk the path it is for", len(batches))
 	}
-	inW.Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after the editor's input ended")
-	}
+	endServe(t, inW, served)
 }

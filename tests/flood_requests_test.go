@@ -4,6 +4,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -50,11 +51,10 @@ func runEndlessFloodAgent() int {
 			answer(`{"jsonrpc":"2.0","id":%s,"result":{"echo":%s}}`, id, gjson.GetBytes(line, "params").Raw)
 		case "session/prompt":
 			go func() {
-				const update = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"f","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}}}` + "\n"
 				for !cancelled.Load() {
 					mu.Lock()
 					for range 64 {
-						out.WriteString(update)
+						out.WriteString(floodUpdate)
 					}
 					out.Flush()
 					mu.Unlock()
@@ -95,13 +95,13 @@ func TestFlood_RequestsAnsweredDuringAFlood(t *testing.T) {
 	go func() {
 		defer close(answers)
 		out := bufio.NewReaderSize(stdout, 1<<20)
-		prefix := []byte(`{"jsonrpc":"2.0","method":"session/update"`)
+		prefix := []byte(`{"jsonrpc":"2.0","method":"session/update"`) // (floodUpdate's)
 		for {
 			l, err := out.ReadSlice('\n')
 			if err != nil {
 				return
 			}
-			if len(l) > len(prefix) && string(l[:len(prefix)]) == string(prefix) {
+			if bytes.HasPrefix(l, prefix) {
 				updates.Add(1)
 				continue
 			}

@@ -19,6 +19,9 @@ import (
 
 func init() { ChildAgents["flood"] = runFloodAgent }
 
+// floodUpdate is the update the flooding agents write, line end included.
+const floodUpdate = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"f","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}}}` + "\n"
+
 // runFloodAgent is an ACP agent that writes as fast as it can: initialize
 // and session/new are answered at once, and "flood N" streams N
 // agent_message_chunk updates straight from a buffer, then ends the turn.
@@ -38,9 +41,8 @@ func runFloodAgent() int {
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"f"}}`+"\n", id)
 		case "session/prompt":
 			n, _ := strconv.Atoi(strings.TrimPrefix(gjson.GetBytes(line, "params.prompt.0.text").Str, "flood "))
-			const update = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"f","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}}}` + "\n"
 			for range n {
-				out.WriteString(update)
+				out.WriteString(floodUpdate)
 			}
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`+"\n", id)
 		}

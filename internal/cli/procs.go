@@ -17,11 +17,13 @@ import (
 // goroutine moved to another CPU), and sysmon, seeing Ps in system calls
 // while others run, keeps waking every 20 µs. With one P, a goroutine made
 // ready runs next on the same thread, and one thread waits for the editor
-// and the agent in one epoll_wait. Measured through the built binary (1M
-// updates, 2-CPU VM, interleaved pairs): the bridge's own CPU per update
-// fell by 26% through a child agent and 18% over a WebSocket, and its
-// rate rose by 7-11%; a request the editor sent while an agent flooded it
-// was answered as fast either way (its wait is the editor queue's depth).
+// and the agent in one epoll_wait. Measured through the built binary
+// (200k and 1M updates, 2-CPU VM, medians of 8-10 interleaved pairs): the
+// bridge's own CPU per update fell by 22-30% through a child agent and
+// 17-22% over a WebSocket, and its rate rose by 8-19%; a request the
+// editor sent while an agent flooded it was answered as fast either way
+// (its wait is the editor queue's depth). It costs a child's echo about
+// 16 µs (the poller's wake-ups) and start-up 2-3 ms (docs/performance.md).
 //
 // Nothing the bridge does needs a second CPU: the loop that owns the
 // state is one goroutine anyway, and a system call that blocks (the
