@@ -19,6 +19,9 @@ import (
 	"os"
 
 	"github.com/acp-bridge/acp-bridge/internal/cli"
+	// Before the other packages initialize, one P for the stdio relay
+	// (see the package's comment for why this early).
+	_ "github.com/acp-bridge/acp-bridge/internal/procs"
 )
 
 func main() {

@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -67,6 +69,61 @@ func TestStdin_NotPolledKeepsTheDefaultPs(t *testing.T) {
 	// cgroup, same environment.
 	if got, want := servingProcs(t, string(out)), runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("with a regular file for stdin the bridge serves on %d Ps, want the runtime's default %d", got, want)
+	}
+}
+
+// The one P is the stdio relay's alone. Package procs sets it as the
+// program starts, before the command line is read, so every other command
+// gives the runtime's default back; `serve`, one listener for many
+// editors, is where that matters. It runs here with a pipe for stdin, as
+// a supervisor may start it.
+func TestStdin_ServeKeepsTheDefaultPs(t *testing.T) {
+	t.Parallel()
+	agent := ChildTransport("acp").Start(t)
+	cmd := exec.Command(BridgeBin, append([]string{"serve", "--listen", "127.0.0.1:0"}, agent.Args...)...)
+	cmd.Env = hermeticEnv(t, agent.Env)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	logged := make(chan string, 1)
+	go func() {
+		var log strings.Builder
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "listening: ") {
+				logged <- sc.Text()
+				io.Copy(io.Discard, stderr)
+				return
+			}
+		}
+		logged <- log.String()
+	}()
+	var line string
+	select {
+	case line = <-logged:
+	case <-time.After(30 * time.Second):
+		t.Fatal("acp-bridge serve did not log that it listens within 30 s")
+	}
+	m := regexp.MustCompile(`listening: .*procs=(\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no procs in serve's listening line:\n%s", line)
+	}
+	if got, want := m[1], strconv.Itoa(runtime.GOMAXPROCS(0)); got != want {
+		t.Errorf("serve, stdin a pipe, listens on %s Ps, want the runtime's default %s", got, want)
 	}
 }
 

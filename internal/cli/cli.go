@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/internal/procs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
@@ -203,7 +204,9 @@ func agentWithoutConfig(f launch.Flags, path string, explicit bool) error {
 // (onUsageError), a mistyped subcommand named as such with the nearest
 // one, and arguments refused where a command takes none. A command takes
 // arguments when its ArgsUsage says so; "[-- COMMAND [ARGS...]]" means
-// only an agent command after "--".
+// only an agent command after "--". And the runtime's default number of
+// Ps: only the stdio relay, the app's own action, runs on one
+// (package procs).
 func harden(app *cli.App) {
 	for _, cmd := range app.Commands {
 		hardenCommand(cmd)
@@ -221,6 +224,7 @@ func hardenCommand(cmd *cli.Command) {
 		// The words after a command with subcommands name one of them:
 		// any other is a mistyped subcommand, not an argument.
 		cmd.Action = func(c *cli.Context) error {
+			procs.Default()
 			c.App.Metadata["command"] = commandName(c)
 			if c.Args().Present() {
 				return subcommandWord(c, cmd)
@@ -235,6 +239,7 @@ func hardenCommand(cmd *cli.Command) {
 		}
 	case inner != nil:
 		cmd.Action = func(c *cli.Context) error {
+			procs.Default()
 			c.App.Metadata["command"] = commandName(c)
 			if err := checkArgs(c, cmd); err != nil {
 				return err

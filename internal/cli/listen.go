@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -161,7 +162,7 @@ func remoteServeAction(c *cli.Context) error {
 		}
 	}()
 	logger.Info("listening", "endpoint", endpoint, "agent", spec.Desc, "version", versionString(),
-		"token", srv.Token != "", "max_connections", srv.MaxConnections)
+		"token", srv.Token != "", "max_connections", srv.MaxConnections, "procs", runtime.GOMAXPROCS(0))
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving %s: %w", endpoint, err)
