@@ -1,7 +1,8 @@
 // Package config loads acp-bridge's HCL configuration file: global settings
 // and named agent blocks, each saying how to reach one agent (a child process
 // or a WebSocket) and which dialect it speaks. It follows hclsimple and the
-// HCL diagnostics guide: the schema is declared with gohcl tags, unknown
+// HCL diagnostics guide: the schema is declared with gohcl's tags (decoded
+// by internal/hcldecode, which behaves as gohcl does), unknown
 // arguments and blocks are errors, and every problem comes back as an
 // hcl.Diagnostic carrying the source range (file:line:column) it is about.
 // A dialect's options block is kept as an hcl.Body and decoded later by the
@@ -27,8 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -150,7 +151,7 @@ type WebSocket struct {
 	urlFromEnv bool
 }
 
-// rawRoot, rawAgent, rawWebSocket and rawOptions are the gohcl schema.
+// rawRoot, rawAgent, rawWebSocket and rawOptions are the schema, in gohcl's tags.
 // Every argument is kept as an *hcl.Attribute so that it can be evaluated
 // with env() marks tracked and checked against its own range.
 type rawRoot struct {
@@ -214,12 +215,12 @@ type rawOptions struct {
 }
 
 // agentHeader is the block header schema used to find the ranges of agent
-// blocks, which gohcl does not record.
+// blocks, which the decoder (as gohcl) does not record.
 var agentHeader = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "agent", LabelNames: []string{"name"}}},
 }
 
-// webSocketHeader finds websocket blocks even when gohcl refused them as
+// webSocketHeader finds websocket blocks even when the decoder refused them as
 // duplicates, so that the transport check does not pile on.
 var webSocketHeader = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "websocket"}},
@@ -286,7 +287,7 @@ func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagno
 		return partial, diags
 	}
 	var raw rawRoot
-	diags = append(diags, gohcl.DecodeBody(file.Body, evalContext(), &raw)...)
+	diags = append(diags, hcldecode.DecodeBody(file.Body, evalContext(), &raw)...)
 	cfg, moreDiags := build(&raw, file.Body, dir, lenient)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
@@ -446,7 +447,7 @@ func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.
 	cfg.Shim = e.shim(raw.Shim)
 	cfg.Sessions = e.sessions(raw)
 
-	// gohcl records no block ranges; the header schema yields the same
+	// The decoder (as gohcl) records no block ranges; the header schema yields the same
 	// blocks in the same order, with them.
 	var blocks hcl.Blocks
 	if content, _, _ := body.PartialContent(agentHeader); content != nil && len(content.Blocks) == len(raw.Agents) {
@@ -546,7 +547,7 @@ func (e *evaluator) agent(ra *rawAgent, decl hcl.Range) *Agent {
 func (e *evaluator) webSocket(rw *rawWebSocket) *WebSocket {
 	ws := &WebSocket{}
 	if rw.URL == nil && rw.Body != nil {
-		// gohcl never requires pointer fields; report as HCL itself would.
+		// The decoder (as gohcl) never requires pointer fields; report as HCL itself would.
 		e.diags = append(e.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Missing required argument",

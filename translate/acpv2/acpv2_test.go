@@ -3,8 +3,8 @@ package acpv2
 import (
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
@@ -63,7 +63,7 @@ var negotiating = translate.Dialect{
 			Editor int `hcl:"editor,optional"`
 		}
 		if body != nil {
-			if diags := gohcl.DecodeBody(body, nil, &o); diags.HasErrors() {
+			if diags := hcldecode.DecodeBody(body, nil, &o); diags.HasErrors() {
 				return nil, diags
 			}
 		}
