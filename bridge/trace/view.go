@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -21,7 +22,10 @@ import (
 //go:embed view.html
 var viewHTML string
 
-var viewTmpl = template.Must(template.New("view").Parse(viewHTML))
+// viewTmpl is parsed on first use, not at every start of the binary.
+var viewTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("view").Parse(viewHTML))
+})
 
 // The JSON panel shows each message indented, within these caps: values
 // nested deeper than ViewMaxDepth are elided, and so is whatever passes
@@ -98,7 +102,7 @@ type openReq struct {
 // NewView writes the page's head to w and returns the View to add records to.
 func NewView(w io.Writer, title string) (*View, error) {
 	v := &View{w: bufio.NewWriter(w), open: map[openKey]openReq{}, seen: map[string]bool{}, strs: map[string]int{}}
-	if err := viewTmpl.ExecuteTemplate(v.w, "head", viewHead{Title: title}); err != nil {
+	if err := viewTmpl().ExecuteTemplate(v.w, "head", viewHead{Title: title}); err != nil {
 		return nil, err
 	}
 	_, err := v.w.WriteString(`<script type="application/json" id="records">[`)
@@ -211,7 +215,7 @@ func (v *View) Close() error {
 		stats += "; " + strings.Join(v.protocols, "; ")
 	}
 	tail := viewTail{Sessions: v.sessions, Methods: v.methods, MaxBytes: ViewMaxBytes, Stats: stats}
-	if err := viewTmpl.ExecuteTemplate(v.w, "tail", tail); err != nil {
+	if err := viewTmpl().ExecuteTemplate(v.w, "tail", tail); err != nil {
 		return err
 	}
 	return v.w.Flush()

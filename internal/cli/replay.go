@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -195,12 +196,14 @@ func replayAction(c *cli.Context) error {
 	return nil
 }
 
-var stdin = bufio.NewReaderSize(os.Stdin, 64<<10)
+// stdin is replay's reader of stdin, made on first use: not the 64 KiB
+// buffer every start of the binary would allocate.
+var stdin = sync.OnceValue(func() *bufio.Reader { return bufio.NewReaderSize(os.Stdin, 64<<10) })
 
 // readLine returns the next non-empty line of stdin.
 func readLine() ([]byte, error) {
 	for {
-		line, err := stdin.ReadBytes('\n')
+		line, err := stdin().ReadBytes('\n')
 		if t := strings.TrimSpace(string(line)); t != "" {
 			return []byte(t), nil
 		}
