@@ -256,6 +256,13 @@ func serveAction(c *cli.Context) error {
 	}
 
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
+	if spec.Command != nil && !dialect.NoControlLink {
+		// The child agent starts up while the bridge does, rather than
+		// after the editor's initialize (launch.Prestart).
+		var stopEarly func()
+		b.Dial, stopEarly = launch.Prestart(c.Context, b.Dial)
+		defer stopEarly()
+	}
 	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage)
 	if err != nil {
 		return err
