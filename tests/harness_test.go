@@ -76,6 +76,14 @@ func StartWSAgent(t *testing.T, o fakeagent.WSOptions) *fakeagent.WSServer {
 	log := &lockedBuffer{}
 	o.Log = log
 	s, err := fakeagent.StartWSServer(o)
+	// A restart on the port of an agent just closed can find it taken for
+	// a moment: an outgoing connection's ephemeral port, or the bridge's
+	// own redial of that address connected to itself (a TCP self-connect,
+	// possible while nothing listens there). Such a holder lets go soon.
+	for deadline := time.Now().Add(10 * time.Second); o.Addr != "" && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		s, err = fakeagent.StartWSServer(o)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
