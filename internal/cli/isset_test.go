@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -10,16 +11,24 @@ import (
 // isSet answers what urfave/cli's IsSet answers, for a flag given on the
 // command line (by name or alias), by its environment variable, on a
 // parent command, or not at all.
+// The flags with cached names (stringFlag and its kin) answer alike.
 func TestIsSetAgreesWithUrfave(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprint("cached names ", cached), func(t *testing.T) { testIsSetAgreesWithUrfave(t, cached) })
+	}
+}
+
+func testIsSetAgreesWithUrfave(t *testing.T, cached bool) {
 	flags := func() []cli.Flag {
-		return []cli.Flag{
-			&cli.StringFlag{Name: "plain", EnvVars: []string{"ACP_BRIDGE_TEST_PLAIN"}},
-			&cli.StringFlag{Name: "aliased", Aliases: []string{"a"}},
-			&cli.BoolFlag{Name: "flag"},
-			&cli.StringSliceFlag{Name: "list"},
-			&cli.DurationFlag{Name: "wait"},
-			&cli.IntFlag{Name: "count"},
+		plain := &cli.StringFlag{Name: "plain", EnvVars: []string{"ACP_BRIDGE_TEST_PLAIN"}}
+		aliased := &cli.StringFlag{Name: "aliased", Aliases: []string{"a"}}
+		flag := &cli.BoolFlag{Name: "flag"}
+		list := &cli.StringSliceFlag{Name: "list"}
+		fs := []cli.Flag{plain, aliased, flag, list}
+		if cached {
+			fs = []cli.Flag{cachedNames(plain), cachedNames(aliased), cachedBoolNames(flag), cachedSliceNames(list)}
 		}
+		return append(fs, &cli.DurationFlag{Name: "wait"}, &cli.IntFlag{Name: "count"})
 	}
 	names := []string{"plain", "aliased", "flag", "list", "wait", "count", "unknown"}
 	for _, tc := range []struct {
@@ -55,5 +64,41 @@ func TestIsSetAgreesWithUrfave(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A flag's cached names are what urfave/cli's FlagNames makes of its Name
+// and Aliases, for every flag of every command: FlagNames strips commas
+// and white space, which no name here has.
+func TestFlags_CachedNamesAreFlagNames(t *testing.T) {
+	cached := 0
+	var walk func(path string, flags []cli.Flag, cmds []*cli.Command)
+	walk = func(path string, flags []cli.Flag, cmds []*cli.Command) {
+		for _, f := range flags {
+			var name string
+			var aliases []string
+			switch f := f.(type) {
+			case *stringFlag:
+				name, aliases = f.Name, f.Aliases
+			case *stringSliceFlag:
+				name, aliases = f.Name, f.Aliases
+			case *boolFlag:
+				name, aliases = f.Name, f.Aliases
+			default:
+				continue
+			}
+			cached++
+			if got, want := f.Names(), cli.FlagNames(name, aliases); !slices.Equal(got, want) {
+				t.Errorf("%s: flag %q has names %q, FlagNames says %q", path, name, got, want)
+			}
+		}
+		for _, c := range cmds {
+			walk(path+" "+c.Name, c.Flags, c.Subcommands)
+		}
+	}
+	app := newApp()
+	walk("acp-bridge", append(app.Flags, cli.HelpFlag, cli.VersionFlag), app.Commands)
+	if cached < 40 {
+		t.Errorf("only %d flags have cached names; the relay's alone have more", cached)
 	}
 }

@@ -20,13 +20,13 @@ import (
 
 func serveFlags() []cli.Flag {
 	str := func(name, usage, value string) cli.Flag {
-		return &cli.StringFlag{Name: name, Usage: usage, Value: value, EnvVars: envTwin(name)}
+		return cachedNames(&cli.StringFlag{Name: name, Usage: usage, Value: value, EnvVars: envTwin(name)})
 	}
 	list := func(name, usage string) cli.Flag {
-		return &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)}
+		return cachedSliceNames(&cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)})
 	}
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: launch.FlagConfig, Usage: "configuration `FILE`", Value: config.DefaultPath(), EnvVars: envTwin(launch.FlagConfig)},
+		str(launch.FlagConfig, "configuration `FILE`", config.DefaultPath()),
 		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
 		str(launch.FlagURL, "serve an ad-hoc agent at this ws://, wss://, or (ACP remote transport) http:// or https:// `URL`", ""),
 		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
@@ -49,7 +49,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagShim, "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
 		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
 		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')", ""),
-		&cli.BoolFlag{Name: launch.FlagTraceAppend, Usage: "add to an existing --trace FILE instead of refusing it", EnvVars: envTwin(launch.FlagTraceAppend)},
+		cachedBoolNames(&cli.BoolFlag{Name: launch.FlagTraceAppend, Usage: "add to an existing --trace FILE instead of refusing it", EnvVars: envTwin(launch.FlagTraceAppend)}),
 		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
 	}, sessionFlags()...)
 }

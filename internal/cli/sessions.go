@@ -23,10 +23,10 @@ const (
 
 func sessionFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagStateDir, Usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)", EnvVars: envTwin(flagStateDir)},
-		&cli.BoolFlag{Name: flagNoSessions, Usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", EnvVars: envTwin(flagNoSessions)},
-		&cli.BoolFlag{Name: flagListAll, Usage: "session/list lists every recorded session, not only those of the agent being served", EnvVars: envTwin(flagListAll)},
-		&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)},
+		cachedNames(&cli.StringFlag{Name: flagStateDir, Usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)", EnvVars: envTwin(flagStateDir)}),
+		cachedBoolNames(&cli.BoolFlag{Name: flagNoSessions, Usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", EnvVars: envTwin(flagNoSessions)}),
+		cachedBoolNames(&cli.BoolFlag{Name: flagListAll, Usage: "session/list lists every recorded session, not only those of the agent being served", EnvVars: envTwin(flagListAll)}),
+		cachedNames(&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)}),
 	}
 }
 
