@@ -37,9 +37,9 @@ func Prestart(ctx context.Context, dial Dial) (_ Dial, stop func()) {
 		p.link, p.err = dial(ctx, bridge.Spawn{})
 	}()
 	// (On one P, the stdio relay's, the dial begins when the caller
-	// first blocks, as it opens the session store. Yielding to it here
-	// starts the agent sooner but made the answer later: the fork holds
-	// the only P until sysmon takes it back. Measured, 150 spawns each.)
+	// first waits, about when serving starts. Yielding to it here started
+	// the agent sooner but made the answer later, 150 spawns each: the
+	// fork holds the only P until sysmon takes it back.)
 	take := func(ctx context.Context, sp bridge.Spawn) (bridge.Link, error) {
 		if !isControl(sp) || !p.take() {
 			return dial(ctx, sp)
