@@ -203,14 +203,15 @@ func decodeStruct(body hcl.Body, ctx *hcl.EvalContext, v reflect.Value) hcl.Diag
 func decodeBlocks(body hcl.Body, blocks hcl.Blocks, name string, ctx *hcl.EvalContext, field reflect.Value) hcl.Diagnostics {
 	t := field.Type()
 	if t.Kind() == reflect.Slice {
+		if len(blocks) == 0 {
+			return nil // (the field is left as it is)
+		}
 		s := reflect.MakeSlice(t, len(blocks), len(blocks))
 		var diags hcl.Diagnostics
 		for i, b := range blocks {
 			diags = append(diags, decodeBlock(b, ctx, s.Index(i))...)
 		}
-		if len(blocks) > 0 || !field.IsNil() {
-			field.Set(s)
-		}
+		field.Set(s)
 		return diags
 	}
 	switch {
