@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/tidwall/gjson"
@@ -156,15 +155,7 @@ func TestInlineWritesWithTheGateOpen(t *testing.T) {
 			break
 		}
 	}
-	inW.Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after the editor's input ended")
-	}
+	endServe(t, inW, served)
 	if open.Load()+closed.Load() == 0 {
 		t.Fatal("no answer was written directly: the editor's pipe did not take the direct path")
 	}
