@@ -6,13 +6,19 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 )
 
 // directWriter returns a function that writes to w once without blocking,
 // when w is a file in non-blocking mode (the editor's pipe or socket as
 // the CLI opens it); else nil. A write the stream cannot take at once
-// returns what it took (possibly nothing) and no error.
-func directWriter(w io.Writer) func([]byte) (int, error) {
+// returns what it took (possibly nothing) and no error. nb, when not nil,
+// is nbio's File over w, which makes the write.
+func directWriter(w io.Writer, nb *nbio.File) func([]byte) (int, error) {
+	if nb != nil {
+		return nb.TryWrite
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
@@ -183,10 +185,11 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	if queue <= 0 {
 		queue = defaultQueueBytes
 	}
+	in, out, nbOut := editorStreams(editorIn, editorOut)
 	e := &engine{
 		b:          b,
 		log:        b.Logger,
-		out:        newEditorWriter(editorOut, queue),
+		out:        newEditorWriter(out, queue),
 		lines:      make(chan editorLine),
 		inbox:      newInbox(queue),
 		tasks:      make(chan func(), 16),
@@ -219,14 +222,14 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
-	e.out.direct = directWriter(editorOut)
+	e.out.direct = directWriter(editorOut, nbOut)
 	if testHookEditorDirect != nil && e.out.direct != nil {
 		e.out.direct = testHookEditorDirect(e, e.out.direct)
 	}
 	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
-		r:        ndjson.NewReader(editorIn, b.MaxMessage),
+		r:        ndjson.NewReader(in, b.MaxMessage),
 		lines:    e.lines,
 		inline:   e.inlineEditorLine,
 		inflight: &e.linesInflight,
@@ -427,6 +430,28 @@ func (e *engine) loop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// editorStreams returns what Serve reads the editor from and writes to:
+// nbio's Files over editorIn and editorOut where they are pipes or sockets
+// nbio serves, else editorIn and editorOut themselves. nbOut is editorOut's
+// File, or nil. nbio's calls skip the scheduler's system call bookkeeping,
+// which costs a stream more than the calls themselves (see package nbio).
+// The deadlines Serve sets on editorIn and editorOut bound nbio's waits
+// too: they are the same descriptors.
+func editorStreams(editorIn io.Reader, editorOut io.Writer) (in io.Reader, out io.Writer, nbOut *nbio.File) {
+	in, out = editorIn, editorOut
+	if f, ok := editorIn.(*os.File); ok {
+		if nf := nbio.OpenFile(f); nf != nil {
+			in = nf
+		}
+	}
+	if f, ok := editorOut.(*os.File); ok {
+		if nbOut = nbio.OpenFile(f); nbOut != nil {
+			out = nbOut
+		}
+	}
+	return in, out, nbOut
 }
 
 // testHookEditorDirect, set by a test, wraps the function that writes to

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -106,6 +108,13 @@ type Process struct {
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
+
+	// stdin's writes and stdout's reads go through these: the pipes
+	// themselves, or nbio's Files over them where nbio serves them (its
+	// calls skip the scheduler's system call bookkeeping, which costs a
+	// stream more than the calls do; see package nbio).
+	stdinW  io.Writer
+	stdoutR io.Reader
 
 	// The child's stdout: the pump reads it into chunks, Read cuts them
 	// into lines (see stdout.go).
@@ -233,11 +242,19 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		chunks:     make(chan chunk, pumpBuffers),
 		free:       make(chan []byte, pumpBuffers),
 		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
+		stdinW:     inW,
+		stdoutR:    outR,
 		once:       onceWriterFor(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		closed:     make(chan struct{}),
+	}
+	if f := nbio.OpenFile(inW); f != nil {
+		p.stdinW = f
+	}
+	if f := nbio.OpenFile(outR); f != nil {
+		p.stdoutR = f
 	}
 	if p.stopGrace <= 0 {
 		p.stopGrace = defaultStopGrace
@@ -391,11 +408,11 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 	case frame == nil: // Flush
 	case len(frame) <= writeCopyMax:
 		p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
-		_, err = p.stdin.Write(p.wbuf)
+		_, err = p.stdinW.Write(p.wbuf)
 	default:
-		_, err = p.stdin.Write(frame)
+		_, err = p.stdinW.Write(frame)
 		if err == nil {
-			_, err = p.stdin.Write([]byte{'\n'})
+			_, err = p.stdinW.Write([]byte{'\n'})
 		}
 	}
 	if err != nil {
@@ -421,7 +438,7 @@ func (p *Process) writeHeld() error {
 	if err != nil || len(held) == 0 {
 		return err
 	}
-	_, err = p.stdin.Write(held)
+	_, err = p.stdinW.Write(held)
 	return err
 }
 
@@ -463,6 +480,9 @@ func (p *Process) Flush(ctx context.Context) error { return p.Write(ctx, nil) }
 func onceWriterFor(f *os.File) *onceWriter {
 	if !canTryWrite {
 		return nil
+	}
+	if nf := nbio.OpenFile(f); nf != nil {
+		return &onceWriter{nb: nf}
 	}
 	rc, err := f.SyscallConn()
 	if err != nil || !nonblocking(rc) {

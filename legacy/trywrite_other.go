@@ -5,12 +5,15 @@ package legacy
 import (
 	"errors"
 	"syscall"
+
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 )
 
 const canTryWrite = false
 
-// onceWriter is not available here: TryWrite takes nothing.
-type onceWriter struct{}
+// onceWriter is not available here: TryWrite takes nothing. (nb is
+// always nil: nbio serves Linux only.)
+type onceWriter struct{ nb *nbio.File }
 
 func newOnceWriter(syscall.RawConn) *onceWriter { return nil }
 

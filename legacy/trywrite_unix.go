@@ -2,7 +2,11 @@
 
 package legacy
 
-import "syscall"
+import (
+	"syscall"
+
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
+)
 
 // canTryWrite says non-blocking writes work here.
 const canTryWrite = true
@@ -12,6 +16,7 @@ const canTryWrite = true
 // made afresh for each write, it and what it captures cost three
 // allocations per write, so it is made once, here.
 type onceWriter struct {
+	nb  *nbio.File // where nbio serves the descriptor; then the rest is unused
 	rc  syscall.RawConn
 	b   []byte
 	n   int
@@ -33,6 +38,9 @@ func (w *onceWriter) writeFD(fd uintptr) bool {
 // write makes one attempt to write b and returns how much it took: 0 and
 // no error when the stream takes nothing now. One caller at a time.
 func (w *onceWriter) write(b []byte) (int, error) {
+	if w.nb != nil {
+		return w.nb.TryWrite(b)
+	}
 	w.b = b
 	err := w.rc.Write(w.do)
 	n, werr := w.n, w.err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 )
 
 // Defaults for the zero-valued fields of WebSocket.
@@ -199,7 +200,10 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 				return nil, err
 			}
 			dc = &deadlineConn{Conn: c, headers: true}
-			if sc, ok := c.(syscall.Conn); ok && canTryWrite {
+			if nc := nbio.OpenConn(c); nc != nil {
+				dc.nb = nc
+				dc.once = &onceWriter{nb: nc}
+			} else if sc, ok := c.(syscall.Conn); ok && canTryWrite {
 				if rc, err := sc.SyscallConn(); err == nil && nonblocking(rc) {
 					dc.once = newOnceWriter(rc)
 				}
@@ -443,6 +447,10 @@ type deadlineConn struct {
 	pending []byte
 	eol     int
 
+	// nb, where nbio serves the connection, makes its reads and writes
+	// (see package nbio for why); nil: the connection's own.
+	nb *nbio.File
+
 	// Non-blocking writes (WSConn.TryWrite). mu guards the rest.
 	once    *onceWriter // nil: no non-blocking writes
 	mu      sync.Mutex
@@ -485,12 +493,16 @@ func (d *deadlineConn) Write(b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	w := io.Writer(d.Conn)
+	if d.nb != nil {
+		w = d.nb
+	}
 	if len(held) > 0 {
-		if _, err := d.Conn.Write(held); err != nil {
+		if _, err := w.Write(held); err != nil {
 			return 0, err
 		}
 	}
-	return d.Conn.Write(b)
+	return w.Write(b)
 }
 
 func (d *deadlineConn) Read(b []byte) (int, error) {
@@ -520,6 +532,9 @@ func (d *deadlineConn) Read(b []byte) (int, error) {
 				d.Conn.SetReadDeadline(aLongTimeAgo)
 			}
 		}
+	}
+	if d.nb != nil {
+		return d.nb.Read(b)
 	}
 	return d.Conn.Read(b)
 }
