@@ -92,12 +92,15 @@ func (s *lockedSink) String() string {
 // a direct write is also claimed first and written after messages sent
 // meanwhile, which come after it.
 func TestFlushDirectInterleavings(t *testing.T) {
-	totalPublished, totalClaimed, totalDirect, totalPartial := 0, 0, 0, 0
+	totalPublished, totalClaimed, totalDirect, totalPartial, totalHandedOver := 0, 0, 0, 0, 0
 	defer func() {
 		// (Which paths a seed takes depends on the writer's timing too:
 		// the checks are over all seeds.)
 		if totalDirect == 0 || totalPartial == 0 {
 			t.Errorf("%d direct writes, %d of them partial: the test did not walk the direct path", totalDirect, totalPartial)
+		}
+		if totalHandedOver == 0 {
+			t.Error("no claimed batch was cut short and handed to the writer: the test did not walk finishRun's partial path")
 		}
 		if totalClaimed == 0 || totalClaimed == totalPublished {
 			t.Errorf("%d batches published, %d of them written by their link: the test did not walk both of publish's paths", totalPublished, totalClaimed)
@@ -216,6 +219,9 @@ func TestFlushDirectInterleavings(t *testing.T) {
 					}
 					break
 				}
+				if cap(batchBuf) < blockSize {
+					batchBuf = make([]byte, 0, blockSize) // (as beginBatch makes one)
+				}
 				b := append(append(batchBuf[:0], m.body...), '\n')
 				for range rng.IntN(4) {
 					m := msg()
@@ -240,7 +246,11 @@ func TestFlushDirectInterleavings(t *testing.T) {
 							t.Fatalf("seed %d: send refused", seed)
 						}
 					}
-					ew.finishRun(nextBuf)
+					before := nextBuf
+					nextBuf = ew.finishRun(nextBuf)
+					if cap(nextBuf) == 0 || &nextBuf[:1][0] != &before[:1][0] {
+						totalHandedOver++ // (the writer has the batch now)
+					}
 				}
 				batchBuf = nextBuf
 				for i := range batchBuf[:cap(batchBuf)] {

@@ -457,7 +457,7 @@ func (e *engine) endBatch(l *link) {
 	b.held = false
 	e.gate.Unlock()
 	if claimed {
-		e.out.finishRun(next)
+		next = e.out.finishRun(next)
 	}
 	b.buf, b.lines = next[:0], 0
 }
