@@ -27,11 +27,19 @@ import (
 const (
 	defaultRequestTimeout = 60 * time.Second
 	defaultCancelGrace    = 5 * time.Second
-	// defaultQueueBytes bounds each queue toward a slow peer: a few
-	// thousand updates, enough to keep both pipes busy, while a flood to an
-	// editor that reads slowly leaves memory flat (a message larger than
-	// the bound still passes, alone).
-	defaultQueueBytes = 1 << 20
+	// defaultQueueBytes bounds each queue toward a slow peer: a thousand
+	// updates, four times what a pipe holds, enough to keep both pipes
+	// busy, while a flood to an editor that reads slowly leaves memory flat
+	// (a message larger than the bound still passes, alone). It was 1 MiB:
+	// a stream to an editor slower than its agent fills the queue, and the
+	// writer keeps twice the bound in blocks, so each new bridge touched 2
+	// MiB of fresh memory in its first turn. A page touched first costs a
+	// page fault, 20-40 µs where the hypervisor keeps the page tables: a
+	// first turn of 200,000 updates through a child spent 16% more CPU
+	// with 1 MiB (medians of five interleaved runs; see
+	// docs/performance.md). A deeper queue adds nothing once it is full
+	// but the wait of whatever the editor is sent behind it.
+	defaultQueueBytes = 256 << 10
 	defaultBackoff    = 100 * time.Millisecond
 	defaultBackoffMax = 5 * time.Second
 	// maxHeld bounds the editor messages held behind a pending initialize;
