@@ -146,12 +146,7 @@ func (f *File) readFD(fd uintptr) bool {
 // in the poller (and honouring the write deadline) while the descriptor
 // takes nothing more.
 func (f *File) Write(b []byte) (int, error) {
-	f.wmu.Lock()
-	f.wb, f.wonce = b, false
-	err := f.rc.Write(f.wdo)
-	n, errno := f.wn, f.werr
-	f.wb, f.wn, f.werr = nil, 0, 0
-	f.wmu.Unlock()
+	n, errno, err := f.write(b, false)
 	switch {
 	case err != nil:
 		m, err := f.slow.Write(b[n:])
@@ -166,12 +161,7 @@ func (f *File) Write(b []byte) (int, error) {
 // descriptor took, possibly nothing (0 and no error): it never waits. Its
 // errors are the poller's and the system call's, unwrapped.
 func (f *File) TryWrite(b []byte) (int, error) {
-	f.wmu.Lock()
-	f.wb, f.wonce = b, true
-	err := f.rc.Write(f.wdo)
-	n, errno := f.wn, f.werr
-	f.wb, f.wn, f.werr = nil, 0, 0
-	f.wmu.Unlock()
+	n, errno, err := f.write(b, true)
 	switch {
 	case err != nil:
 		return n, err
@@ -179,6 +169,18 @@ func (f *File) TryWrite(b []byte) (int, error) {
 		return n, errno
 	}
 	return n, nil
+}
+
+// write writes b through the descriptor's RawConn (writeFD), once or until
+// all of it is written; err is the poller's, errno the system call's.
+func (f *File) write(b []byte, once bool) (n int, errno syscall.Errno, err error) {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	f.wb, f.wonce = b, once
+	err = f.rc.Write(f.wdo)
+	n, errno = f.wn, f.werr
+	f.wb, f.wn, f.werr = nil, 0, 0
+	return n, errno, err
 }
 
 // writeFD writes what is left of wb: true when it is done (all written, an
