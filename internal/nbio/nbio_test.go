@@ -5,6 +5,7 @@ package nbio_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -116,16 +117,17 @@ type fakeConn struct{ net.Conn }
 // writes); what arrives must be what was sent, byte for byte.
 func TestStream_BytesArriveWhole(t *testing.T) {
 	type ends struct {
-		name string
-		r, w *nbio.File
+		name   string
+		r, w   *nbio.File
+		closeW func() error // ends the reader's wait when the writer fails
 	}
 	var cases []ends
 	r, w := pipe(t)
-	cases = append(cases, ends{"pipe", nbio.OpenFile(r), nbio.OpenFile(w)})
+	cases = append(cases, ends{"pipe", nbio.OpenFile(r), nbio.OpenFile(w), w.Close})
 	a, b := tcpPair(t)
-	cases = append(cases, ends{"tcp", nbio.OpenConn(b), nbio.OpenConn(a)})
+	cases = append(cases, ends{"tcp", nbio.OpenConn(b), nbio.OpenConn(a), a.Close})
 	ua, ub := connPair(t, "unix", filepath.Join(t.TempDir(), "s"))
-	cases = append(cases, ends{"unix", nbio.OpenConn(ub), nbio.OpenConn(ua)})
+	cases = append(cases, ends{"unix", nbio.OpenConn(ub), nbio.OpenConn(ua), ua.Close})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 4; seed++ {
@@ -142,7 +144,8 @@ func TestStream_BytesArriveWhole(t *testing.T) {
 						k := min(len(rest), 1+sizes.IntN(200<<10))
 						n, err := c.w.Write(rest[:k])
 						if err != nil || n != k {
-							errc <- errors.Join(err, errors.New("short write"))
+							errc <- fmt.Errorf("Write of %d bytes wrote %d: %v", k, n, err)
+							c.closeW() // (the reader then meets the end)
 							return
 						}
 						rest = rest[k:]
@@ -155,6 +158,11 @@ func TestStream_BytesArriveWhole(t *testing.T) {
 					buf := make([]byte, 1+bufs.IntN(100<<10))
 					n, err := c.r.Read(buf)
 					if err != nil {
+						select {
+						case werr := <-errc:
+							t.Fatalf("seed %d: %v; Read after %d bytes: %v", seed, werr, len(got), err)
+						default:
+						}
 						t.Fatalf("seed %d: Read after %d bytes: %v", seed, len(got), err)
 					}
 					if n == 0 || n > len(buf) {
