@@ -10,7 +10,7 @@ import (
 const supported = true
 
 // read and write are the system calls, made without entersyscall: they
-// cannot block on the descriptors Open accepts.
+// cannot block on the descriptors OpenFile and OpenConn accept.
 
 func read(fd uintptr, b []byte) (int, syscall.Errno) {
 	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))

@@ -4,7 +4,7 @@ package nbio
 
 import "syscall"
 
-// Only Linux is served: elsewhere Open returns nil.
+// Only Linux is served: elsewhere OpenFile and OpenConn return nil.
 const supported = false
 
 func read(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }

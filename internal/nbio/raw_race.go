@@ -11,15 +11,15 @@ const supported = true
 
 func read(fd uintptr, b []byte) (int, syscall.Errno) {
 	n, err := syscall.Read(int(fd), b)
-	return n, errnoOf(n, err)
+	return n, errnoOf(err)
 }
 
 func write(fd uintptr, b []byte) (int, syscall.Errno) {
 	n, err := syscall.Write(int(fd), b)
-	return n, errnoOf(n, err)
+	return n, errnoOf(err)
 }
 
-func errnoOf(n int, err error) syscall.Errno {
+func errnoOf(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
