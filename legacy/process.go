@@ -244,15 +244,16 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
 		stdinW:     inW,
 		stdoutR:    outR,
-		once:       onceWriterFor(inW),
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
 		closed:     make(chan struct{}),
 	}
-	if f := nbio.OpenFile(inW); f != nil {
-		p.stdinW = f
+	in := nbio.OpenFile(inW)
+	if in != nil {
+		p.stdinW = in
 	}
+	p.once = onceWriterFor(inW, in)
 	if f := nbio.OpenFile(outR); f != nil {
 		p.stdoutR = f
 	}
@@ -476,13 +477,14 @@ func (p *Process) TryWrite(frame []byte) (taken, held bool) {
 // Flush writes what TryWrite held, waiting as Write does.
 func (p *Process) Flush(ctx context.Context) error { return p.Write(ctx, nil) }
 
-// onceWriterFor returns a writer of non-blocking writes to f, or nil.
-func onceWriterFor(f *os.File) *onceWriter {
+// onceWriterFor returns a writer of non-blocking writes to f, or nil; nb,
+// when not nil, is nbio's File over f, which then makes them.
+func onceWriterFor(f *os.File, nb *nbio.File) *onceWriter {
+	if nb != nil {
+		return &onceWriter{nb: nb}
+	}
 	if !canTryWrite {
 		return nil
-	}
-	if nf := nbio.OpenFile(f); nf != nil {
-		return &onceWriter{nb: nf}
 	}
 	rc, err := f.SyscallConn()
 	if err != nil || !nonblocking(rc) {
