@@ -39,8 +39,8 @@ max_message = "64MiB"
 # reading from the side that fills it instead of buffering more, which bounds
 # the memory a flood or several large messages in flight can take; a single
 # message larger than the budget still passes, alone. A size as for
-# max_message, from 4KiB to 1GiB. Default "256KiB".
-queue_bytes = "256KiB"
+# max_message, from 4KiB to 1GiB. Default "128KiB".
+queue_bytes = "128KiB"
 
 # How long an editor request (other than authenticate and session/prompt,
 # which may legitimately run for a long time: a browser login, a model's

@@ -27,20 +27,19 @@ import (
 const (
 	defaultRequestTimeout = 60 * time.Second
 	defaultCancelGrace    = 5 * time.Second
-	// defaultQueueBytes bounds each queue toward a slow peer: a thousand
-	// updates, four times what a pipe holds, enough to keep both pipes
-	// busy, while a flood to an editor that reads slowly leaves memory flat
-	// (a message larger than the bound still passes, alone). It was 1 MiB:
-	// a stream to an editor slower than its agent fills the queue, and the
-	// writer keeps twice the bound in blocks, so each new bridge touched 2
-	// MiB of fresh memory in its first turn. A page touched first costs a
-	// page fault, 20-40 µs where the hypervisor keeps the page tables:
-	// with 256 KiB a first turn of 200,000 updates through a child took
-	// 16% less CPU than with 1 MiB (94 against 112 ms, medians of five
-	// interleaved runs; see docs/performance.md). A deeper queue adds
-	// nothing once it is full but the wait of whatever the editor is sent
-	// behind it.
-	defaultQueueBytes = 256 << 10
+	// defaultQueueBytes bounds each queue toward a slow peer: 600 or so
+	// updates, twice what a pipe holds, enough to keep both pipes busy,
+	// while a flood to an editor that reads slowly leaves memory flat (a
+	// message larger than the bound still passes, alone). A stream to an
+	// editor slower than its agent fills the queue, and the writer keeps
+	// twice the bound in blocks, all of it fresh memory in a new bridge's
+	// first turn. A page touched first costs a page fault, 20-40 µs where
+	// the hypervisor keeps the page tables: a first turn of 200,000
+	// updates through a child took 112 ms of CPU with 1 MiB, 94 with 256
+	// KiB and 82 with 128 KiB (medians of five interleaved runs each; see
+	// docs/performance.md). A deeper queue adds nothing once it is full
+	// but the wait of whatever the editor is sent behind it.
+	defaultQueueBytes = 128 << 10
 	defaultBackoff    = 100 * time.Millisecond
 	defaultBackoffMax = 5 * time.Second
 	// maxHeld bounds the editor messages held behind a pending initialize;

@@ -252,7 +252,7 @@ func configShowAction(c *cli.Context) error {
 		{"log_file", logFile, launch.FlagLogFile, cfg.LogFile},
 		{"log_format", logFormat, launch.FlagLogFormat, ""},
 		{"max_message", orDefault(sizeOr0(s.MaxMessage), "64MiB"), launch.FlagMaxMessage, sizeOr0(cfg.MaxMessage)},
-		{"queue_bytes", orDefault(sizeOr0(s.QueueBytes), "256KiB"), launch.FlagQueueBytes, sizeOr0(cfg.QueueBytes)},
+		{"queue_bytes", orDefault(sizeOr0(s.QueueBytes), "128KiB"), launch.FlagQueueBytes, sizeOr0(cfg.QueueBytes)},
 		{"request_timeout", requestTimeout(s.RequestTimeout.String()), launch.FlagRequestTimeout, durOr0(cfg.RequestTimeout.String())},
 		{"cancel_grace", orDefault(s.CancelGrace.String(), "5s"), launch.FlagCancelGrace, durOr0(cfg.CancelGrace.String())},
 		{"editor_protocol", protocolSetting(s.EditorProtocol), launch.FlagEditorProtocol, protocolOr0(cfg.EditorProtocol)},

@@ -41,7 +41,7 @@ func serveFlags() []cli.Flag {
 		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
 		str(launch.FlagLogFormat, "log `FORMAT`: text, or json (one JSON object a line, for log collectors)", ""),
 		str(launch.FlagMaxMessage, "largest editor message `SIZE`, such as 64MiB (default 64MiB)", ""),
-		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 256KiB)", ""),
+		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 128KiB)", ""),
 		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
 		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
 		str(launch.FlagAgentProtocol, "ACP `VERSION` to speak to an acp agent: 1 or 2 (default: ask for 2, take what the agent answers)", ""),
