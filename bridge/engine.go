@@ -35,10 +35,11 @@ const (
 	// twice the bound in blocks, all of it fresh memory in a new bridge's
 	// first turn. A page touched first costs a page fault, 20-40 µs where
 	// the hypervisor keeps the page tables: a first turn of 200,000
-	// updates through a child took 112 ms of CPU with 1 MiB, 94 with 256
-	// KiB and 82 with 128 KiB (medians of five interleaved runs each; see
-	// docs/performance.md). A deeper queue adds nothing once it is full
-	// but the wait of whatever the editor is sent behind it.
+	// updates through a child took 16% less CPU with 256 KiB than with 1
+	// MiB (94 against 112 ms), and 10% less with 128 KiB than with 256
+	// KiB (82 against 90 ms), each pair's medians of five interleaved runs
+	// (see docs/performance.md). A deeper queue adds nothing once it is
+	// full but the wait of whatever the editor is sent behind it.
 	defaultQueueBytes = 128 << 10
 	defaultBackoff    = 100 * time.Millisecond
 	defaultBackoffMax = 5 * time.Second
