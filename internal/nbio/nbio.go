@@ -17,9 +17,9 @@
 //
 // A call that cannot block needs none of that, which is what
 // syscall.RawSyscall is for. OpenFile and OpenConn serve only
-// descriptors whose calls cannot block: pipes and sockets in non-blocking mode. A regular file's
-// read or write can wait for the disk whatever its mode, so the session
-// store's writes keep the scheduler's system calls.
+// descriptors whose calls cannot block: pipes and sockets in non-blocking
+// mode. A regular file's read or write can wait for the disk whatever its
+// mode, so the session store's writes keep the scheduler's system calls.
 //
 // Elsewhere than on Linux, they return nil and callers keep the file or
 // the connection they had. Under the race detector the calls are the
