@@ -146,6 +146,31 @@ func TestFlushDirectInterleavings(t *testing.T) {
 			want = append(want, fmt.Sprintf(`{"n":%d,"pad":"%s"}`, next, strings.Repeat("x", rng.IntN(40))))
 			return editorMsg{body: []byte(want[len(want)-1]), oneLine: true}
 		}
+		// sendMeanwhile sends k messages while the caller holds the
+		// writer's role (claimDirect, publish), from another goroutine,
+		// as the engine's loop does while a link writes: a send that
+		// waits for room waits for the holder to give the role back,
+		// so the holder itself never sends. The function it returns
+		// waits for the sends; the messages come after the holder's.
+		sendMeanwhile := func(k int) (wait func()) {
+			ms := make([]editorMsg, k)
+			for i := range ms {
+				ms[i] = msg()
+			}
+			sent := make(chan bool, 1)
+			go func() {
+				ok := true
+				for _, m := range ms {
+					ok = ok && ew.send(m, nil)
+				}
+				sent <- ok
+			}()
+			return func() {
+				if !<-sent {
+					t.Fatalf("seed %d: send refused", seed)
+				}
+			}
+		}
 		var batchBuf []byte // a link's batch buffer: its own once publish returns it
 		published, claimed := 0, 0
 		for range 60 {
@@ -178,12 +203,9 @@ func TestFlushDirectInterleavings(t *testing.T) {
 					break
 				}
 				direct++
-				for range rng.IntN(3) {
-					if !ew.send(msg(), nil) {
-						t.Fatalf("seed %d: send refused", seed)
-					}
-				}
+				meanwhile := sendMeanwhile(rng.IntN(3))
 				ew.finishDirect(buf)
+				meanwhile()
 			case 2:
 				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 			case 3:
@@ -241,13 +263,10 @@ func TestFlushDirectInterleavings(t *testing.T) {
 					claimed++
 					// The gate opens before the write: what is sent
 					// meanwhile comes after the batch.
-					for range rng.IntN(3) {
-						if !ew.send(msg(), nil) {
-							t.Fatalf("seed %d: send refused", seed)
-						}
-					}
+					meanwhile := sendMeanwhile(rng.IntN(3))
 					before := nextBuf
 					nextBuf = ew.finishRun(nextBuf)
+					meanwhile()
 					if cap(nextBuf) == 0 || &nextBuf[:1][0] != &before[:1][0] {
 						totalHandedOver++ // (the writer has the batch now)
 					}
