@@ -36,6 +36,9 @@ func reserveStdout() (*os.File, error) {
 		return nil, fmt.Errorf("point stdout at stderr: %w", err)
 	}
 	out, _ := pollable(fd, "/dev/stdout (ACP)")
+	if isPipe(fd) {
+		widenPipe(fd)
+	}
 	return out, nil
 }
 
@@ -56,6 +59,12 @@ func pollable(fd int, name string) (f *os.File, polled bool) {
 		}
 	}
 	return os.NewFile(uintptr(fd), name), false
+}
+
+// isPipe reports whether fd is a pipe.
+func isPipe(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
 // editorInput returns stdin for serving, pollable as the ACP stream is
