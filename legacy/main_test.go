@@ -79,6 +79,8 @@ func runChild(mode string) {
 	switch mode {
 	case "echo":
 		echo()
+	case "pipesize":
+		say(map[string]int{"stdoutPipe": stdoutPipeSize()})
 	case "noisy":
 		// A frame, two log lines, a frame, then a log loop that never ends.
 		say(map[string]int{"seq": 1})

@@ -53,6 +53,14 @@ const (
 	// maxStderrLine is the longest stderr line logged whole; longer lines
 	// are logged by their head.
 	maxStderrLine = 16 << 10
+	// childPipeBytes is the capacity the child's stdout pipe is given
+	// (Linux's default is 64 KiB). A new bridge's first turn runs slower
+	// than its later ones (fresh memory to touch, cold caches), and with
+	// 64 KiB an agent faster than that stalled on a full pipe and had to
+	// be woken again: a first turn of 200,000 updates took 173 ms instead
+	// of 201 (medians of 15 interleaved runs; the naive relay's 178) and
+	// 4% less of the bridge's CPU. Later turns are unchanged.
+	childPipeBytes = 256 << 10
 	// maxQuoted is how much of a skipped stdout line a log entry quotes.
 	maxQuoted = 200
 )
@@ -218,6 +226,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if err != nil {
 		return fail(err)
 	}
+	nbio.GrowPipe(outR, childPipeBytes)
 	errR, errW, err := pipe()
 	if err != nil {
 		return fail(err)

@@ -6,7 +6,20 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/acp-bridge/acp-bridge/internal/nbio"
 )
+
+// editorPipeBytes is the capacity the ACP stream's pipe is given when it
+// has less (Linux's default is 64 KiB). The editor writer writes without
+// blocking and, when the pipe is full, waits for the poller to say it has
+// room: with 64 KiB, a stream faster than its editor met a full pipe every
+// few writes, and each time paid a short write, an EAGAIN, a wait in epoll
+// and a wake-up. With 256 KiB, the bridge's own CPU for a warm turn of
+// 200,000 updates through a child agent went from 61.6 to 52.9 ms
+// (medians of 15 interleaved runs; the naive relay's 47.3), over a
+// WebSocket from 86.9 to 76.3 ms (8 runs); 1 MiB did no better.
+const editorPipeBytes = 256 << 10
 
 // reserveStdout makes fd 1 the ACP stream's alone. It duplicates fd 1 to a
 // new close-on-exec descriptor, returned for the editor writer, and then
@@ -36,9 +49,7 @@ func reserveStdout() (*os.File, error) {
 		return nil, fmt.Errorf("point stdout at stderr: %w", err)
 	}
 	out, _ := pollable(fd, "/dev/stdout (ACP)")
-	if isPipe(fd) {
-		widenPipe(fd)
-	}
+	nbio.GrowPipe(out, editorPipeBytes)
 	return out, nil
 }
 
@@ -59,12 +70,6 @@ func pollable(fd int, name string) (f *os.File, polled bool) {
 		}
 	}
 	return os.NewFile(uintptr(fd), name), false
-}
-
-// isPipe reports whether fd is a pipe.
-func isPipe(fd int) bool {
-	var st syscall.Stat_t
-	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
 // editorInput returns stdin for serving, pollable as the ACP stream is
