@@ -4,10 +4,12 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -123,4 +125,72 @@ func TestFault_SlowEditorFloodRSSFlat(t *testing.T) {
 	}
 	stdin.Close()
 	io.Copy(io.Discard, stdout)
+}
+
+// A stream faster than the bridge reaches the session's transcript whole,
+// checked on the built binary: no record dropped, no gap, every piece of
+// text there. The flooding agent keeps ahead of the bridge, so the link's
+// reads rarely wait, and on the relay's one P the store's writer runs
+// only when the link gives the P up (see Store.queued; the store's own
+// TestStore_StreamOnOnePKeepsTheWriterUp fails without that, this test
+// passes without it: the default queue holds 4 MiB, more than a link
+// makes between two preemptions).
+func TestSessions_FloodTranscriptWhole(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	cmd := exec.Command(BridgeBin, "--state-dir", state, "--", exe)
+	cmd.Env = append(os.Environ(), "FAKE_AGENT=flood")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReaderSize(stdout, 64<<10)
+	line := func() []byte {
+		l, err := out.ReadSlice('\n')
+		if err != nil {
+			t.Fatalf("reading the bridge: %v; its stderr:\n%s", err, tail(stderr.String(), 16<<10))
+		}
+		return l
+	}
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	line()
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	sid := gjson.GetBytes(line(), "result.sessionId").Str
+	const n = 200_000
+	fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"flood %d"}]}}`+"\n", sid, n)
+	for got := 0; ; got++ {
+		if gjson.GetBytes(line(), "id").Raw == "3" {
+			if got != n {
+				t.Fatalf("%d updates before the answer, want %d", got, n)
+			}
+			break
+		}
+	}
+	stdin.Close()
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the bridge exited with %v; its stderr:\n%s", err, tail(stderr.String(), 16<<10))
+	}
+	if strings.Contains(stderr.String(), "records dropped") {
+		t.Errorf("the bridge dropped records of the stream:\n%s", tail(stderr.String(), 16<<10))
+	}
+	data, err := os.ReadFile(filepath.Join(state, sid+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gaps := bytes.Count(data, []byte(`"t":"gap"`)); gaps != 0 {
+		t.Errorf("the transcript holds %d gap records", gaps)
+	}
+	// Each update's text is that piece four times; the store joins a run
+	// of chunks into one record's text.
+	if got := bytes.Count(data, []byte("0123456789abcdef")); got != 4*n {
+		t.Errorf("the transcript holds %d of the stream's %d text pieces", got, 4*n)
+	}
 }
