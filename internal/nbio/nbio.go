@@ -21,8 +21,11 @@
 // mode. A regular file's read or write can wait for the disk whatever its
 // mode, so the session store's writes keep the scheduler's system calls.
 //
+// GrowPipe gives a stream's pipe more room than the kernel's default, so
+// that a fast writer meets a full pipe less often.
+//
 // Elsewhere than on Linux, they return nil and callers keep the file or
-// the connection they had. Under the race detector the calls are the
+// the connection they had (GrowPipe does nothing). Under the race detector the calls are the
 // syscall package's, which tell the detector what the kernel read and
 // wrote; everything else is the same.
 package nbio
