@@ -24,6 +24,11 @@ type discardFile struct{ *os.File }
 
 func (discardFile) Write(p []byte) (int, error) { return len(p), nil }
 
+// Sync does nothing: what was written went nowhere, and an fsync would
+// block the writer in the kernel, the thing this file system is for
+// keeping out of the test.
+func (discardFile) Sync() error { return nil }
+
 // TestStore_StreamOnOnePKeepsTheWriterUp: on one P (the stdio relay's), a
 // stream whose producer never waits, as a link does whose agent keeps
 // ahead of it, still has its records taken by the writer as they pass the
