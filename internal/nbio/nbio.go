@@ -25,9 +25,9 @@
 // that a fast writer meets a full pipe less often.
 //
 // Elsewhere than on Linux, they return nil and callers keep the file or
-// the connection they had (GrowPipe does nothing). Under the race detector the calls are the
-// syscall package's, which tell the detector what the kernel read and
-// wrote; everything else is the same.
+// the connection they had (GrowPipe does nothing). Under the race
+// detector the calls are the syscall package's, which tell the detector
+// what the kernel read and wrote; everything else is the same.
 package nbio
 
 import (
