@@ -586,6 +586,9 @@ func (p *Process) waitPipes(d time.Duration) {
 // wait reaps the child, so that it never lingers as a zombie, and records
 // how it ended.
 func (p *Process) wait() {
+	// Parked in the poller until the child exits, rather than in Wait's
+	// system call, which would hold the relay's one P (nbio.AwaitExit).
+	nbio.AwaitExit(p.cmd.Process.Pid)
 	p.waitErr = p.cmd.Wait()
 	p.exitState = p.cmd.ProcessState
 	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitText())
