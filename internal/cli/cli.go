@@ -53,15 +53,13 @@ func commonFlagsUsing(names ...string) []cli.Flag {
 	return flags
 }
 
-// pickFlags returns the serve flags with the given names, in serveFlags'
-// order.
+// pickFlags returns new flags for the serve flags with the given names, in
+// serveFlags' order.
 func pickFlags(names ...string) []cli.Flag {
 	var out []cli.Flag
-	for _, f := range serveFlags() {
-		for _, n := range names {
-			if name, _ := flagName(f); name == n {
-				out = append(out, f)
-			}
+	for _, s := range serveFlagSpecs {
+		if slices.Contains(names, s.name) {
+			out = append(out, s.build())
 		}
 	}
 	return out

@@ -297,8 +297,8 @@ func configShowAction(c *cli.Context) error {
 		}
 		r.WouldServe.Agent, r.WouldServe.ChosenBy, r.WouldServe.Ignored = spec.Desc, how, spec.Ignored
 	}
-	for _, fl := range serveFlags() {
-		name := fl.Names()[0]
+	for _, spec := range serveFlagSpecs {
+		name := spec.name
 		if !f.Set[name] || name == launch.FlagConfig {
 			continue
 		}

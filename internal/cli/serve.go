@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
@@ -18,40 +19,83 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// serveFlags returns new flags for all of serveFlagSpecs: the relay's
+// flags, which the root command, config show, doctor and serve take whole
+// (other commands pick a few: pickFlags).
 func serveFlags() []cli.Flag {
-	str := func(name, usage, value string) cli.Flag {
-		return cachedNames(&cli.StringFlag{Name: name, Usage: usage, Value: value, EnvVars: envTwin(name)})
+	flags := make([]cli.Flag, len(serveFlagSpecs))
+	for i, s := range serveFlagSpecs {
+		flags[i] = s.build()
 	}
-	list := func(name, usage string) cli.Flag {
-		return cachedSliceNames(&cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envTwin(name)})
+	return flags
+}
+
+// A flagSpec is one of serveFlags, as data: each command that takes the
+// flag gets a flag of its own, built from it (urfave/cli records on a flag
+// whether it was set, and commonFlagsUsing hides some per command), and
+// pickFlags builds only the flags asked for. Building every serve flag for
+// each of the dozen commands that take a few of them made half of a
+// start's command-line work (about 650 flags, 2,000 allocations), which
+// an editor waits for before the bridge starts its agent.
+type flagSpec struct {
+	name, usage string
+	kind        flagKind
+	value       func() string // a string flag's default (nil: none)
+}
+
+type flagKind int
+
+const (
+	stringFlagKind flagKind = iota // --name VALUE
+	listFlag                       // --name VALUE, repeatable
+	switchFlag                     // --name, true or false
+)
+
+// build returns a new flag of s, its environment twin set.
+func (s flagSpec) build() cli.Flag {
+	switch s.kind {
+	case listFlag:
+		return cachedSliceNames(&cli.StringSliceFlag{Name: s.name, Usage: s.usage, EnvVars: envTwin(s.name)})
+	case switchFlag:
+		return cachedBoolNames(&cli.BoolFlag{Name: s.name, Usage: s.usage, EnvVars: envTwin(s.name)})
 	}
-	return append([]cli.Flag{
-		str(launch.FlagConfig, "configuration `FILE`", config.DefaultPath()),
-		str(launch.FlagAgent, "serve the configured agent `NAME` (default: default_agent, or the only one)", ""),
-		str(launch.FlagURL, "serve an ad-hoc agent at this ws://, wss://, or (ACP remote transport) http:// or https:// `URL`", ""),
-		str(launch.FlagDialect, "the agent's `DIALECT` (see 'acp-bridge dialects')", config.DefaultDialect),
-		str(flagProfile, "add the rule profile in this `FILE` as a dialect named by the file's base name, and select it unless --dialect or --agent is given ('acp-bridge dialects new NAME' writes one)", ""),
-		list(launch.FlagHeader, "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; URL agents: ws://, and every request to http://)"),
-		list(launch.FlagSubprotocol, "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)"),
-		str(launch.FlagCAFile, "trust the CA certificates in this PEM `FILE` for wss:// and https:// (URL agents)", ""),
-		str(launch.FlagConnectTimeout, "bound the WebSocket dial and handshake to `DURATION` (default 10s)", ""),
-		str(launch.FlagPingPeriod, "WebSocket ping interval `DURATION`; 0s derives it from --pong-wait, off disables keepalive", ""),
-		str(launch.FlagPongWait, "how long (`DURATION`) a WebSocket agent may stay silent (default 30s)", ""),
-		str(launch.FlagLogLevel, "log `LEVEL`: trace, debug, info, warn, error or off (default info)", ""),
-		str(launch.FlagLogFile, "append logs to `FILE` instead of stderr", ""),
-		str(launch.FlagLogFormat, "log `FORMAT`: text, or json (one JSON object a line, for log collectors)", ""),
-		str(launch.FlagMaxMessage, "largest editor message `SIZE`, such as 64MiB (default 64MiB)", ""),
-		str(launch.FlagQueueBytes, "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 128KiB)", ""),
-		str(launch.FlagRequestTimeout, "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)", ""),
-		str(launch.FlagCancelGrace, "how long (`DURATION`) a cancelled prompt may take to end (default 5s)", ""),
-		str(launch.FlagAgentProtocol, "ACP `VERSION` to speak to an acp agent: 1 or 2 (default: ask for 2, take what the agent answers)", ""),
-		str(launch.FlagEditorProtocol, "ACP `VERSION` spoken to the editor: 1, 2 or auto (default auto: the editor's initialize chooses)", ""),
-		str(launch.FlagShim, "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)", ""),
-		list(launch.FlagShimDisable, "switch off compliance shim rules by `NAME` (comma-separated, repeatable)"),
-		str(launch.FlagTrace, "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')", ""),
-		cachedBoolNames(&cli.BoolFlag{Name: launch.FlagTraceAppend, Usage: "add to an existing --trace FILE instead of refusing it", EnvVars: envTwin(launch.FlagTraceAppend)}),
-		str(launch.FlagTraceMax, "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)", ""),
-	}, sessionFlags()...)
+	value := ""
+	if s.value != nil {
+		value = s.value()
+	}
+	return cachedNames(&cli.StringFlag{Name: s.name, Usage: s.usage, Value: value, EnvVars: envTwin(s.name)})
+}
+
+// serveFlagSpecs are serveFlags, in the order help lists them: the
+// relay's own, then the session store's.
+var serveFlagSpecs = slices.Concat(relayFlagSpecs, sessionFlagSpecs)
+
+var relayFlagSpecs = []flagSpec{
+	{name: launch.FlagConfig, usage: "configuration `FILE`", value: config.DefaultPath},
+	{name: launch.FlagAgent, usage: "serve the configured agent `NAME` (default: default_agent, or the only one)"},
+	{name: launch.FlagURL, usage: "serve an ad-hoc agent at this ws://, wss://, or (ACP remote transport) http:// or https:// `URL`"},
+	{name: launch.FlagDialect, usage: "the agent's `DIALECT` (see 'acp-bridge dialects')", value: func() string { return config.DefaultDialect }},
+	{name: flagProfile, usage: "add the rule profile in this `FILE` as a dialect named by the file's base name, and select it unless --dialect or --agent is given ('acp-bridge dialects new NAME' writes one)"},
+	{name: launch.FlagHeader, usage: "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; URL agents: ws://, and every request to http://)", kind: listFlag},
+	{name: launch.FlagSubprotocol, usage: "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)", kind: listFlag},
+	{name: launch.FlagCAFile, usage: "trust the CA certificates in this PEM `FILE` for wss:// and https:// (URL agents)"},
+	{name: launch.FlagConnectTimeout, usage: "bound the WebSocket dial and handshake to `DURATION` (default 10s)"},
+	{name: launch.FlagPingPeriod, usage: "WebSocket ping interval `DURATION`; 0s derives it from --pong-wait, off disables keepalive"},
+	{name: launch.FlagPongWait, usage: "how long (`DURATION`) a WebSocket agent may stay silent (default 30s)"},
+	{name: launch.FlagLogLevel, usage: "log `LEVEL`: trace, debug, info, warn, error or off (default info)"},
+	{name: launch.FlagLogFile, usage: "append logs to `FILE` instead of stderr"},
+	{name: launch.FlagLogFormat, usage: "log `FORMAT`: text, or json (one JSON object a line, for log collectors)"},
+	{name: launch.FlagMaxMessage, usage: "largest editor message `SIZE`, such as 64MiB (default 64MiB)"},
+	{name: launch.FlagQueueBytes, usage: "budget (`SIZE`) of each queue toward a slow peer; when full, the bridge stops reading the side that fills it (default 128KiB)"},
+	{name: launch.FlagRequestTimeout, usage: "timeout (`DURATION`) of editor requests other than prompts; 0s or off disables (default 60s)"},
+	{name: launch.FlagCancelGrace, usage: "how long (`DURATION`) a cancelled prompt may take to end (default 5s)"},
+	{name: launch.FlagAgentProtocol, usage: "ACP `VERSION` to speak to an acp agent: 1 or 2 (default: ask for 2, take what the agent answers)"},
+	{name: launch.FlagEditorProtocol, usage: "ACP `VERSION` spoken to the editor: 1, 2 or auto (default auto: the editor's initialize chooses)"},
+	{name: launch.FlagShim, usage: "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)"},
+	{name: launch.FlagShimDisable, usage: "switch off compliance shim rules by `NAME` (comma-separated, repeatable)", kind: listFlag},
+	{name: launch.FlagTrace, usage: "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')"},
+	{name: launch.FlagTraceAppend, usage: "add to an existing --trace FILE instead of refusing it", kind: switchFlag},
+	{name: launch.FlagTraceMax, usage: "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)"},
 }
 
 func flagsFrom(ctx *cli.Context) launch.Flags {
@@ -83,10 +127,9 @@ func flagsFrom(ctx *cli.Context) launch.Flags {
 		Set:            map[string]bool{},
 	}
 	// IsSet, unlike FlagNames, also counts a flag given by its env twin.
-	for _, fl := range serveFlags() {
-		name, _ := flagName(fl)
-		if c.IsSet(name) {
-			f.Set[name] = true
+	for _, spec := range serveFlagSpecs {
+		if c.IsSet(spec.name) {
+			f.Set[spec.name] = true
 		}
 	}
 	if path := c.String(flagProfile); path != "" && !f.Set[launch.FlagDialect] && f.Agent == "" {

@@ -21,13 +21,13 @@ const (
 	flagListAll     = "list-all-sessions"
 )
 
-func sessionFlags() []cli.Flag {
-	return []cli.Flag{
-		cachedNames(&cli.StringFlag{Name: flagStateDir, Usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)", EnvVars: envTwin(flagStateDir)}),
-		cachedBoolNames(&cli.BoolFlag{Name: flagNoSessions, Usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", EnvVars: envTwin(flagNoSessions)}),
-		cachedBoolNames(&cli.BoolFlag{Name: flagListAll, Usage: "session/list lists every recorded session, not only those of the agent being served", EnvVars: envTwin(flagListAll)}),
-		cachedNames(&cli.StringFlag{Name: flagSessionIdle, Usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)", EnvVars: envTwin(flagSessionIdle)}),
-	}
+// sessionFlagSpecs are the session store's flags, listed after the relay's
+// in serveFlags.
+var sessionFlagSpecs = []flagSpec{
+	{name: flagStateDir, usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)"},
+	{name: flagNoSessions, usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", kind: switchFlag},
+	{name: flagListAll, usage: "session/list lists every recorded session, not only those of the agent being served", kind: switchFlag},
+	{name: flagSessionIdle, usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)"},
 }
 
 // setupSessions turns on durable sessions for b unless they are off. A
