@@ -17,6 +17,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
+	"github.com/acp-bridge/acp-bridge/internal/early"
 	"github.com/acp-bridge/acp-bridge/internal/nbio"
 	"github.com/hashicorp/go-hclog"
 )
@@ -108,7 +109,8 @@ type Command struct {
 // stdout ahead of Read (see pumpStdout), one logs stderr, one waits for
 // the exit. Close stops them all and reaps the child.
 type Process struct {
-	cmd       *exec.Cmd
+	cmd       *exec.Cmd   // nil for the agent started early (package early)
+	proc      *os.Process // the child
 	log       hclog.Logger
 	stopGrace time.Duration
 	idle      func() // see OnIdle (Read's goroutine)
@@ -204,45 +206,17 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	// ever become plain io.Readers and Writers.
 	cmd.WaitDelay = waitDelay
 
-	var files []*os.File // every pipe end, closed on failure
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	fail := func(err error) (*Process, error) {
-		for _, f := range files {
-			f.Close()
-		}
+	proc, inW, outR, errR, startedEarly, err := startPiped(cmd)
+	if err != nil {
 		return nil, startError(c.Path, err)
 	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return fail(err)
+	if startedEarly {
+		cmd = nil // not started: proc is waited for itself
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	nbio.GrowPipe(outR, childPipeBytes)
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		return fail(err)
-	}
-	// The child holds its own copies of these ends; ours would keep the
-	// pipes open (stdout would never reach EOF).
-	inR.Close()
-	outW.Close()
-	errW.Close()
 
 	p := &Process{
 		cmd:        cmd,
+		proc:       proc,
 		log:        log,
 		stopGrace:  c.StopGrace,
 		stdin:      inW,
@@ -272,7 +246,11 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if p.out.split.max <= 0 {
 		p.out.split.max = ndjson.DefaultMax
 	}
-	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)
+	started := []any{"path", c.Path, "pid", proc.Pid, "dir", c.Dir}
+	if startedEarly {
+		started = append(started, "early", true)
+	}
+	log.Info("agent process started", started...)
 	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
 	go p.wait()
 	go p.pumpStdout()
@@ -280,8 +258,58 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	return p, nil
 }
 
+// startPiped starts cmd with its stdin, stdout and stderr pipes, and
+// returns its process and the bridge's ends of its pipes. The agent
+// started as the bridge started (package early) is taken instead when
+// cmd is the command it was started as (startedEarly): cmd is then not
+// started.
+func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, startedEarly bool, err error) {
+	if cmd.Err == nil {
+		if e := early.Take(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, ownGroup(cmd)); e != nil {
+			return e.Proc, e.Stdin, e.Stdout, e.Stderr, true, nil
+		}
+	}
+	var files []*os.File // every pipe end, closed on failure
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	fail := func(err error) (*os.Process, *os.File, *os.File, *os.File, bool, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, nil, nil, false, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	nbio.GrowPipe(outR, childPipeBytes)
+	errR, errW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	// The child holds its own copies of these ends; ours would keep the
+	// pipes open (stdout would never reach EOF).
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	return cmd.Process, inW, outR, errR, false, nil
+}
+
 // Pid returns the child's process id (also its process group id on Unix).
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.proc.Pid }
 
 // Skipped reports how many stdout lines were skipped so far: lines that are
 // not a JSON object or array, and lines over MaxLine.
@@ -523,13 +551,13 @@ func (p *Process) stop() {
 	if !p.waitExit(stdinExitWait) {
 		// 2. Ask the whole process group to terminate.
 		p.log.Debug("agent process still running after stdin closed; sending SIGTERM", "pid", p.Pid())
-		if err := terminateGroup(p.cmd.Process); err != nil {
+		if err := terminateGroup(p.proc); err != nil {
 			p.log.Warn("cannot send SIGTERM to the agent process group", "pid", p.Pid(), "error", err)
 		}
 		if !p.waitExit(p.stopGrace) {
 			// 3. Force it.
 			p.log.Warn("agent process ignored SIGTERM; sending SIGKILL", "pid", p.Pid(), "grace", p.stopGrace)
-			if err := killGroup(p.cmd.Process); err != nil {
+			if err := killGroup(p.proc); err != nil {
 				p.log.Warn("cannot send SIGKILL to the agent process group", "pid", p.Pid(), "error", err)
 			}
 			if !p.waitExit(reapWait) {
@@ -539,7 +567,7 @@ func (p *Process) stop() {
 	}
 	// 4. Kill what the agent left behind in its group (a grandchild that
 	// outlived it); once the agent has gone, the rest of its group is ours.
-	if err := killGroup(p.cmd.Process); err != nil {
+	if err := killGroup(p.proc); err != nil {
 		p.log.Debug("cannot signal the agent process group", "pid", p.Pid(), "error", err)
 	}
 	// 5. Let the pipe readers reach EOF so the agent's last stderr lines are
@@ -588,9 +616,16 @@ func (p *Process) waitPipes(d time.Duration) {
 func (p *Process) wait() {
 	// Parked in the poller until the child exits, rather than in Wait's
 	// system call, which would hold the relay's one P (nbio.AwaitExit).
-	nbio.AwaitExit(p.cmd.Process.Pid)
-	p.waitErr = p.cmd.Wait()
-	p.exitState = p.cmd.ProcessState
+	nbio.AwaitExit(p.proc.Pid)
+	if p.cmd != nil {
+		p.waitErr = p.cmd.Wait()
+		p.exitState = p.cmd.ProcessState
+	} else {
+		p.exitState, p.waitErr = p.proc.Wait()
+		if p.waitErr == nil && !p.exitState.Success() {
+			p.waitErr = &exec.ExitError{ProcessState: p.exitState} // as Cmd.Wait has it
+		}
+	}
 	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitText())
 	close(p.exited)
 }

@@ -25,7 +25,7 @@ import (
 var one bool
 
 func init() {
-	if os.Getenv("GOMAXPROCS") == "" && stdinPollable() {
+	if os.Getenv("GOMAXPROCS") == "" && StdinPollable() {
 		runtime.GOMAXPROCS(1)
 		one = true
 	}

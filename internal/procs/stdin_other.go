@@ -2,6 +2,6 @@
 
 package procs
 
-// stdinPollable is false where the stdio relay does not poll stdin
+// StdinPollable is false where the stdio relay does not poll stdin
 // (editorInput in internal/cli): the relay keeps the runtime's default Ps.
-func stdinPollable() bool { return false }
+func StdinPollable() bool { return false }

@@ -4,9 +4,9 @@ package procs
 
 import "syscall"
 
-// stdinPollable reports whether stdin is a pipe or a socket: what the
+// StdinPollable reports whether stdin is a pipe or a socket: what the
 // stdio relay polls (editorInput in internal/cli) and then runs on one P.
-func stdinPollable() bool {
+func StdinPollable() bool {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(0, &st); err != nil {
 		return false
