@@ -105,16 +105,6 @@ func executable(file string) bool {
 	return err == nil && !fi.IsDir() && syscall.Access(file, 1 /* X_OK */) == nil
 }
 
-// growPipe gives the agent's stdout pipe the room legacy.Command.Start
-// gives it with nbio.GrowPipe (childPipeBytes; nbio imports package net,
-// which initializes late). Best effort, as there.
-func growPipe(f *os.File) {
-	const fSetPipeSize, size = 1031, 256 << 10 // F_SETPIPE_SZ
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSize, size) })
-	}
-}
-
 // Discard stops the agent started early if nothing took it (the bridge
 // stopped before serving): its stdin closes, its process group is killed,
 // and it is reaped.
