@@ -1,13 +1,35 @@
 package nbio
 
 import (
+	"encoding/binary"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // sysPidfdOpen is pidfd_open(2)'s number on every Linux architecture
 // (it came after the numbering was unified), which package syscall lacks.
 const sysPidfdOpen = 434
+
+// waitid(2)'s idtype and options that package syscall lacks.
+const (
+	pPID    = 1          // P_PID
+	wExited = 4          // WEXITED
+	wNowait = 0x01000000 // WNOWAIT
+)
+
+// exited reports whether the child pid has exited, leaving it to be
+// reaped (WNOWAIT). With WNOHANG and nothing to report, waitid fills the
+// siginfo with zeros, so its first field, si_signo, is SIGCHLD exactly
+// when the child has exited (on every architecture: it comes first).
+func exited(pid int) bool {
+	var info [128]byte // a siginfo_t
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WNOHANG|wExited|wNowait, 0, 0)
+	if errno != 0 {
+		return true // not a child of ours to wait for: Wait will say why
+	}
+	return int32(binary.NativeEndian.Uint32(info[:4])) == int32(syscall.SIGCHLD)
+}
 
 // AwaitExit waits until the child process pid has exited, parked in the
 // runtime's poller on a pidfd rather than in a blocking system call, and
@@ -42,14 +64,11 @@ func AwaitExit(pid int) bool {
 	if err != nil {
 		return false
 	}
-	// The first call asks the poller to wait; the second comes once the
-	// pidfd is readable. Were a wake-up ever early, the caller's Wait
-	// would block as it does without AwaitExit: slower, never wrong.
-	asked := false
-	err = rc.Read(func(uintptr) bool {
-		done := asked
-		asked = true
-		return done
-	})
+	// Read calls exited, and while it is false waits for the pidfd to
+	// poll readable and calls it again. The poller's readiness cannot be
+	// trusted alone: Read clears what the poller saw before it began, and
+	// a pidfd polls readable only as its process exits (edge-triggered),
+	// so a child that had exited already would be waited for forever.
+	err = rc.Read(func(uintptr) bool { return exited(pid) })
 	return err == nil
 }
