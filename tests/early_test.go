@@ -87,3 +87,28 @@ func TestEarly_BridgeThatCannotServeStopsItsAgent(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+// An agent that exits at once, here before the bridge has even begun to
+// wait for it (started early, it exits while the bridge initializes),
+// still gets the editor's initialize an answer: an error that says how
+// it ended, as one the bridge started itself does. (The race of such an
+// exit with the poller is TestAwaitExit_AlreadyExited's, in nbio.)
+func TestEarly_AgentThatExitsAtOnceIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"bare", nil},
+		{"with a flag", []string{"--log-level", "info"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := StartBridge(t, append(tc.flags, "--", "/bin/sh", "-c", "exit 7"), nil, nil)
+			b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+			l := b.Next(10 * time.Second)
+			if msg := l.Get("error.message").String(); !strings.Contains(msg, "exited with status 7") {
+				t.Fatalf("initialize of an agent that exited with status 7: %s", l)
+			}
+		})
+	}
+}
