@@ -46,17 +46,17 @@ type flagSpec struct {
 type flagKind int
 
 const (
-	stringFlagKind flagKind = iota // --name VALUE
-	listFlag                       // --name VALUE, repeatable
-	switchFlag                     // --name, true or false
+	kindString flagKind = iota // --name VALUE
+	kindList                   // --name VALUE, repeatable
+	kindSwitch                 // --name, true or false
 )
 
 // build returns a new flag of s, its environment twin set.
 func (s flagSpec) build() cli.Flag {
 	switch s.kind {
-	case listFlag:
+	case kindList:
 		return cachedSliceNames(&cli.StringSliceFlag{Name: s.name, Usage: s.usage, EnvVars: envTwin(s.name)})
-	case switchFlag:
+	case kindSwitch:
 		return cachedBoolNames(&cli.BoolFlag{Name: s.name, Usage: s.usage, EnvVars: envTwin(s.name)})
 	}
 	value := ""
@@ -76,8 +76,8 @@ var relayFlagSpecs = []flagSpec{
 	{name: launch.FlagURL, usage: "serve an ad-hoc agent at this ws://, wss://, or (ACP remote transport) http:// or https:// `URL`"},
 	{name: launch.FlagDialect, usage: "the agent's `DIALECT` (see 'acp-bridge dialects')", value: func() string { return config.DefaultDialect }},
 	{name: flagProfile, usage: "add the rule profile in this `FILE` as a dialect named by the file's base name, and select it unless --dialect or --agent is given ('acp-bridge dialects new NAME' writes one)"},
-	{name: launch.FlagHeader, usage: "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; URL agents: ws://, and every request to http://)", kind: listFlag},
-	{name: launch.FlagSubprotocol, usage: "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)", kind: listFlag},
+	{name: launch.FlagHeader, usage: "send the handshake header `NAME=ENVVAR`, its value read from the environment variable ENVVAR (repeatable; URL agents: ws://, and every request to http://)", kind: kindList},
+	{name: launch.FlagSubprotocol, usage: "offer the WebSocket subprotocol `NAME` (repeatable; websocket agents)", kind: kindList},
 	{name: launch.FlagCAFile, usage: "trust the CA certificates in this PEM `FILE` for wss:// and https:// (URL agents)"},
 	{name: launch.FlagConnectTimeout, usage: "bound the WebSocket dial and handshake to `DURATION` (default 10s)"},
 	{name: launch.FlagPingPeriod, usage: "WebSocket ping interval `DURATION`; 0s derives it from --pong-wait, off disables keepalive"},
@@ -92,9 +92,9 @@ var relayFlagSpecs = []flagSpec{
 	{name: launch.FlagAgentProtocol, usage: "ACP `VERSION` to speak to an acp agent: 1 or 2 (default: ask for 2, take what the agent answers)"},
 	{name: launch.FlagEditorProtocol, usage: "ACP `VERSION` spoken to the editor: 1, 2 or auto (default auto: the editor's initialize chooses)"},
 	{name: launch.FlagShim, usage: "compliance shim `MODE` for acp agents: on, off, report (per-rule summary on stderr at exit) or report=FILE (JSON)"},
-	{name: launch.FlagShimDisable, usage: "switch off compliance shim rules by `NAME` (comma-separated, repeatable)", kind: listFlag},
+	{name: launch.FlagShimDisable, usage: "switch off compliance shim rules by `NAME` (comma-separated, repeatable)", kind: kindList},
 	{name: launch.FlagTrace, usage: "record every message on both hops, and the bridge's decisions, as NDJSON in a new `FILE` (%p in it: the process id; see 'acp-bridge trace view')"},
-	{name: launch.FlagTraceAppend, usage: "add to an existing --trace FILE instead of refusing it", kind: switchFlag},
+	{name: launch.FlagTraceAppend, usage: "add to an existing --trace FILE instead of refusing it", kind: kindSwitch},
 	{name: launch.FlagTraceMax, usage: "stop the trace at `SIZE`, such as 100MiB, with a final trace-truncated note (default no cap)"},
 }
 

@@ -25,8 +25,8 @@ const (
 // in serveFlags.
 var sessionFlagSpecs = []flagSpec{
 	{name: flagStateDir, usage: "keep session transcripts in `DIR` (default $XDG_STATE_HOME/acp-bridge or ~/.local/state/acp-bridge)"},
-	{name: flagNoSessions, usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", kind: switchFlag},
-	{name: flagListAll, usage: "session/list lists every recorded session, not only those of the agent being served", kind: switchFlag},
+	{name: flagNoSessions, usage: "record no sessions: no session/list, load, resume or agent switching by the bridge", kind: kindSwitch},
+	{name: flagListAll, usage: "session/list lists every recorded session, not only those of the agent being served", kind: kindSwitch},
 	{name: flagSessionIdle, usage: "close a session's agent after `DURATION` without a turn; it re-attaches on the next prompt (default off)"},
 }
 

@@ -53,17 +53,34 @@ var (
 
 // command returns the agent command of args when the bridge would start it
 // as it is: args is exactly acp-bridge -- COMMAND [ARGS...], and env names
-// no ACP_BRIDGE_ variable.
+// no ACP_BRIDGE_ variable. An env that is not plain KEY=VALUE entries with
+// distinct keys starts nothing either: os/exec drops all but the last of a
+// repeated key, where the child would see the first, and the agent must
+// see the environment the bridge would have given it.
 func command(args, env []string) ([]string, bool) {
 	if len(args) < 3 || args[1] != "--" || args[2] == "" {
 		return nil, false
 	}
+	keys := make(map[string]bool, len(env))
 	for _, kv := range env {
-		if hasPrefix(kv, "ACP_BRIDGE_") {
+		key, ok := envKey(kv)
+		if !ok || keys[key] || hasPrefix(kv, "ACP_BRIDGE_") {
 			return nil, false
 		}
+		keys[key] = true
 	}
 	return args[2:], true
+}
+
+// envKey returns the key of a KEY=VALUE entry, and false for an entry
+// with no key or no "=".
+func envKey(kv string) (string, bool) {
+	for i := range len(kv) {
+		if kv[i] == '=' {
+			return kv[:i], i > 0
+		}
+	}
+	return "", false
 }
 
 // Take returns the agent started early if it was started as path with

@@ -28,6 +28,10 @@ func TestCommand(t *testing.T) {
 		{[]string{"acp-bridge", "--url", "ws://x"}, nil, nil},
 		{[]string{"acp-bridge", "--", "agent"}, []string{"ACP_BRIDGE_DIALECT=acp-v0"}, nil},
 		{[]string{"acp-bridge", "--", "agent"}, []string{"ACP_BRIDGE_NO_SESSIONS=1"}, nil},
+		{[]string{"acp-bridge", "--", "agent"}, []string{"HOME=/a", "PATH=/bin", "HOME=/b"}, nil},
+		{[]string{"acp-bridge", "--", "agent"}, []string{"HOME=/a", "NOEQUALS"}, nil},
+		{[]string{"acp-bridge", "--", "agent"}, []string{"=x"}, nil},
+		{[]string{"acp-bridge", "--", "agent"}, []string{"EMPTY=", "A=1=2"}, []string{"agent"}},
 	} {
 		got, ok := command(tc.args, tc.env)
 		if ok != (tc.want != nil) || !slices.Equal(got, tc.want) {
