@@ -12,6 +12,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // editorMsg is one message for the editor, written as head, body and tail
@@ -289,7 +290,7 @@ func (ew *editorWriter) nextBlock() {
 		ew.filled = append(ew.filled, ew.block)
 	}
 	if ew.block = ew.takeFree(); ew.block == nil {
-		ew.block = make([]byte, 0, blockSize)
+		ew.block = hugepage.Bytes(blockSize) // (see package hugepage)
 	}
 }
 
@@ -576,7 +577,19 @@ const idleTrim = 500 * time.Millisecond
 // burstKept reports whether the writer holds more than it keeps for an
 // idle stream: queues or blocks a burst grew. ew.mu is held.
 func (ew *editorWriter) burstKept() bool {
-	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || len(ew.free) > idleBlocks
+	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || ew.heapBlocksKept()
+}
+
+// heapBlocksKept reports whether the free blocks past idleBlocks include
+// one of the Go heap's (those of the huge page are kept: see trimBurst).
+// ew.mu is held.
+func (ew *editorWriter) heapBlocksKept() bool {
+	for _, b := range ew.free[min(idleBlocks, len(ew.free)):] {
+		if !hugepage.Owns(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // trimBurst lets go of what burstKept reports. ew.mu is held, and the
@@ -589,8 +602,16 @@ func (ew *editorWriter) trimBurst() {
 		ew.spare = nil
 	}
 	if len(ew.free) > idleBlocks {
-		clear(ew.free[idleBlocks:])
-		ew.free = ew.free[:idleBlocks]
+		// Blocks of the huge page are kept: letting go of them would give
+		// no memory back, and the next burst would make others.
+		kept := ew.free[:idleBlocks]
+		for _, b := range ew.free[idleBlocks:] {
+			if hugepage.Owns(b) {
+				kept = append(kept, b)
+			}
+		}
+		clear(ew.free[len(kept):])
+		ew.free = kept
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // The child's stdout is read by a pump, a goroutine that reads the pipe a
@@ -49,7 +51,9 @@ func (p *Process) pumpStdout() {
 		case buf = <-p.free:
 		default:
 			if made < pumpBuffers {
-				buf = make([]byte, pumpBufferSize)
+				// (Once a turn has started, from the huge page its
+				// buffers share: see package hugepage.)
+				buf = hugepage.Bytes(pumpBufferSize)[:pumpBufferSize]
 				made++
 				break
 			}

@@ -5,6 +5,9 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"unsafe"
+
+	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // discardFS is the operating system's file system with writes that go
@@ -42,9 +45,7 @@ func TestStore_StreamOnOnePKeepsTheWriterUp(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	s := open(t, Options{QueueBytes: 512 << 10, MaxSessionBytes: 1 << 30, FS: discardFS{}})
 	create(t, s, "s1", Meta{})
-	s.mu.Lock()
-	made := cap(s.arena)
-	s.mu.Unlock()
+	made := s.streamArenaSize() // what a stream's arenas are made (streamArena)
 
 	// Not text chunks, which the store joins: a record each.
 	update := []byte(`{"sessionUpdate":"plan","entries":[{"content":"step","priority":"high","status":"pending"}]}`)
@@ -63,5 +64,50 @@ func TestStore_StreamOnOnePKeepsTheWriterUp(t *testing.T) {
 	}
 	if largest > made {
 		t.Errorf("the arena grew from %d to %d bytes: the writer did not take it at the hand-off", made, largest)
+	}
+}
+
+// TestStore_ArenasStreamSizedOnlyOnceAStreamComes: records that are not a
+// stream's (a session's creation, a prompt) leave the queue's arenas
+// small; a stream's first records make both stream-sized (from the huge
+// page once a turn has started: package hugepage), and the stream then
+// runs in those two without growing them. An idle bridge thus never
+// touches the huge page, and a stream never reallocates its arenas.
+func TestStore_ArenasStreamSizedOnlyOnceAStreamComes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // the writer takes the arena at the hand-off (see above)
+	s := open(t, Options{QueueBytes: 4 << 20, MaxSessionBytes: 1 << 30, FS: discardFS{}})
+	create(t, s, "s1", Meta{})
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi")})
+	s.mu.Lock()
+	idle, streamed := cap(s.arena), s.streamed
+	s.mu.Unlock()
+	if idle > idleArena || streamed {
+		t.Fatalf("before any stream: an arena of %d bytes (streamed %v), want at most %d", idle, streamed, idleArena)
+	}
+
+	hugepage.Start() // as the engine does when a turn starts
+	l := s.Lines()
+	update := []byte(`{"sessionUpdate":"plan","entries":[{"content":"step","priority":"high","status":"pending"}]}`)
+	seen := map[uintptr]bool{}
+	for i := range 20_000 { // 2 MB of records: the writer takes the arena a few times
+		l.SessionUpdate("s1", update)
+		if i%500 != 0 {
+			continue
+		}
+		l.Flush()
+		s.mu.Lock()
+		c := cap(s.arena)
+		seen[uintptr(unsafe.Pointer(unsafe.SliceData(s.arena)))] = true
+		s.mu.Unlock()
+		if c != s.streamArenaSize() {
+			t.Fatalf("after %d updates the arena holds %d bytes, want %d", i+1, c, s.streamArenaSize())
+		}
+	}
+	l.Flush()
+	if len(seen) != 2 {
+		t.Errorf("the stream ran in %d arenas, want the two the Store and its writer swap", len(seen))
+	}
+	if d := s.Dropped(); d != 0 {
+		t.Errorf("%d records dropped", d)
 	}
 }

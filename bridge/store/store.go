@@ -99,6 +99,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -228,7 +229,10 @@ type Store struct {
 	mu    sync.Mutex
 	queue []op
 	arena []byte // the queued records' bodies, back to back
-	bytes int
+	// streamed is set once a stream's records have come: the arenas are
+	// then stream-sized (streamArena).
+	streamed bool
+	bytes    int
 	// handOff is the queued size at which the writer is woken at once.
 	handOff int
 	dropped map[string]int // per session, since the last gap record
@@ -340,13 +344,8 @@ func Open(o Options) (*Store, error) {
 	s := &Store{o: o, log: o.Logger, fs: o.FS, dropped: map[string]int{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		done: make(chan struct{}), files: map[string]*file{},
 		held: map[string]*claim{}, releasing: map[string]int{}, owned: map[string]*claim{}}
-	// A stream is handed to the writer in blocks that stay in the CPU's
-	// cache (copying into a cold multi-megabyte arena cost the relay
-	// more than the copy itself), and the two arenas the Store and its
-	// writer swap are sized for a block up front, so none of them grows
-	// while streaming.
 	s.handOff = min(o.QueueBytes/4, handOffBytes)
-	s.arena = make([]byte, 0, s.handOff+s.handOff/2)
+	s.arena = make([]byte, 0, idleArena)
 	s.sy = syncer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.retain("")
 	go s.sy.run(s)
@@ -422,6 +421,7 @@ func (s *Store) appendLine(sid string, body []byte, prefix string) {
 		s.mu.Unlock()
 		return
 	}
+	s.streamArena()
 	k, first := s.linesOp(sid)
 	s.arena = append(append(append(s.arena, prefix...), body...), "}\n"...)
 	s.queued(k, n, first)
@@ -577,6 +577,7 @@ func (l *Lines) Flush() {
 	s := l.s
 	s.mu.Lock()
 	if s.admit(l.sid, KindUpdate, len(l.buf), l.n) {
+		s.streamArena()
 		k, first := s.linesOp(l.sid)
 		s.arena = append(s.arena, l.buf...)
 		s.queued(k, len(l.buf), first)
@@ -711,6 +712,28 @@ func (s *Store) Written(fn func()) {
 // handOffBytes is the most a stream queues before the writer is woken.
 const handOffBytes = 256 << 10
 
+// idleArena is the arenas' size until a stream comes (streamArena).
+const idleArena = 4 << 10
+
+// streamArena makes the queue's arena stream-sized when a stream's first
+// records come; s.mu is held. A stream is handed to the writer in blocks
+// that stay in the CPU's cache (copying into a cold multi-megabyte arena
+// cost the relay more than the copy itself), and the two arenas the Store
+// and its writer swap are sized for a block, so that neither grows while
+// streaming. They are made when the stream starts, not before, from the
+// huge page a turn's buffers share (package hugepage): an idle bridge's
+// few records would otherwise fault that page in.
+func (s *Store) streamArena() {
+	if !s.streamed {
+		s.streamed = true
+		s.arena = append(hugepage.Bytes(s.streamArenaSize()), s.arena...)
+	}
+}
+
+// streamArenaSize is a stream-sized arena's capacity: a hand-off's worth
+// and the run of records (at most linesBytes) that may take it past.
+func (s *Store) streamArenaSize() int { return s.handOff + s.handOff/2 }
+
 // batchDelay is how long the writer lets records gather once the queue is
 // no longer empty: a bridge killed loses at most that much of a stream.
 const batchDelay = 10 * time.Millisecond
@@ -795,7 +818,8 @@ func (s *Store) run() {
 	tick := time.NewTicker(s.o.FlushEvery)
 	defer tick.Stop()
 	var batch []op
-	arena := make([]byte, 0, s.handOff+s.handOff/2) // as Open made s.arena
+	arena := make([]byte, 0, idleArena) // as Open made s.arena
+	streamSized := false                // arena is (see streamArena)
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
 	for {
@@ -815,6 +839,10 @@ func (s *Store) run() {
 			continue
 		}
 		s.mu.Lock()
+		if s.streamed && !streamSized {
+			// The arena handed back must be stream-sized too.
+			arena, streamSized = hugepage.Bytes(s.streamArenaSize()), true
+		}
 		batch, s.queue = s.queue, batch[:0]
 		arena, s.arena = s.arena, arena[:0]
 		s.bytes = 0
@@ -857,7 +885,8 @@ func (s *Store) run() {
 			}
 		}
 		if cap(arena) > 2*s.o.QueueBytes {
-			arena = nil // a large prompt passed: do not keep its memory
+			// A large prompt passed: do not keep its memory.
+			arena, streamSized = nil, false
 		}
 		// Hand each batch to the OS at once: a bridge killed now loses
 		// nothing it wrote (a machine that crashes loses up to a second).
