@@ -554,6 +554,11 @@ const (
 
 func (l *Lines) add(sid string, body []byte, prefix string) {
 	l.open = ""
+	if l.buf == nil {
+		// Made for a run whole (growing it cost a first turn 120 KB of
+		// fresh memory), from the huge page a turn's buffers share.
+		l.buf = hugepage.Bytes(linesBytes + linesBytes/4)
+	}
 	if sid != l.sid || len(body) > l.s.o.MaxInline {
 		l.Flush()
 		if len(body) > l.s.o.MaxInline {
