@@ -71,8 +71,9 @@ func TestStore_StreamOnOnePKeepsTheWriterUp(t *testing.T) {
 // stream's (a session's creation, a prompt) leave the queue's arenas
 // small; a stream's first records make both stream-sized (from the huge
 // page once a turn has started: package hugepage), and the stream then
-// runs in those two without growing them. An idle bridge thus never
-// touches the huge page, and a stream never reallocates its arenas.
+// runs in those two without growing them, nor its Lines' buffer. An idle
+// bridge thus never touches the huge page, and a stream never
+// reallocates its buffers.
 func TestStore_ArenasStreamSizedOnlyOnceAStreamComes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // the writer takes the arena at the hand-off (see above)
 	s := open(t, Options{QueueBytes: 4 << 20, MaxSessionBytes: 1 << 30, FS: discardFS{}})
@@ -89,8 +90,12 @@ func TestStore_ArenasStreamSizedOnlyOnceAStreamComes(t *testing.T) {
 	l := s.Lines()
 	update := []byte(`{"sessionUpdate":"plan","entries":[{"content":"step","priority":"high","status":"pending"}]}`)
 	seen := map[uintptr]bool{}
+	var runMade *byte
 	for i := range 20_000 { // 2 MB of records: the writer takes the arena a few times
 		l.SessionUpdate("s1", update)
+		if i == 0 {
+			runMade = unsafe.SliceData(l.buf)
+		}
 		if i%500 != 0 {
 			continue
 		}
@@ -106,6 +111,9 @@ func TestStore_ArenasStreamSizedOnlyOnceAStreamComes(t *testing.T) {
 	l.Flush()
 	if len(seen) != 2 {
 		t.Errorf("the stream ran in %d arenas, want the two the Store and its writer swap", len(seen))
+	}
+	if unsafe.SliceData(l.buf) != runMade {
+		t.Errorf("the run of records moved: it was made too small and grew")
 	}
 	if d := s.Dropped(); d != 0 {
 		t.Errorf("%d records dropped", d)
