@@ -229,8 +229,8 @@ type Store struct {
 	mu    sync.Mutex
 	queue []op
 	arena []byte // the queued records' bodies, back to back
-	// streamed is set once a stream's records have come: the arenas are
-	// then stream-sized (streamArena).
+	// streamed is set once a stream's records have come in a turn: the
+	// arenas are then stream-sized (streamArena).
 	streamed bool
 	bytes    int
 	// handOff is the queued size at which the writer is woken at once.
@@ -717,23 +717,29 @@ func (s *Store) Written(fn func()) {
 // handOffBytes is the most a stream queues before the writer is woken.
 const handOffBytes = 256 << 10
 
-// idleArena is the arenas' size until a stream comes (streamArena).
+// idleArena is the arenas' size until a turn's stream comes (streamArena).
 const idleArena = 4 << 10
 
-// streamArena makes the queue's arena stream-sized when a stream's first
-// records come; s.mu is held. A stream is handed to the writer in blocks
-// that stay in the CPU's cache (copying into a cold multi-megabyte arena
-// cost the relay more than the copy itself), and the two arenas the Store
-// and its writer swap are sized for a block, so that neither grows while
-// streaming. They are made when the stream starts, not before, from the
-// huge page a turn's buffers share (package hugepage): an idle bridge's
-// few records would otherwise fault that page in.
+// streamArena makes the queue's arena stream-sized when a stream's
+// records come once a turn has started; s.mu is held. A stream is handed
+// to the writer in blocks that stay in the CPU's cache (copying into a
+// cold multi-megabyte arena cost the relay more than the copy itself),
+// and the two arenas the Store and its writer swap are sized for a block,
+// so that neither grows while streaming. They are made from the huge page
+// a turn's buffers share (package hugepage), and only then: an idle
+// bridge's few records would otherwise fault that page in, and the
+// updates an agent sends before the first prompt (its commands, say)
+// would make them on the heap for good.
 func (s *Store) streamArena() {
-	if !s.streamed {
+	if !s.streamed && turnStarted() {
 		s.streamed = true
 		s.arena = append(hugepage.Bytes(s.streamArenaSize()), s.arena...)
 	}
 }
+
+// turnStarted reports whether a turn has started (hugepage.Start), which
+// makes the arenas stream-sized; replaced in tests.
+var turnStarted = hugepage.Started
 
 // streamArenaSize is a stream-sized arena's capacity: a hand-off's worth
 // and the run of records (at most linesBytes) that may take it past.
