@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/internal/clock"
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
@@ -54,6 +55,7 @@ func runTests(m *testing.M) int {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
+	args = append(args, calendarFlags()...)
 	args = append(args, "github.com/acp-bridge/acp-bridge")
 	cmd := exec.Command("go", args...)
 	cmd.Stdout = os.Stderr
@@ -63,4 +65,14 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// calendarFlags builds the bridge on this test binary's calendar: when the
+// tests run with the clock moved ahead (see internal/clock), so does the
+// bridge they start, and the dates they write mean the same to both.
+func calendarFlags() []string {
+	if clock.Ahead() == 0 {
+		return nil
+	}
+	return []string{"-ldflags", "-X github.com/acp-bridge/acp-bridge/internal/clock.ahead=" + clock.Ahead().String()}
 }

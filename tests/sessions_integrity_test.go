@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/clock"
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
 )
@@ -31,10 +32,14 @@ func writeTranscript(t *testing.T, dir, sid, cwd, agent string, n, chunk int) {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	text := strings.Repeat("x", chunk)
+	// Dated an hour ago on the bridge's calendar: retention compares these
+	// dates with the present, so a fixed date would expire with time.
+	created := clock.Now().Add(-time.Hour).UTC()
+	at, done := created.Format(time.RFC3339), created.Add(time.Second).Format(time.RFC3339)
 	for i := range n {
-		fmt.Fprintf(w, `{"t":"prompt","at":"2026-11-01T00:00:00Z","body":{"sessionId":%q,"prompt":[{"type":"text","text":"question %d"}]}}`+"\n", sid, i)
+		fmt.Fprintf(w, `{"t":"prompt","at":%q,"body":{"sessionId":%q,"prompt":[{"type":"text","text":"question %d"}]}}`+"\n", at, sid, i)
 		fmt.Fprintf(w, `{"t":"u","u":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"answer %d %s"}}}`+"\n", i, text)
-		fmt.Fprintf(w, `{"t":"stop","at":"2026-11-01T00:00:01Z","body":{"stopReason":"end_turn"}}`+"\n")
+		fmt.Fprintf(w, `{"t":"stop","at":%q,"body":{"stopReason":"end_turn"}}`+"\n", done)
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -43,7 +48,7 @@ func writeTranscript(t *testing.T, dir, sid, cwd, agent string, n, chunk int) {
 		t.Fatal(err)
 	}
 	meta, _ := json.Marshal(map[string]any{"sessionId": sid, "cwd": cwd, "title": "question 0", "agent": agent,
-		"createdAt": "2026-11-01T00:00:00Z", "updatedAt": "2026-11-01T00:00:01Z"})
+		"createdAt": at, "updatedAt": done})
 	if err := os.WriteFile(filepath.Join(dir, sid+".json"), meta, 0o600); err != nil {
 		t.Fatal(err)
 	}

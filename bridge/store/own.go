@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
+
+	"github.com/acp-bridge/acp-bridge/internal/clock"
 )
 
 // Create claims sid, a session id never recorded, for this Store: its
@@ -46,7 +47,7 @@ func (s *Store) Create(sid string, m Meta) error {
 	}
 	m.SessionID = sid
 	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now()
+		m.CreatedAt = clock.Now()
 	}
 	if m.UpdatedAt.Before(m.CreatedAt) {
 		m.UpdatedAt = m.CreatedAt

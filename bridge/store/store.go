@@ -99,6 +99,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/clock"
 	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 	"github.com/hashicorp/go-hclog"
 )
@@ -858,7 +859,7 @@ func (s *Store) run() {
 		arena, s.arena = s.arena, arena[:0]
 		s.bytes = 0
 		s.mu.Unlock()
-		s.now = time.Now()
+		s.now = clock.Now()
 		s.nowText = s.now.UTC().AppendFormat(s.nowText[:0], time.RFC3339Nano)
 		for i, o := range batch {
 			batch[i] = op{}
@@ -1438,7 +1439,7 @@ func (s *Store) expireTombstones(now time.Time) {
 		if !strings.HasSuffix(e.Name(), goneSuffix) || !e.Type().IsRegular() {
 			continue
 		}
-		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > s.o.MaxAge {
+		if info, err := e.Info(); err == nil && now.Sub(clock.FileTime(info.ModTime())) > s.o.MaxAge {
 			s.fs.Remove(filepath.Join(s.o.Dir, e.Name()))
 		}
 	}
@@ -1522,7 +1523,7 @@ func (s *Store) list(cwd, agent, cur string, limit int) ([]Meta, string, error) 
 // this Store holds, nor one another process holds.
 func (s *Store) retain(keep string) {
 	all := s.all()
-	now := time.Now()
+	now := clock.Now()
 	s.expireTombstones(now)
 	n := 0
 	if keep != "" && !slices.ContainsFunc(all, func(m Meta) bool { return m.SessionID == keep }) {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acp-bridge/acp-bridge/internal/clock"
 )
 
 func open(t *testing.T, o Options) *Store {
@@ -184,7 +186,7 @@ func TestStore_ConcurrentSessions(t *testing.T) {
 
 func TestStore_ListPaginationNewestFirstByCwd(t *testing.T) {
 	s := open(t, Options{})
-	base := time.Now().Add(-time.Hour)
+	base := clock.Now().Add(-time.Hour)
 	for i := range 7 {
 		cwd := "/a"
 		if i%2 == 1 {
@@ -225,7 +227,7 @@ func TestStore_ListPaginationNewestFirstByCwd(t *testing.T) {
 func TestStore_Retention(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	s := open(t, Options{Dir: dir})
-	now := time.Now()
+	now := clock.Now()
 	create(t, s, "ancient", Meta{CreatedAt: now.Add(-48 * time.Hour)})
 	s.Append("ancient", Record{Kind: KindMeta, Cwd: "/w", At: now.Add(-48 * time.Hour), Sync: true})
 	for i := range 4 {
@@ -400,7 +402,8 @@ func TestStore_DeletedIDsAreNotReused(t *testing.T) {
 	if ms, _ := list(t, s, "", "", 0); len(ms) != 0 {
 		t.Fatalf("a deleted session is listed: %+v", ms)
 	}
-	// Past MaxAge the tombstone goes, and with it the reservation.
+	// Past MaxAge the tombstone goes, and with it the reservation. A
+	// file's time is the system's, not the store's calendar.
 	old := time.Now().Add(-48 * time.Hour)
 	if err := os.Chtimes(filepath.Join(dir, "sess-1"+goneSuffix), old, old); err != nil {
 		t.Fatal(err)
@@ -559,7 +562,7 @@ func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	at := clock.Now().Add(time.Hour).Truncate(time.Millisecond) // after Create's stamp, on its calendar
 	for i := range 70 { // more than the writer keeps open: some are closed early
 		sid := fmt.Sprintf("s%02d", i)
 		create(t, s, sid, Meta{})
