@@ -430,15 +430,20 @@ func TestWebSocketDeadPeer(t *testing.T) {
 	for name, agent := range agents {
 		t.Run(name, func(t *testing.T) {
 			url, _ := wsAgent(t, false, nil, agent)
+			// The pong wait starts at dial: the lower bound is measured
+			// from before it, the upper one from after it.
+			beforeDial := time.Now()
 			c := dial(t, legacy.WebSocket{URL: url, PongWait: 300 * time.Millisecond})
-			start := time.Now()
+			afterDial := time.Now()
 			_, err := readWithin(t, c, 5*time.Second)
-			elapsed := time.Since(start)
 			if want := "agent WebSocket " + url + ": no pong within 300ms"; err == nil || err.Error() != want {
 				t.Fatalf("Read error = %v, want a pong timeout", err)
 			}
-			if elapsed < 250*time.Millisecond || elapsed > 2*time.Second {
-				t.Errorf("dead agent detected after %v, want about 300ms", elapsed)
+			if d := time.Since(beforeDial); d < 300*time.Millisecond {
+				t.Errorf("dead agent declared %v after the dial began, before the 300ms pong wait", d)
+			}
+			if d := time.Since(afterDial); d > 4*time.Second {
+				t.Errorf("dead agent detected %v after the dial, want about 300ms", d)
 			}
 		})
 	}

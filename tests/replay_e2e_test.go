@@ -330,17 +330,23 @@ func TestReplay_AsEditorCheckRecording(t *testing.T) {
 
 // TestReplay_SpeedAndIgnore: --speed scales the recorded delays of the agent's
 // replies (0: none), and --ignore leaves a per-run nonce out of matching,
-// in agent mode.
+// in agent mode. Every bound holds by construction on a machine of any
+// speed: a lower bound is measured from before the request is written (the
+// delay starts when replay reads it), and an upper bound is only ever a
+// fraction of a delay that the option must not have played.
 func TestReplay_SpeedAndIgnore(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "slow.ndjson")
-	rec := `{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"agent","dir":"out","kind":"request","method":"initialize","id":1,"msg":{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"nonce":"run-1"}}}}
-{"t_ns":1500000000,"time":"2026-01-01T00:00:01.5Z","hop":"agent","dir":"in","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}}
-`
-	if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
-		t.Fatal(err)
+	recording := func(delay time.Duration) string {
+		path := filepath.Join(t.TempDir(), "slow.ndjson")
+		rec := fmt.Sprintf(`{"t_ns":0,"time":"2026-01-01T00:00:00Z","hop":"agent","dir":"out","kind":"request","method":"initialize","id":1,"msg":{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"nonce":"run-1"}}}}
+{"t_ns":%d,"time":"2026-01-01T00:00:01.5Z","hop":"agent","dir":"in","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}}
+`, delay.Nanoseconds())
+		if err := os.WriteFile(path, []byte(rec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	answer := func(args ...string) (time.Duration, string) {
+	answer := func(path string, args ...string) time.Duration {
 		cmd := exec.Command(BridgeBin, append([]string{"replay", path, "--stdio", "--ignore", "params._meta.nonce"}, args...)...)
 		cmd.Env = hermeticEnv(t, nil)
 		in, _ := cmd.StdinPipe()
@@ -350,6 +356,10 @@ func TestReplay_SpeedAndIgnore(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// A replay that plays a delay it should not is ended, not waited
+		// for: the caller's bound then fails.
+		kill := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+		defer kill.Stop()
 		start := time.Now()
 		io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"_meta":{"nonce":"run-2"}}}`+"\n")
 		line, _ := bufio.NewReader(out).ReadString('\n')
@@ -357,17 +367,20 @@ func TestReplay_SpeedAndIgnore(t *testing.T) {
 		in.Close()
 		cmd.Wait()
 		if !strings.Contains(line, `"result":{"protocolVersion":1}`) {
-			t.Fatalf("replay %q answered %q\n%s", args, line, errb.String())
+			t.Fatalf("replay %q answered %q after %v\n%s", args, line, took, errb.String())
 		}
-		return took, line
+		return took
 	}
-	if took, _ := answer(); took < 1400*time.Millisecond {
-		t.Errorf("as recorded: answered after %v, want 1.5 s", took)
+	if took := answer(recording(1500 * time.Millisecond)); took < 1500*time.Millisecond {
+		t.Errorf("as recorded: answered after %v, before the recorded 1.5 s", took)
 	}
-	if took, _ := answer("--speed", "0"); took > time.Second {
+	// An hour's recorded delay: answered at all (within the minute the
+	// process is given) proves it was not played.
+	if took := answer(recording(time.Hour), "--speed", "0"); took >= time.Minute {
 		t.Errorf("--speed 0: answered after %v, want at once", took)
 	}
-	if took, _ := answer("--speed", "3"); took < 400*time.Millisecond || took > 1400*time.Millisecond {
-		t.Errorf("--speed 3: answered after %v, want about 0.5 s", took)
+	// 20 s played 10 times as fast: not before 2 s, and well before 20 s.
+	if took := answer(recording(20*time.Second), "--speed", "10"); took < 2*time.Second || took >= 20*time.Second {
+		t.Errorf("--speed 10: answered after %v, want about 2 s", took)
 	}
 }
