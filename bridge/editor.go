@@ -706,13 +706,6 @@ func (ew *editorWriter) empty() bool {
 	return ew.queued == 0
 }
 
-// full reports whether the next message would have to wait.
-func (ew *editorWriter) full() bool {
-	ew.mu.Lock()
-	defer ew.mu.Unlock()
-	return ew.queued >= ew.limit
-}
-
 // errEditorStalled means the editor stopped reading what the bridge wrote.
 var errEditorStalled = errors.New("the editor stopped reading the bridge's output")
 

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -34,8 +33,7 @@ func TestLinkReadLoopEventStaysOnStack(t *testing.T) {
 	if decl == 0 {
 		t.Fatal("links.go declares no reused event (var ev agentEvent)")
 	}
-	gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(gotool, "build", "-gcflags=-m", "-o", filepath.Join(t.TempDir(), "x.a"), ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-gcflags=-m", "-o", filepath.Join(t.TempDir(), "x.a"), ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}

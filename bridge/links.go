@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -659,5 +658,3 @@ func (b *backoff) delay(now time.Time) time.Duration {
 
 func (b *backoff) failed(now time.Time) { b.failures++; b.last = now }
 func (b *backoff) succeeded()           { b.failures = 0 }
-
-var errLinkNotNeeded = errors.New("link no longer needed")

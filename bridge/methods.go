@@ -3,7 +3,6 @@ package bridge
 import (
 	"encoding/json"
 	"path/filepath"
-	"strings"
 
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
@@ -75,6 +74,3 @@ func checkParams(method string, params json.RawMessage) *translate.Error {
 	}
 	return nil
 }
-
-// isExtension reports whether method is an ACP extension method.
-func isExtension(method string) bool { return strings.HasPrefix(method, "_") }

@@ -275,7 +275,9 @@ func (fr *wsReader) control(op int, payload []byte) error {
 		if err == websocket.ErrCloseSent {
 			return nil
 		}
-		if ne, ok := err.(net.Error); ok && ne.Temporary() {
+		// A pong that could not be written in time is not the end of
+		// the connection: the peer pings again, or its pong wait ends it.
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			return nil
 		}
 		return err

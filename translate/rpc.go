@@ -250,8 +250,8 @@ func IntID(n uint64) json.RawMessage {
 // editors reject a whole message whose error object is not well-formed.
 func ErrorObject(raw json.RawMessage) json.RawMessage {
 	code, msg := Get(raw, "code"), Get(raw, "message")
-	if code.Type == gjson.Number && strings.IndexAny(code.Raw, ".eE") < 0 && msg.Type == gjson.String {
-		if bytes.IndexAny(raw, "\r\n") < 0 { // (a CR is a line break to some readers too)
+	if code.Type == gjson.Number && !strings.ContainsAny(code.Raw, ".eE") && msg.Type == gjson.String {
+		if !bytes.ContainsAny(raw, "\r\n") { // (a CR is a line break to some readers too)
 			return raw
 		}
 		var b bytes.Buffer

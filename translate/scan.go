@@ -125,17 +125,6 @@ func scanString(b []byte, i int) (end int, escaped bool, why string) {
 	}
 }
 
-// str scans a string starting at the opening quote, reporting whether it
-// held escapes.
-func (s *scanner) str() (escaped, ok bool) {
-	end, escaped, why := scanString(s.b, s.i)
-	s.i = end
-	if why != "" {
-		return escaped, s.fail(why)
-	}
-	return escaped, true
-}
-
 // plainPrefixSWAR is plainPrefix eight bytes at a time in a register,
 // jumping straight to the first byte that needs a closer look.
 func plainPrefixSWAR(b []byte) int {

@@ -375,10 +375,3 @@ func (p *peer) methodOf(id string) (string, bool) {
 	m, ok := p.sent[id]
 	return m, ok
 }
-
-// hasEnded reports whether the agent closed the connection, with its reason.
-func (p *peer) hasEnded() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ended
-}

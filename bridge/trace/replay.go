@@ -174,10 +174,9 @@ func sortOf(kind string) string {
 	return kind
 }
 
-func matches(want, got Record) bool { return matchesWith(want, got, nil, nil) }
-
-// matchesWith is matches with the paths of ignore left out and the
-// recorded working directories in want read as the live ones.
+// matchesWith reports whether got is the frame want recorded, with the
+// paths of ignore left out and the recorded working directories in want
+// read as the live ones.
 func matchesWith(want, got Record, ignore []string, cwds []cwdPair) bool {
 	if sortOf(want.Kind) != sortOf(got.Kind) || want.Method != got.Method {
 		return false

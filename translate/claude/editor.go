@@ -413,7 +413,7 @@ func (t *translator) configOptions() []configOption {
 	}
 	model := configOption{ID: "model", Name: "Model", Description: "AI model to use", Category: "model", Type: "select", CurrentValue: t.model}
 	for _, mi := range t.models {
-		model.Options = append(model.Options, configChoice{mi.Value, mi.Name, mi.Description})
+		model.Options = append(model.Options, configChoice(mi))
 	}
 	return []configOption{mode, model}
 }

@@ -129,15 +129,6 @@ func FuzzProfiles(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzProfiles(t, profiles, data) })
 }
 
-func fuzzOneForTest(t *testing.T, data []byte) bool {
-	profiles := map[string]*Profile{}
-	for name := range fuzzCases {
-		profiles[name] = fuzzProfile(t, name)
-	}
-	fuzzProfiles(t, profiles, data)
-	return true
-}
-
 func fuzzProfiles(t *testing.T, profiles map[string]*Profile, data []byte) {
 	{
 		for name, fc := range fuzzCases {

@@ -93,16 +93,3 @@ func checkPath(p string) error {
 	}
 	return nil
 }
-
-// escapeKey escapes a key for use as one gjson path component.
-func escapeKey(k string) string {
-	var b strings.Builder
-	for i := 0; i < len(k); i++ {
-		switch k[i] {
-		case '.', '|', '#', '@', '*', '?', '\\', '(', ')', '!', '=', '<', '>', '%':
-			b.WriteByte('\\')
-		}
-		b.WriteByte(k[i])
-	}
-	return b.String()
-}

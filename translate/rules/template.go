@@ -38,12 +38,11 @@ type value struct {
 	str  string
 }
 
-func rawValue(b []byte) value        { return value{kind: vRaw, raw: b} }
-func strValue(s string) value        { return value{kind: vStr, str: s} }
-func (v value) absent() bool         { return v.kind == vAbsent }
-func (v value) isNull() bool         { return v.kind == vRaw && string(v.raw) == "null" }
-func (v value) missing() bool        { return v.kind == vAbsent || v.isNull() }
-func (v value) result() gjson.Result { return gjson.ParseBytes(v.raw) }
+func rawValue(b []byte) value { return value{kind: vRaw, raw: b} }
+func strValue(s string) value { return value{kind: vStr, str: s} }
+func (v value) absent() bool  { return v.kind == vAbsent }
+func (v value) isNull() bool  { return v.kind == vRaw && string(v.raw) == "null" }
+func (v value) missing() bool { return v.kind == vAbsent || v.isNull() }
 
 // text is the string form of v: a string's contents, any other JSON value's
 // text, "" for absent.
@@ -413,7 +412,8 @@ func (c *compiler) traversal(tr hcl.Traversal, rng hcl.Range, sc scope) (node, h
 			c.keptUses = append(c.keptUses, keptUse{name: path, rng: rng})
 		}
 	case rTurn:
-		allowed = sc.turn
+		// Both of turn's forms check the scope themselves, each with
+		// its own advice, and return.
 		sent, ok := strings.CutPrefix(path, "sent.")
 		if !ok && path != "" && path != "sent" && !strings.Contains(path, ".") {
 			if !sc.turn {

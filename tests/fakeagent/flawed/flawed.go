@@ -341,10 +341,6 @@ func (a *agent) fail(id json.RawMessage, code int, message string) {
 	a.send(map[string]any{"id": id, "error": map[string]any{"code": code, "message": message}})
 }
 
-func (a *agent) notify(method string, params any) {
-	a.send(map[string]any{"method": method, "params": params})
-}
-
 // update sends one session/update, shaped by snake-case and at-type-updates.
 func (a *agent) update(sid string, upd map[string]any) {
 	if a.sessionMethods() {
