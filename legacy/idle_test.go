@@ -3,7 +3,6 @@ package legacy_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,43 +70,4 @@ func checkIdle(t *testing.T, c idleConn) {
 func TestWebSocketOnIdle(t *testing.T) {
 	url, _ := wsAgent(t, false, nil, echo)
 	checkIdle(t, dial(t, legacy.WebSocket{URL: url}))
-}
-
-func TestProcessOnIdle(t *testing.T) {
-	p, _ := startChild(t, "echo", nil)
-	checkIdle(t, p)
-}
-
-// A child that closes its stdout but runs on makes Read wait for its exit
-// (up to exitNoticeWait) once the last line is read: that wait is a wait
-// like any other, which OnIdle's function must come before (a caller
-// holding a lock until then would hold it for the whole wait).
-func TestProcessOnIdleBeforeWaitingForTheExit(t *testing.T) {
-	p, _ := startChild(t, "closeout", nil)
-	idled := make(chan struct{}, 16)
-	p.OnIdle(func() { idled <- struct{}{} })
-	if got, err := readWithin(t, p, 5*time.Second); err != nil || string(got) != `{"ready":true}` {
-		t.Fatalf("Read = %s, %v; want the child's ready line", got, err)
-	}
-	// Let the end of stdout reach the reader first, so that no wait for
-	// output comes before the wait for the exit.
-	time.Sleep(300 * time.Millisecond)
-	for len(idled) > 0 {
-		<-idled
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Read(t.Context())
-		done <- err
-	}()
-	select {
-	case <-idled:
-	case err := <-done:
-		t.Fatalf("Read returned %v without calling OnIdle's function before it waited for the child's exit", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Read waiting for the child's exit did not call OnIdle's function")
-	}
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "closed its stdout") {
-		t.Fatalf("Read = %v, want that the agent closed its stdout", err)
-	}
 }

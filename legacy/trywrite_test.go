@@ -1,3 +1,5 @@
+//go:build unix
+
 package legacy_test
 
 import (

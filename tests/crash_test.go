@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -48,7 +47,7 @@ func TestCrash_PanicOutputScrubbed(t *testing.T) {
 	defer stdin.Close()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	// Wait returns once the bridge has exited and stdout and stderr are at
 	// EOF: when the filter, which holds the real stderr, has finished.
 	cmd.WaitDelay = 2 * WaitTimeout
@@ -60,7 +59,7 @@ func TestCrash_PanicOutputScrubbed(t *testing.T) {
 	select {
 	case err = <-exited:
 	case <-time.After(2 * WaitTimeout):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
 		t.Fatalf("the crashing bridge did not end; stderr so far:\n%s", stderr.String())
 	}
 	var exit *exec.ExitError

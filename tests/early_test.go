@@ -1,3 +1,5 @@
+//go:build unix
+
 package tests
 
 import (
@@ -84,7 +86,7 @@ func TestEarly_BridgeThatCannotServeStopsItsAgent(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err == nil {
 		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		t.Errorf("the early agent (pid %d) outlived the bridge: %s", pid, stat)
-		syscall.Kill(pid, syscall.SIGKILL)
+		killPID(pid)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func runPiped(t *testing.T, args, env []string, stdin *os.File, stdout *os.File,
 	cmd.Env = hermeticEnv(t, env)
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -55,7 +54,7 @@ func runPiped(t *testing.T, args, env []string, stdin *os.File, stdout *os.File,
 	select {
 	case <-done:
 	case <-time.After(limit):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
 		<-done
 		t.Fatalf("bridge still running %v after its input ended; stderr:\n%s", limit, stderr.String())
 	}

@@ -15,14 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	"github.com/coder/acp-go-sdk"
 	"github.com/tidwall/gjson"
-
-	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
 // --- helpers -----------------------------------------------------------------
@@ -420,7 +418,7 @@ func TestE2_ChildKilledBetweenTurns(t *testing.T) {
 	promptTurn(t, e, sid, 3)
 
 	pid := agentInfoPID(t, e)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		t.Fatalf("killing the agent (pid %d): %v", pid, err)
 	}
 	waitUntil(t, WaitTimeout, fmt.Sprintf("agent pid %d to die", pid), func() bool { return processGone(pid) })
@@ -583,6 +581,6 @@ func TestE2_StalledEditorCannotKeepBridgeAlive(t *testing.T) {
 	}
 	if !processGone(pid) {
 		t.Errorf("agent process %d still running after the bridge exited", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = killPID(pid)
 	}
 }

@@ -13,14 +13,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	"github.com/gorilla/websocket"
 	"github.com/tidwall/gjson"
-
-	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
 // fdCount is how many file descriptors process pid has open.
@@ -271,7 +269,7 @@ func TestFault_ChildCrashDuringPermissionRequest(t *testing.T) {
 	if !ok {
 		t.Fatal("no permission request reached the editor")
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		t.Fatal(err)
 	}
 	cancel, ok := b.Out.Find(WaitTimeout, func(l Line) bool { return l.Method() == "$/cancel_request" })

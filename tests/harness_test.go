@@ -23,11 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/acp-go-sdk"
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 )
 
 // WaitTimeout bounds every wait for something that should happen promptly.
@@ -184,7 +183,7 @@ func StartBridgeBinary(t *testing.T, bin string, args, env []string, feed io.Wri
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	// Own process group, so a hung bridge and its agent can be killed
 	// together without touching the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
@@ -218,7 +217,7 @@ func StartBridgeBinary(t *testing.T, bin string, args, env []string, feed io.Wri
 		case <-b.exited:
 		case <-time.After(5 * time.Second):
 			t.Errorf("bridge still running 5 s after stdin EOF; killing it")
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			killGroup(cmd)
 			<-b.exited
 		}
 		select {

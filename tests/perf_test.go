@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -90,7 +89,7 @@ func spawnInitialize(b *testing.B, path string, args, env []string, rss bool) (t
 	cmd := exec.Command(path, args...)
 	cmd.Env = hermeticEnv(b, env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill the agent too on failure
+	ownGroup(cmd) // kill the agent too on failure
 	if _, err := inW.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n"); err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func spawnInitialize(b *testing.B, path string, args, env []string, rss bool) (t
 	go func() { exited <- cmd.Wait() }()
 	fail := func(format string, args ...any) {
 		b.Helper()
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
 		<-exited
 		b.Fatalf("%s: %s\nstderr:\n%s", path, fmt.Sprintf(format, args...), tail(stderr.String(), 8<<10))
 	}

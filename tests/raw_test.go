@@ -9,9 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -277,24 +275,6 @@ func TestRaw_CRLFAndBlankLines(t *testing.T) {
 	b.ExpectSilence(silence)
 }
 
-// processGone reports whether pid no longer runs. A zombie counts as gone:
-// it has exited, and only its (possibly non-reaping) new parent can reap it.
-func processGone(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	if errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if rerr != nil {
-		return os.IsNotExist(rerr)
-	}
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] == 'Z'
-	}
-	return false
-}
-
 // agentPID initializes and asks the child agent for its pid.
 func agentPID(t *testing.T, b *Bridge) int {
 	t.Helper()
@@ -337,7 +317,7 @@ func TestRaw_ShutdownLeavesNoAgent(t *testing.T) {
 			}
 			if !processGone(pid) {
 				t.Errorf("agent process %d still running after the bridge exited (%v after %s)", pid, time.Since(start), tc.name)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = killPID(pid)
 			}
 		})
 	}

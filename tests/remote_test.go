@@ -51,7 +51,7 @@ func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
 	full := append([]string{"serve", "--listen", addr}, args...)
 	s.cmd = exec.Command(BridgeBin, full...)
 	s.cmd.Env = hermeticEnv(t, env)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(s.cmd)
 	errR, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
 	case <-s.exited:
 		t.Fatalf("acp-bridge serve exited before listening:\n%s", s.stderr.String())
 	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(s.cmd)
 		t.Fatalf("acp-bridge serve did not log its endpoint within 30 s:\n%s", s.stderr.String())
 	}
 	t.Cleanup(func() {
@@ -119,7 +119,7 @@ func (s *Served) Stop(d time.Duration) (code int, ok bool) {
 	case <-s.exited:
 		return s.exitCode(), true
 	case <-time.After(d):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(s.cmd)
 		<-s.exited
 		return -1, false
 	}

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -240,7 +239,7 @@ func TestSDKAgent_ReattachAfterAgentLoss(t *testing.T) {
 		t.Fatalf("first prompt: %+v", first)
 	}
 
-	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+	if err := killPID(first.PID); err != nil {
 		t.Fatalf("killing the agent (pid %d): %v", first.PID, err)
 	}
 	// A prompt already on its way to a dying link fails with it; wait until

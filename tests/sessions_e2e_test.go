@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -255,7 +254,7 @@ func TestSessions_KillDashNineMidStreamThenLoad(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e1.Out.AllowCutLastLine()
-	if err := syscall.Kill(e1.Pid(), syscall.SIGKILL); err != nil {
+	if err := killPID(e1.Pid()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := e1.WaitExit(10 * time.Second); !ok {
@@ -477,7 +476,7 @@ func TestSessions_IdleSharedAgentClosedThenReattached(t *testing.T) {
 	promptTurn(t, e, sid, 2)
 	pid := agentInfoPID(t, e)
 	deadline := time.Now().Add(WaitTimeout)
-	for syscall.Kill(pid, 0) == nil {
+	for pidAlive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the idle session's agent (pid %d) was not stopped", pid)
 		}

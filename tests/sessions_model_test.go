@@ -45,7 +45,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -640,7 +639,7 @@ func (r *modelRun) closeWindow(w *mWindow) {
 
 func (r *modelRun) kill(w *mWindow) {
 	w.b.Out.AllowCutLastLine()
-	if err := syscall.Kill(w.b.Pid(), syscall.SIGKILL); err != nil {
+	if err := killPID(w.b.Pid()); err != nil {
 		r.fail("kill -9 window w%d: %v", w.n, err)
 	}
 	if _, ok := w.b.WaitExit(WaitTimeout); !ok {

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -270,12 +269,12 @@ func TestV2Relay_AgentKilledMidTurn(t *testing.T) {
 	}
 	// Stopped, the agent cannot acknowledge the next prompt; killed, it
 	// never will.
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := stopPID(pid); err != nil {
 		t.Fatal(err)
 	}
 	b.WriteLine(`{"jsonrpc":"2.0","id":"p2","method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"again"}]}}`)
 	time.Sleep(100 * time.Millisecond)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		t.Fatal(err)
 	}
 	p2 := b.Out.Response(t, `"p2"`)
