@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && perf
 
 package bench
 
@@ -512,7 +512,7 @@ func TestProcessBench(t *testing.T) {
 
 // BenchmarkProcess is the full run, the source of the README's figures:
 //
-//	go test -run XXX -bench Process -benchtime=1x ./bench/
+//	go test -tags perf -run XXX -bench Process -benchtime=1x ./bench/
 //
 // ACP_BENCH_REPS sets the reps (default 5), ACP_BENCH_UPDATES the streamed
 // updates per run (default 200000), ACP_BENCH_BRIDGE the binary to
