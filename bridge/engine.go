@@ -145,11 +145,6 @@ type engine struct {
 	batching   bool
 	batch      []editorMsg
 	batchBytes int
-	// deferWrites is set while the editor's reader handles a line itself
-	// (inlineEditorLine): a frame for an agent whose direct path is free
-	// is claimed and kept in deferred, and written once the gate is open.
-	deferWrites bool
-	deferred    []deferredWrite
 	// agentLine is the agent frame being handled, when it is known to be
 	// on one line (see isAgentLine).
 	agentLine []byte
@@ -938,18 +933,7 @@ func (e *engine) toAgent(l *link, frame []byte) {
 	if e.log.IsTrace() {
 		e.log.Trace("bridge → agent", "link", l.String(), "frame", truncate(frame, 2048))
 	}
-	if e.deferWrites && l.out.claim() {
-		e.deferred = append(e.deferred, deferredWrite{q: &l.out, frame: frame})
-		return
-	}
 	l.out.push(frame)
-}
-
-// A deferredWrite is a frame for an agent whose direct write waits for the
-// gate to open (inlineEditorLine).
-type deferredWrite struct {
-	q     *frameQueue
-	frame []byte
 }
 
 // notify writes a translator's notification (Notify, built here, or

@@ -110,19 +110,8 @@ func (e *engine) inlineEditorLine(frame []byte) bool {
 		return false
 	}
 	e.collectStreamed()
-	// The agent's frames are written once the gate is open, for the
-	// reason claimEditor gives: the agent's answer may come back before
-	// this goroutine, descheduled by the write, lets the gate go.
-	e.deferWrites = true
 	e.editorLine(frame)
-	e.deferWrites = false
-	writes := e.deferred
 	e.afterInline()
-	for i := range writes {
-		writes[i].q.writeClaimed(writes[i].frame)
-		writes[i] = deferredWrite{}
-	}
-	e.deferred = writes[:0] // (only this goroutine appends to it: deferWrites)
 	return true
 }
 

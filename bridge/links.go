@@ -223,9 +223,6 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 
 	_, parse := l.tr.(translate.EnvelopeTranslator)
 	done := ctx.Done() // (once: Done takes a lock-free but not free look per call)
-	if c, ok := conn.(tryWriter); ok {
-		l.out.direct(c.TryWrite)
-	}
 	if c, ok := conn.(idler); ok && l.pass != nil {
 		c.OnIdle(func() { e.idle(l) })
 		l.kicks = true
@@ -330,17 +327,11 @@ const writeFailGrace = 500 * time.Millisecond
 func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error, readDone <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
-		frame, flush, ok := l.out.pop(ctx)
+		frame, ok := l.out.pop(ctx)
 		if !ok {
 			return
 		}
-		var err error
-		if flush {
-			err = conn.(tryWriter).Flush(ctx)
-		} else {
-			err = conn.Write(ctx, frame)
-		}
-		l.out.done()
+		err := conn.Write(ctx, frame)
 		reclaim.Release(len(frame)) // written (or failed): the frame is garbage
 		if err != nil {
 			writeErr <- err
@@ -394,34 +385,6 @@ type frameQueue struct {
 	// drained, when not nil, is signalled when the queue falls back under
 	// its bound (the loop resumes reading the editor).
 	drained chan struct{}
-
-	// The direct path. try, when set (the connection is a tryWriter),
-	// writes a frame from the goroutine that pushes it, when the writer
-	// has nothing queued and nothing in hand: a request then reaches the
-	// agent without waking the writer, a futex wake-up and a context
-	// switch (most of what an echo's round trip added, and a third of
-	// its CPU). busy says the writer, or a direct write, holds a frame;
-	// flush that a direct write left bytes for the writer to Flush.
-	try   func([]byte) (taken, held bool)
-	busy  bool
-	flush bool
-	// claimed says busy is a claim (claim): the frame is still to come,
-	// and nothing queued meanwhile may be written before it.
-	claimed bool
-}
-
-// tryWriter is a Link that can write a frame without waiting
-// (legacy.WSConn, legacy.Process).
-type tryWriter interface {
-	TryWrite(frame []byte) (taken, held bool)
-	Flush(ctx context.Context) error
-}
-
-// direct sets the direct path's write.
-func (q *frameQueue) direct(try func([]byte) (taken, held bool)) {
-	q.mu.Lock()
-	q.try = try
-	q.mu.Unlock()
 }
 
 func (q *frameQueue) init(limit int, drained chan struct{}) {
@@ -432,62 +395,12 @@ func (q *frameQueue) init(limit int, drained chan struct{}) {
 
 func (q *frameQueue) push(frame []byte) {
 	q.mu.Lock()
-	if q.try != nil && !q.shutq && len(q.items) == 0 && !q.busy && !q.flush {
-		q.busy = true
-		q.mu.Unlock()
-		taken, held := q.try(frame)
-		q.mu.Lock()
-		q.busy = false
-		if taken {
-			q.flush = held
-			q.mu.Unlock()
-			if held {
-				signal(q.signal)
-			}
-			return
-		}
-	}
 	if !q.shutq {
 		q.items = append(q.items, frame)
 		q.bytes += len(frame)
 	}
 	q.mu.Unlock()
 	signal(q.signal)
-}
-
-// claim takes the direct path for a frame that writeClaimed will write,
-// as push would take it, and reports whether it did; if not, the frame is
-// for push. Meanwhile frames pushed queue behind the claim. This lets the
-// caller write after letting go of the gate (inlineEditorLine).
-func (q *frameQueue) claim() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.try == nil || q.shutq || len(q.items) != 0 || q.busy || q.flush {
-		return false
-	}
-	q.busy, q.claimed = true, true
-	return true
-}
-
-// writeClaimed writes frame on the path claim took: at once when the
-// agent takes it, else first in the queue, for the writer.
-func (q *frameQueue) writeClaimed(frame []byte) {
-	taken, held := q.try(frame)
-	q.mu.Lock()
-	q.busy, q.claimed = false, false
-	if taken {
-		q.flush = held
-	} else if !q.shutq {
-		q.items = append(q.items, nil)
-		copy(q.items[1:], q.items)
-		q.items[0] = frame
-		q.bytes += len(frame)
-	}
-	wake := q.flush || len(q.items) != 0
-	q.mu.Unlock()
-	if wake {
-		signal(q.signal)
-	}
 }
 
 // over reports whether the queue holds more than its bound.
@@ -510,34 +423,14 @@ func (q *frameQueue) shut() {
 }
 
 // pop returns the oldest frame, waiting for one; false once shut or ctx ends.
-//
-// flush says the writer is to Flush what a direct write held, before the
-// frames queued after it. The writer calls done when it has written what
-// pop gave it.
-func (q *frameQueue) pop(ctx context.Context) (frame []byte, flush, ok bool) {
+func (q *frameQueue) pop(ctx context.Context) (frame []byte, ok bool) {
 	for {
 		q.mu.Lock()
 		if q.shutq {
 			q.mu.Unlock()
-			return nil, false, false
-		}
-		if q.claimed {
-			// A claimed frame goes first (writeClaimed signals).
-			q.mu.Unlock()
-			select {
-			case <-q.signal:
-			case <-ctx.Done():
-				return nil, false, false
-			}
-			continue
-		}
-		if q.flush {
-			q.flush, q.busy = false, true
-			q.mu.Unlock()
-			return nil, true, true
+			return nil, false
 		}
 		if len(q.items) > 0 {
-			q.busy = true
 			frame := q.items[0]
 			q.items[0] = nil
 			q.items = q.items[1:]
@@ -548,22 +441,15 @@ func (q *frameQueue) pop(ctx context.Context) (frame []byte, flush, ok bool) {
 			if wasOver && nowUnder && q.drained != nil {
 				signal(q.drained)
 			}
-			return frame, false, true
+			return frame, true
 		}
 		q.mu.Unlock()
 		select {
 		case <-q.signal:
 		case <-ctx.Done():
-			return nil, false, false
+			return nil, false
 		}
 	}
-}
-
-// done says the writer has written what pop gave it.
-func (q *frameQueue) done() {
-	q.mu.Lock()
-	q.busy = false
-	q.mu.Unlock()
 }
 
 // inbox carries what every link's goroutine reports to the loop, bounded by

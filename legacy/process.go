@@ -153,18 +153,10 @@ type Process struct {
 
 	skipped atomic.Int64
 
-	// Owned by the goroutine writing: Write, TryWrite and Flush run one
-	// at a time.
+	// Owned by the goroutine writing: Writes run one at a time.
 	wbuf      []byte          // a small frame and its newline, for one system call
 	watchDone <-chan struct{} // Done of the ctx whose cancel interrupts writes
 	stopWatch func() bool
-
-	// Non-blocking writes (TryWrite). once is nil where there are none;
-	// hmu guards held and heldErr.
-	once    *onceWriter
-	hmu     sync.Mutex
-	held    []byte // what TryWrite could not write: it goes first
-	heldErr error  // what TryWrite met: the next write's error
 }
 
 // Start starts the agent. ctx bounds only the start itself: it is checked
@@ -236,7 +228,6 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if in != nil {
 		p.stdinW = in
 	}
-	p.once = onceWriterFor(inW, in)
 	if f := nbio.OpenFile(outR); f != nil {
 		p.stdoutR = f
 	}
@@ -440,10 +431,8 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 			return ctx.Err()
 		}
 	}
-	err := p.writeHeld()
+	var err error
 	switch {
-	case err != nil:
-	case frame == nil: // Flush
 	case len(frame) <= writeCopyMax:
 		p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
 		_, err = p.stdinW.Write(p.wbuf)
@@ -465,69 +454,6 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 		return &linkError{msg: "agent process stdin: " + err.Error(), err: err}
 	}
 	return nil
-}
-
-// writeHeld writes what TryWrite held, waiting as Write does.
-func (p *Process) writeHeld() error {
-	p.hmu.Lock()
-	held, err := p.held, p.heldErr
-	p.held, p.heldErr = nil, nil
-	p.hmu.Unlock()
-	if err != nil || len(held) == 0 {
-		return err
-	}
-	_, err = p.stdinW.Write(held)
-	return err
-}
-
-// TryWrite writes frame as Write would, but only when the child's stdin
-// takes it without waiting, and reports whether it took the frame (see
-// WSConn.TryWrite): it refuses while bytes are held from before, for a
-// frame over writeCopyMax, and where there are no non-blocking writes.
-// What the pipe does not take at once is held (held) for the next Write
-// or Flush. The caller makes sure no Write runs meanwhile.
-func (p *Process) TryWrite(frame []byte) (taken, held bool) {
-	if p.once == nil || len(frame) > writeCopyMax {
-		return false, false
-	}
-	select {
-	case <-p.closed:
-		return false, false
-	default:
-	}
-	p.hmu.Lock()
-	defer p.hmu.Unlock()
-	if len(p.held) > 0 || p.heldErr != nil {
-		return false, false
-	}
-	p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
-	n, err := p.once.write(p.wbuf)
-	switch {
-	case err != nil:
-		p.heldErr = err
-	case n < len(p.wbuf):
-		p.held = append(p.held, p.wbuf[n:]...)
-	}
-	return true, len(p.held) > 0 || p.heldErr != nil
-}
-
-// Flush writes what TryWrite held, waiting as Write does.
-func (p *Process) Flush(ctx context.Context) error { return p.Write(ctx, nil) }
-
-// onceWriterFor returns a writer of non-blocking writes to f, or nil; nb,
-// when not nil, is nbio's File over f, which then makes them.
-func onceWriterFor(f *os.File, nb *nbio.File) *onceWriter {
-	if nb != nil {
-		return &onceWriter{nb: nb}
-	}
-	if !canTryWrite {
-		return nil
-	}
-	rc, err := f.SyscallConn()
-	if err != nil || !nonblocking(rc) {
-		return nil
-	}
-	return newOnceWriter(rc)
 }
 
 // writeCopyMax is the largest frame Write copies to add its newline.

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -202,11 +201,6 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 			dc = &deadlineConn{Conn: c, headers: true}
 			if nc := nbio.OpenConn(c); nc != nil {
 				dc.nb = nc
-				dc.once = &onceWriter{nb: nc}
-			} else if sc, ok := c.(syscall.Conn); ok && canTryWrite {
-				if rc, err := sc.SyscallConn(); err == nil && nonblocking(rc) {
-					dc.once = newOnceWriter(rc)
-				}
 			}
 			return dc, nil
 		},
@@ -450,59 +444,15 @@ type deadlineConn struct {
 	// nb, where nbio serves the connection, makes its reads and writes
 	// (see package nbio for why); nil: the connection's own.
 	nb *nbio.File
-
-	// Non-blocking writes (WSConn.TryWrite). mu guards the rest.
-	once    *onceWriter // nil: no non-blocking writes
-	mu      sync.Mutex
-	try     bool   // writes are made without blocking (TryWrite is writing)
-	writing bool   // a blocking write is under way
-	held    []byte // what a non-blocking write could not write: it goes first
-	heldErr error  // what a non-blocking write met: the next write's error
 }
 
-// Write writes b, first what a non-blocking write held. While TryWrite
-// writes, it makes one attempt and holds the rest, reporting b written:
-// gorilla's frame is then whole as far as gorilla knows, and the held
-// bytes go out ahead of anything else, under gorilla's write lock (its
-// caller's), by the next blocking Write.
+// Write writes b, through nbio where it serves the connection. Gorilla
+// calls it under its write lock, after setting the write deadline.
 func (d *deadlineConn) Write(b []byte) (int, error) {
-	d.mu.Lock()
-	if d.try {
-		defer d.mu.Unlock()
-		rest := b
-		if len(d.held) == 0 && d.heldErr == nil {
-			n, err := d.once.write(b)
-			if err != nil {
-				d.heldErr = err
-				return len(b), nil
-			}
-			rest = b[n:]
-		}
-		d.held = append(d.held, rest...)
-		return len(b), nil
-	}
-	held, err := d.held, d.heldErr
-	d.held, d.heldErr = nil, nil
-	d.writing = true
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		d.writing = false
-		d.mu.Unlock()
-	}()
-	if err != nil {
-		return 0, err
-	}
-	w := io.Writer(d.Conn)
 	if d.nb != nil {
-		w = d.nb
+		return d.nb.Write(b)
 	}
-	if len(held) > 0 {
-		if _, err := w.Write(held); err != nil {
-			return 0, err
-		}
-	}
-	return w.Write(b)
+	return d.Conn.Write(b)
 }
 
 func (d *deadlineConn) Read(b []byte) (int, error) {
@@ -640,80 +590,6 @@ func (c *WSConn) Write(ctx context.Context, frame []byte) error {
 	}
 	c.conn.SetWriteDeadline(deadline())
 	if err := w.Close(); err != nil {
-		return c.writeError(err)
-	}
-	return nil
-}
-
-// tryWriteMax is the largest frame TryWrite takes: one gorilla frame.
-const tryWriteMax = writeChunk
-
-// TryWrite writes frame as Write would, but only when it can do so without
-// waiting for anything, and reports whether it took the frame: a message
-// to the agent then leaves from the goroutine that made it, without
-// waking the link's writer. It refuses (taking nothing) while another
-// write is under way or bytes are held from before, for a frame over one
-// gorilla frame, and where the system has no non-blocking writes. What
-// the socket does not take at once is held (held): it goes out first with
-// the next Write, or with Flush, which the caller must then see to from a
-// goroutine that may wait. The caller makes sure no Write runs meanwhile
-// (gorilla allows one writer). A write error is held too, for Flush.
-//
-// Only pings, pongs and Close write alongside, through gorilla's write
-// lock: a TryWrite that meets one already writing refuses; one that
-// starts in the instant after the check waits for it, as long as its
-// deadline at most.
-func (c *WSConn) TryWrite(frame []byte) (taken, held bool) {
-	d := c.dc
-	if d.once == nil || len(frame) > tryWriteMax {
-		return false, false
-	}
-	select {
-	case <-c.closed:
-		return false, false
-	default:
-	}
-	if !d.mu.TryLock() {
-		return false, false
-	}
-	if d.writing || len(d.held) > 0 || d.heldErr != nil {
-		d.mu.Unlock()
-		return false, false
-	}
-	d.try = true
-	d.mu.Unlock()
-	w, err := c.conn.NextWriter(websocket.TextMessage)
-	if err == nil {
-		if _, err = w.Write(frame); err == nil {
-			err = w.Close()
-		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.try = false
-	if err != nil && d.heldErr == nil {
-		d.heldErr = c.writeError(err)
-	}
-	return true, len(d.held) > 0 || d.heldErr != nil
-}
-
-// Flush writes what TryWrite held, waiting as Write does.
-//
-// The held bytes must go out under gorilla's write lock, so Flush sends
-// an unsolicited pong (RFC 6455 §5.5.3: a heartbeat the agent does not
-// answer), whose write writes them first.
-func (c *WSConn) Flush(ctx context.Context) error {
-	c.dc.mu.Lock()
-	idle := len(c.dc.held) == 0 && c.dc.heldErr == nil
-	c.dc.mu.Unlock()
-	if idle {
-		return nil
-	}
-	deadline := time.Now().Add(c.writeWait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := c.conn.WriteControl(websocket.PongMessage, nil, deadline); err != nil {
 		return c.writeError(err)
 	}
 	return nil
