@@ -562,8 +562,9 @@ func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := clock.Now().Add(time.Hour).Truncate(time.Millisecond) // after Create's stamp, on its calendar
-	for i := range 70 {                                         // more than the writer keeps open: some are closed early
+	// After Create's stamp, on the store's calendar.
+	at := clock.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for i := range 70 { // more than the writer keeps open: some are closed early
 		sid := fmt.Sprintf("s%02d", i)
 		create(t, s, sid, Meta{})
 		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w"})
