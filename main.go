@@ -19,11 +19,6 @@ import (
 	"os"
 
 	"github.com/acp-bridge/acp-bridge/internal/cli"
-	// Before the other packages initialize, one P for the stdio relay
-	// (see the package's comment for why this early), then the child
-	// agent of `acp-bridge -- COMMAND`, which starts up meanwhile.
-	_ "github.com/acp-bridge/acp-bridge/internal/early"
-	_ "github.com/acp-bridge/acp-bridge/internal/procs"
 )
 
 func main() {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
-	"github.com/acp-bridge/acp-bridge/internal/early"
 	"github.com/acp-bridge/acp-bridge/internal/nbio"
 	"github.com/hashicorp/go-hclog"
 )
@@ -109,7 +108,7 @@ type Command struct {
 // stdout ahead of Read (see pumpStdout), one logs stderr, one waits for
 // the exit. Close stops them all and reaps the child.
 type Process struct {
-	cmd       *exec.Cmd   // nil for the agent started early (package early)
+	cmd       *exec.Cmd
 	proc      *os.Process // the child
 	log       hclog.Logger
 	stopGrace time.Duration
@@ -198,12 +197,9 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	// ever become plain io.Readers and Writers.
 	cmd.WaitDelay = waitDelay
 
-	proc, inW, outR, errR, startedEarly, err := startPiped(cmd)
+	proc, inW, outR, errR, err := startPiped(cmd)
 	if err != nil {
 		return nil, startError(c.Path, err)
-	}
-	if startedEarly {
-		cmd = nil // not started: proc is waited for itself
 	}
 
 	p := &Process{
@@ -237,11 +233,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if p.out.split.max <= 0 {
 		p.out.split.max = ndjson.DefaultMax
 	}
-	started := []any{"path", c.Path, "pid", proc.Pid, "dir", c.Dir}
-	if startedEarly {
-		started = append(started, "early", true)
-	}
-	log.Info("agent process started", started...)
+	log.Info("agent process started", "path", c.Path, "pid", proc.Pid, "dir", c.Dir)
 	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
 	go p.wait()
 	go p.pumpStdout()
@@ -250,16 +242,8 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 }
 
 // startPiped starts cmd with its stdin, stdout and stderr pipes, and
-// returns its process and the bridge's ends of its pipes. The agent
-// started as the bridge started (package early) is taken instead when
-// cmd is the command it was started as (startedEarly): cmd is then not
-// started.
-func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, startedEarly bool, err error) {
-	if cmd.Err == nil {
-		if e := early.Take(cmd.Path, cmd.Args, cmd.Env, cmd.Dir, ownGroup(cmd)); e != nil {
-			return e.Proc, e.Stdin, e.Stdout, e.Stderr, true, nil
-		}
-	}
+// returns its process and the bridge's ends of its pipes.
+func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, err error) {
 	var files []*os.File // every pipe end, closed on failure
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
@@ -268,11 +252,11 @@ func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, star
 		}
 		return r, w, err
 	}
-	fail := func(err error) (*os.Process, *os.File, *os.File, *os.File, bool, error) {
+	fail := func(err error) (*os.Process, *os.File, *os.File, *os.File, error) {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, nil, nil, nil, false, err
+		return nil, nil, nil, nil, err
 	}
 	inR, inW, err := pipe()
 	if err != nil {
@@ -296,7 +280,7 @@ func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, star
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	return cmd.Process, inW, outR, errR, false, nil
+	return cmd.Process, inW, outR, errR, nil
 }
 
 // Pid returns the child's process id (also its process group id on Unix).
@@ -540,18 +524,8 @@ func (p *Process) waitPipes(d time.Duration) {
 // wait reaps the child, so that it never lingers as a zombie, and records
 // how it ended.
 func (p *Process) wait() {
-	// Parked in the poller until the child exits, rather than in Wait's
-	// system call, which would hold the relay's one P (nbio.AwaitExit).
-	nbio.AwaitExit(p.proc.Pid)
-	if p.cmd != nil {
-		p.waitErr = p.cmd.Wait()
-		p.exitState = p.cmd.ProcessState
-	} else {
-		p.exitState, p.waitErr = p.proc.Wait()
-		if p.waitErr == nil && !p.exitState.Success() {
-			p.waitErr = &exec.ExitError{ProcessState: p.exitState} // as Cmd.Wait has it
-		}
-	}
+	p.waitErr = p.cmd.Wait()
+	p.exitState = p.cmd.ProcessState
 	p.log.Info("agent process ended", "pid", p.Pid(), "status", p.exitText())
 	close(p.exited)
 }

@@ -13,9 +13,6 @@ import (
 
 func setProcessGroup(cmd *exec.Cmd) {}
 
-// ownGroup is false: no process starts in a group of its own here.
-func ownGroup(*exec.Cmd) bool { return false }
-
 // terminateGroup is a no-op: there is no portable polite stop signal, so the
 // staged stop goes from closing stdin straight to killing after StopGrace.
 func terminateGroup(p *os.Process) error { return nil }

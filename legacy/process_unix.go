@@ -18,9 +18,6 @@ func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// ownGroup reports whether cmd starts its child as setProcessGroup has it.
-func ownGroup(cmd *exec.Cmd) bool { return cmd.SysProcAttr != nil && cmd.SysProcAttr.Setpgid }
-
 // terminateGroup sends SIGTERM to the child's process group.
 func terminateGroup(p *os.Process) error {
 	return signalGroup(p, syscall.SIGTERM)

@@ -72,10 +72,9 @@ func TestStdin_NotPolledKeepsTheDefaultPs(t *testing.T) {
 	}
 }
 
-// The one P is the stdio relay's alone. Package procs sets it as the
-// program starts, before the command line is read, so every other command
-// gives the runtime's default back; `serve`, one listener for many
-// editors, is where that matters. It runs here with a pipe for stdin, as
+// The one P is the stdio relay's alone: every other command keeps the
+// runtime's default; `serve`, one listener for many editors, is where
+// that matters. It runs here with a pipe for stdin, as
 // a supervisor may start it.
 func TestStdin_ServeKeepsTheDefaultPs(t *testing.T) {
 	t.Parallel()

@@ -30,7 +30,6 @@ import (
 	"syscall"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
-	"github.com/acp-bridge/acp-bridge/internal/early"
 	"github.com/urfave/cli/v2"
 )
 
@@ -55,7 +54,6 @@ func Run(args []string) int {
 	// bare words and words after "--" over alike.
 	app.Metadata = map[string]any{"dashdash": slices.Contains(args, "--"), "args": args}
 	err := app.RunContext(ctx, args)
-	early.Discard() // an agent started early that serving did not take
 	removeScratch()
 	var ue launch.UsageError
 	var re launch.ReportedError

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
-	"github.com/acp-bridge/acp-bridge/internal/procs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
@@ -279,7 +278,6 @@ func hardenCommand(cmd *cli.Command) {
 		// The words after a command with subcommands name one of them:
 		// any other is a mistyped subcommand, not an argument.
 		cmd.Action = func(c *cli.Context) error {
-			procs.Default()
 			c.App.Metadata["command"] = commandName(c)
 			if c.Args().Present() {
 				return subcommandWord(c, cmd)
@@ -294,7 +292,6 @@ func hardenCommand(cmd *cli.Command) {
 		}
 	case inner != nil:
 		cmd.Action = func(c *cli.Context) error {
-			procs.Default()
 			c.App.Metadata["command"] = commandName(c)
 			if err := checkArgs(c, cmd); err != nil {
 				return err

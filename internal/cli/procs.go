@@ -3,8 +3,6 @@ package cli
 import (
 	"os"
 	"runtime"
-
-	"github.com/acp-bridge/acp-bridge/internal/procs"
 )
 
 // relayProcs runs the stdio relay on one P (GOMAXPROCS=1) when stdin is
@@ -36,10 +34,8 @@ import (
 // only P, so the runtime's default stays then; GOMAXPROCS in the
 // environment the editor gives the agent overrides both.
 func relayProcs(polled bool) int {
-	if !polled {
-		procs.Default()
-	} else if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1) // (package procs did it already: a no-op then)
+	if polled && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	return runtime.GOMAXPROCS(0)
 }

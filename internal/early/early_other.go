@@ -1,6 +1,0 @@
-//go:build !unix
-
-package early
-
-// Discard does nothing where no agent starts early.
-func Discard() {}
