@@ -12,7 +12,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // editorMsg is one message for the editor, written as head, body and tail
@@ -290,7 +289,7 @@ func (ew *editorWriter) nextBlock() {
 		ew.filled = append(ew.filled, ew.block)
 	}
 	if ew.block = ew.takeFree(); ew.block == nil {
-		ew.block = hugepage.Bytes(blockSize) // (see package hugepage)
+		ew.block = make([]byte, 0, blockSize)
 	}
 }
 
@@ -580,17 +579,9 @@ func (ew *editorWriter) burstKept() bool {
 	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || ew.heapBlocksKept()
 }
 
-// heapBlocksKept reports whether the free blocks past idleBlocks include
-// one of the Go heap's (those of the huge page are kept: see trimBurst).
-// ew.mu is held.
-func (ew *editorWriter) heapBlocksKept() bool {
-	for _, b := range ew.free[min(idleBlocks, len(ew.free)):] {
-		if !hugepage.Owns(b) {
-			return true
-		}
-	}
-	return false
-}
+// heapBlocksKept reports whether more free blocks are kept than an idle
+// writer needs. ew.mu is held.
+func (ew *editorWriter) heapBlocksKept() bool { return len(ew.free) > idleBlocks }
 
 // trimBurst lets go of what burstKept reports. ew.mu is held, and the
 // queue is empty.
@@ -602,16 +593,8 @@ func (ew *editorWriter) trimBurst() {
 		ew.spare = nil
 	}
 	if len(ew.free) > idleBlocks {
-		// Blocks of the huge page are kept: letting go of them would give
-		// no memory back, and the next burst would make others.
-		kept := ew.free[:idleBlocks]
-		for _, b := range ew.free[idleBlocks:] {
-			if hugepage.Owns(b) {
-				kept = append(kept, b)
-			}
-		}
-		clear(ew.free[len(kept):])
-		ew.free = kept
+		clear(ew.free[idleBlocks:])
+		ew.free = ew.free[:idleBlocks]
 	}
 }
 

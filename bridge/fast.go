@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/acp-bridge/acp-bridge/bridge/store"
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
@@ -435,7 +434,7 @@ func (e *engine) beginBatch(l *link, n int) bool {
 	}
 	b := &l.batch
 	if cap(b.buf) < batchBytes {
-		b.buf = hugepage.Bytes(blockSize) // (see package hugepage)
+		b.buf = make([]byte, 0, blockSize)
 	}
 	b.held, b.room = true, min(room, batchBytes)
 	return true

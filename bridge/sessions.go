@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -242,9 +241,6 @@ func (e *engine) newSessionID() string {
 
 // promptStarted records a prompt in its session before it is routed.
 func (e *engine) promptStarted(req *request, params json.RawMessage) {
-	// A turn's stream is about to need its buffers: from now on they
-	// come from the huge page (which an idle bridge never faults in).
-	hugepage.Start()
 	if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.control != nil && e.control.down == nil {
 		// A session the engine did not see created (session/fork, an
 		// extension): it lives on the one agent link, and its prompts

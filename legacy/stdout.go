@@ -9,8 +9,6 @@ import (
 	"os"
 	"runtime"
 	"time"
-
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // The child's stdout is read by a pump, a goroutine that reads the pipe a
@@ -51,9 +49,7 @@ func (p *Process) pumpStdout() {
 		case buf = <-p.free:
 		default:
 			if made < pumpBuffers {
-				// (Once a turn has started, from the huge page its
-				// buffers share: see package hugepage.)
-				buf = hugepage.Bytes(pumpBufferSize)[:pumpBufferSize]
+				buf = make([]byte, pumpBufferSize)
 				made++
 				break
 			}

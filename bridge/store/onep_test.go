@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
-
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 )
 
 // discardFS is the operating system's file system with writes that go
@@ -43,7 +41,6 @@ func (discardFile) Sync() error { return nil }
 // the producer is a cause of drops of its own, not the one tested.
 func TestStore_StreamOnOnePKeepsTheWriterUp(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	inTurn(t, true) // a stream in a turn: its arenas are stream-sized
 	s := open(t, Options{QueueBytes: 512 << 10, MaxSessionBytes: 1 << 30, FS: discardFS{}})
 	create(t, s, "s1", Meta{})
 	made := s.streamArenaSize() // what a stream's arenas are made (streamArena)
@@ -68,42 +65,23 @@ func TestStore_StreamOnOnePKeepsTheWriterUp(t *testing.T) {
 	}
 }
 
-// inTurn makes the Store see a turn started, or not (turnStarted), for
-// the test.
-func inTurn(t *testing.T, started bool) {
-	old := turnStarted
-	turnStarted = func() bool { return started }
-	t.Cleanup(func() { turnStarted = old })
-}
-
-// TestStore_ArenasStreamSizedOnlyOnceATurnStreams: records before a turn
-// (a session's creation, a prompt, the updates an agent sends before the
-// first prompt) leave the queue's arenas small; a turn's stream makes
-// both stream-sized (from the huge page: package hugepage), and the
-// stream then runs in those two without growing them, nor its Lines'
-// buffer. An idle bridge thus never touches the huge page, updates sent
-// before a turn do not put the arenas on the heap for good, and a stream
-// never reallocates its buffers.
-func TestStore_ArenasStreamSizedOnlyOnceATurnStreams(t *testing.T) {
+// TestStore_ArenasStreamSizedOnceAStreamStarts: single records (a
+// session's creation, a prompt) leave the queue's arenas small; a stream's
+// records make both stream-sized, and the stream then runs in those two
+// without growing them, nor its Lines' buffer: a stream never reallocates
+// its buffers.
+func TestStore_ArenasStreamSizedOnceAStreamStarts(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // the writer takes the arena at the hand-off (see above)
-	inTurn(t, false)
 	s := open(t, Options{QueueBytes: 4 << 20, MaxSessionBytes: 1 << 30, FS: discardFS{}})
 	create(t, s, "s1", Meta{})
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi")})
-	before := s.Lines() // the updates an agent sends before a turn: its commands
-	for range 3 {
-		before.SessionUpdate("s1", []byte(`{"sessionUpdate":"available_commands_update","availableCommands":[]}`))
-	}
-	before.Flush()
 	s.mu.Lock()
 	idle, streamed := cap(s.arena), s.streamed
 	s.mu.Unlock()
 	if idle > idleArena || streamed {
-		t.Fatalf("before any turn: an arena of %d bytes (streamed %v), want at most %d", idle, streamed, idleArena)
+		t.Fatalf("before any stream: an arena of %d bytes (streamed %v), want at most %d", idle, streamed, idleArena)
 	}
 
-	inTurn(t, true) // as hugepage.Start, when the engine starts a turn
-	hugepage.Start()
 	l := s.Lines()
 	update := []byte(`{"sessionUpdate":"plan","entries":[{"content":"step","priority":"high","status":"pending"}]}`)
 	seen := map[uintptr]bool{}

@@ -100,7 +100,6 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/internal/clock"
-	"github.com/acp-bridge/acp-bridge/internal/hugepage"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -556,9 +555,9 @@ const (
 func (l *Lines) add(sid string, body []byte, prefix string) {
 	l.open = ""
 	if l.buf == nil {
-		// Made for a run whole (growing it cost a first turn 120 KB of
-		// fresh memory), from the huge page a turn's buffers share.
-		l.buf = hugepage.Bytes(linesBytes + linesBytes/4)
+		// Made for a run whole: growing it cost a first turn 120 KB of
+		// fresh memory.
+		l.buf = make([]byte, 0, linesBytes+linesBytes/4)
 	}
 	if sid != l.sid || len(body) > l.s.o.MaxInline {
 		l.Flush()
@@ -721,26 +720,19 @@ const handOffBytes = 256 << 10
 // idleArena is the arenas' size until a turn's stream comes (streamArena).
 const idleArena = 4 << 10
 
-// streamArena makes the queue's arena stream-sized when a stream's
-// records come once a turn has started; s.mu is held. A stream is handed
-// to the writer in blocks that stay in the CPU's cache (copying into a
-// cold multi-megabyte arena cost the relay more than the copy itself),
-// and the two arenas the Store and its writer swap are sized for a block,
-// so that neither grows while streaming. They are made from the huge page
-// a turn's buffers share (package hugepage), and only then: an idle
-// bridge's few records would otherwise fault that page in, and the
-// updates an agent sends before the first prompt (its commands, say)
-// would make them on the heap for good.
+// streamArena makes the queue's arena stream-sized when a stream's first
+// records come; s.mu is held. A stream is handed to the writer in blocks
+// that stay in the CPU's cache (copying into a cold multi-megabyte arena
+// cost the relay more than the copy itself), and the two arenas the Store
+// and its writer swap are sized for a block, so that neither grows while
+// streaming. Single records (a session's creation, a prompt) leave them
+// small.
 func (s *Store) streamArena() {
-	if !s.streamed && turnStarted() {
+	if !s.streamed {
 		s.streamed = true
-		s.arena = append(hugepage.Bytes(s.streamArenaSize()), s.arena...)
+		s.arena = append(make([]byte, 0, s.streamArenaSize()), s.arena...)
 	}
 }
-
-// turnStarted reports whether a turn has started (hugepage.Start), which
-// makes the arenas stream-sized; replaced in tests.
-var turnStarted = hugepage.Started
 
 // streamArenaSize is a stream-sized arena's capacity: a hand-off's worth
 // and the run of records (at most linesBytes) that may take it past.
@@ -853,7 +845,7 @@ func (s *Store) run() {
 		s.mu.Lock()
 		if s.streamed && !streamSized {
 			// The arena handed back must be stream-sized too.
-			arena, streamSized = hugepage.Bytes(s.streamArenaSize()), true
+			arena, streamSized = make([]byte, 0, s.streamArenaSize()), true
 		}
 		batch, s.queue = s.queue, batch[:0]
 		arena, s.arena = s.arena, arena[:0]
