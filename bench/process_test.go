@@ -566,11 +566,12 @@ func TestRSSComesBack(t *testing.T) {
 			_, peak := r.memory()
 			rss, took := settle(r, idle+slack, deadline)
 			t.Logf("idle %.1f MB, peak %.1f MB, then %.1f MB after %v", float64(idle)/(1<<20), float64(peak)/(1<<20), float64(rss)/(1<<20), took)
-			// Gathered in pieces that leave as they are copied, into a
-			// slice filled as it is written (reclaim.Piece, Uncleared), a
-			// message costs once its size at the peak, not twice.
-			if extra := peak - idle; extra > huge*3/2 {
-				t.Errorf("RSS peaked at %.1f MB, %.2f times the 60 MiB message over idle (%.1f MB): a message should be held about once, not twice",
+			// Gathered in pieces and copied once into a slice of its
+			// size, collected before and after (package reclaim), a
+			// message costs about twice its size at the peak; the budget
+			// is 2.5 times, for the garbage of whatever ran before.
+			if extra := peak - idle; extra > huge*5/2 {
+				t.Errorf("RSS peaked at %.1f MB, %.2f times the 60 MiB message over idle (%.1f MB): the budget is 2.5 times",
 					float64(peak)/(1<<20), float64(extra)/huge, float64(idle)/(1<<20))
 			}
 			if took < 0 {

@@ -198,11 +198,11 @@ func (s *lineSplitter) finish(last []byte) (line []byte, lent bool, r splitResul
 
 // join returns the pieces and last in one slice of their length, letting
 // each piece go as soon as it is copied (as ndjson.Reader joins a long
-// line: a mapped piece leaves the process at once).
+// line).
 func (s *lineSplitter) join(last []byte) []byte {
 	n := s.n + len(last)
 	reclaim.Collect(n) // earlier garbage, before the line adds to the heap
-	out := reclaim.Uncleared(n + joinSpare)
+	out := make([]byte, 0, n+joinSpare)
 	if s.pieces == nil {
 		out = append(out, s.acc...)
 	}

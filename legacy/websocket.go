@@ -711,7 +711,7 @@ func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
 			// after the copy, when the pieces the pool does not keep are
 			// garbage (see package reclaim).
 			reclaim.Collect(total)
-			msg := reclaim.Uncleared(total)
+			msg := make([]byte, 0, total)
 			msg = append(msg, c.small[:]...)
 			last := len(c.pieces) - 1
 			for i, p := range c.pieces {
@@ -720,7 +720,7 @@ func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
 				} else {
 					msg = append(msg, p.B[:n]...)
 				}
-				p.Free() // a mapped piece leaves the process at once
+				p.Free()
 				c.pieces[i] = reclaim.Piece{}
 			}
 			c.releasePieces()

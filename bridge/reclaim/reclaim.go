@@ -8,15 +8,12 @@
 // stacks on the first one's garbage: 2.0–3.0 times the message, depending
 // on when the pacer happened to run.
 //
-// So the readers, which gather a large message in pieces and then copy it
-// once into a slice of its size, collect just before that allocation and
-// just after the copy (Collect). The pieces past the first megabyte are
-// mapped from the OS and unmapped as soon as they are copied (Piece), and
-// the message's slice is not cleared before it is filled (Uncleared), so
-// its pages come back as the pieces' go: the peak is the message and a
-// megabyte, once its size, whatever ran before. Whoever drops the last reference to
-// a large buffer asks for a collection that also returns its pages to the
-// OS, in the background (Release).
+// So the readers, which gather a large message in pieces (Piece) and then
+// copy it once into a slice of its size, collect just before that
+// allocation and just after the copy (Collect): the peak is the pieces and
+// the message, about twice its size, whatever ran before. Whoever drops the
+// last reference to a large buffer asks for a collection that also returns
+// its pages to the OS, in the background (Release).
 //
 // Both act only from Threshold bytes: below it the pacer does better than
 // any forced collection, and small messages never pay for one.

@@ -11,8 +11,6 @@
 // only up to MaxCarved, so that one block serves many.
 package slab
 
-import "github.com/acp-bridge/acp-bridge/bridge/reclaim"
-
 const (
 	// BlockSize is the size of the blocks messages are carved from.
 	BlockSize = 16 << 10
@@ -34,9 +32,7 @@ func (s *Slab) Copy(b []byte) []byte {
 		return append(make([]byte, 0, n), b...)
 	}
 	if s.block == nil || cap(s.block)-len(s.block) < n { // (never nil, even when empty)
-		// Not cleared: every byte of a block is written before it is
-		// handed out.
-		s.block = reclaim.Uncleared(BlockSize)
+		s.block = make([]byte, 0, BlockSize)
 	}
 	start := len(s.block)
 	s.block = append(s.block, b...)
