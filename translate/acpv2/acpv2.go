@@ -54,10 +54,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 // ProtocolVersion is the ACP version this dialect speaks to its agent.
@@ -73,7 +72,7 @@ var Dialect = translate.Dialect{
 	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		if options != nil {
 			var none struct{}
-			if diags := hcldecode.DecodeBody(options, nil, &none); diags.HasErrors() {
+			if diags := gohcl.DecodeBody(options, nil, &none); diags.HasErrors() {
 				return nil, diags
 			}
 		}

@@ -141,10 +141,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 // DefaultExecutable is the program run when no command is configured.
@@ -209,7 +208,7 @@ var defaultModels = []modelInfo{
 func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 	var o Options
 	if body != nil {
-		diags := hcldecode.DecodeBody(body, nil, &o)
+		diags := gohcl.DecodeBody(body, nil, &o)
 		if diags.HasErrors() {
 			return nil, diags
 		}

@@ -7,10 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 //go:embed profiles/*.hcl
@@ -36,7 +35,7 @@ func (p *Profile) configure(options hcl.Body) (func() translate.Translator, hcl.
 	var diags hcl.Diagnostics
 	if options != nil {
 		var none struct{}
-		diags = hcldecode.DecodeBody(options, nil, &none)
+		diags = gohcl.DecodeBody(options, nil, &none)
 		if diags.HasErrors() {
 			return nil, diags
 		}
