@@ -369,3 +369,16 @@ func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
 	}
 	endServe(t, inW, served)
 }
+
+// cannedAnswer is a test agent's answer to request id of method: an
+// initialize that speaks v1, a session "s1", an empty result for the rest.
+func cannedAnswer(id, method string) []byte {
+	result := `{}`
+	switch method {
+	case "initialize":
+		result = `{"protocolVersion":1,"agentCapabilities":{}}`
+	case "session/new":
+		result = `{"sessionId":"s1"}`
+	}
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+}

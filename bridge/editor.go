@@ -26,8 +26,8 @@ type editorMsg struct {
 	// translated says the message is in the editor's protocol version
 	// already (a v2 editor's front made it).
 	translated bool
-	// raw is bytes to write as they are, newline included: the rest of a
-	// direct write (flushDirect), or a run of messages trySend copied.
+	// raw is bytes to write as they are, newline included: a run of
+	// messages trySend copied, or a batch a link published.
 	raw bool
 }
 
@@ -64,15 +64,8 @@ type editorWriter struct {
 	// send, or kick, wakes it.
 	owed bool
 	room chan struct{} // capacity 1: the writer took the queue
-	// idle says writeLoop has flushed everything and waits; directing
-	// that a caller holds the writer's role for a direct write
-	// (flushDirect), which writeLoop then waits out.
-	idle, directing bool
-	// direct, when not nil, writes without blocking: what the stream
-	// takes at once (a non-blocking pipe or socket); scratch is the
-	// direct writer's buffer.
-	direct  func([]byte) (int, error)
-	scratch []byte
+	// idle says writeLoop has flushed everything and waits.
+	idle bool
 
 	// The bytes of the messages trySend copies (a borrowed frame's): block
 	// is being filled and filled holds the blocks before it. The writer
@@ -309,9 +302,8 @@ func (ew *editorWriter) takeFree() []byte {
 // least n, for a link to gather a batch of updates that fits (see
 // engine.beginBatch); ok is false when n does not fit, or the writer is
 // closing. While the batch is gathered its link holds the gate, which
-// every other sender takes first, so the queue only shrinks, but for a
-// direct write's unwritten rest coming back (at most directLimit): publish
-// never refuses a batch for want of room.
+// every other sender takes first, so the queue only shrinks: publish never
+// refuses a batch for want of room.
 func (ew *editorWriter) space(n int) (_ int, ok bool) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
@@ -325,25 +317,15 @@ func (ew *editorWriter) space(n int) (_ int, ok bool) {
 	return r, r >= n
 }
 
-// publish hands the writer a batch of whole lines that space said fits.
-// When the writer is idle with nothing queued and the stream takes writes
-// without blocking, it takes the writer's role instead (claimed), for the
-// caller to write the batch itself once it has let go of the gate
-// (finishRun), as claimDirect does: the batch then reaches the editor
-// with no copy and no hand-off. Otherwise the batch is copied into the
-// writer's blocks, as trySend copies a message, and the writer woken as
-// trySend would (later). ok is false, with nothing done, when the writer
-// is closing.
-func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, claimed, ok bool) {
+// publish hands the writer a batch of whole lines that space said fits:
+// the batch's buffer becomes one of the writer's blocks, and the writer is
+// woken as trySend would (later). ok is false, with nothing done, when the
+// writer is closing.
+func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, ok bool) {
 	ew.mu.Lock()
 	if ew.closing {
 		ew.mu.Unlock()
-		return batch[:0], false, false
-	}
-	if ew.direct != nil && ew.idle && !ew.directing && len(ew.queue) == 0 {
-		ew.directing = true
-		ew.mu.Unlock()
-		return batch, true, true
+		return batch[:0], false
 	}
 	wake := len(ew.queue) == 0 || ew.owed
 	// The batch's buffer becomes one of the writer's filled blocks, as it
@@ -353,50 +335,7 @@ func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, claimed,
 	ew.tailRun = false
 	next = ew.takeFree()
 	ew.added(len(batch), wake, later)
-	return next, false, true
-}
-
-// finishRun writes the batch publish claimed the writer's role for, gives
-// the role back, and returns the buffer for the caller's next batch: batch
-// itself once the stream took all of it. Otherwise batch, a block, goes to
-// the writer as publish hands one over, to be written from where the
-// stream stopped, and the caller gets a free block (nil when there is
-// none). Copying the rest out instead, as finish does, made fresh memory
-// each time the editor's pipe cut a write short: through a child agent,
-// a fifth of the page faults of a first turn's stream, which cost 20-40 µs
-// each where the page tables are the hypervisor's to update.
-func (ew *editorWriter) finishRun(batch []byte) (next []byte) {
-	if cap(batch) != blockSize {
-		ew.finish(batch, false)
-		return batch
-	}
-	written, _ := ew.direct(batch) // an error is the writer's to meet and report
-
-	ew.mu.Lock()
-	ew.directing = false
-	next = batch
-	if written < len(batch) {
-		ew.filled = append(ew.filled, batch)
-		ew.queueFirst(batch[max(written, 0):])
-		next = ew.takeFree()
-	}
-	wake := len(ew.queue) != 0 || ew.closing
-	ew.mu.Unlock()
-	if wake {
-		signal(ew.wake)
-	}
-	return next
-}
-
-// queueFirst puts rest, the part of a direct write the stream did not
-// take, at the head of the queue: it goes out before anything queued
-// meanwhile. ew.mu is held.
-func (ew *editorWriter) queueFirst(rest []byte) {
-	ew.queue = append(ew.queue, editorMsg{})
-	copy(ew.queue[1:], ew.queue)
-	ew.queue[0] = editorMsg{body: rest, raw: true, oneLine: true}
-	ew.tailRun = false
-	ew.queued += len(rest)
+	return next, true
 }
 
 // takeBlocks hands the writer the blocks that hold the queue's copied
@@ -438,80 +377,13 @@ func (ew *editorWriter) returnBlocks(blocks [][]byte) {
 // got a byte, in one burst as large as the queue's bound.
 const laterBytes = 64 << 10
 
-// kick wakes the writer for what trySend queued without waking it. When
-// the writer is idle and what is queued is runs of copied updates, the
-// caller writes them itself (as flushDirect does): a stream's reads then
-// reach the editor with no goroutine hand-off, no wake-up of the writer's
-// thread for each of them.
+// kick wakes the writer for what trySend queued without waking it.
 func (ew *editorWriter) kick() {
 	ew.mu.Lock()
 	owed := ew.owed
 	ew.owed = false
-	if owed && ew.direct != nil && ew.idle && !ew.directing && !ew.closing && ew.queued <= directLimit && allRaw(ew.queue) {
-		ew.kickDirect() // unlocks
-		return
-	}
 	ew.mu.Unlock()
 	if owed {
-		signal(ew.wake)
-	}
-}
-
-// allRaw reports whether ms are all raw bytes (runs of copied messages).
-func allRaw(ms []editorMsg) bool {
-	for i := range ms {
-		if !ms[i].raw {
-			return false
-		}
-	}
-	return true
-}
-
-// kickDirect takes the queue, as the writer would, and writes it to the
-// stream without blocking; what the stream does not take at once goes
-// back to the queue's front, copied, for the writer. ew.mu is held, and
-// released.
-func (ew *editorWriter) kickDirect() {
-	ew.directing = true
-	batch := ew.queue
-	ew.queue, ew.spare = ew.spare[:0], nil
-	ew.tailRun = false
-	ew.queued = 0
-	blocks := ew.takeBlocks()
-	ew.mu.Unlock()
-	signal(ew.room)
-
-	var rest []byte
-	for i := range batch {
-		b := batch[i].body
-		if rest == nil {
-			n, _ := ew.direct(b) // an error is the writer's to meet and report
-			if n == len(b) {
-				continue
-			}
-			rest = make([]byte, 0, len(b)-max(n, 0))
-			b = b[max(n, 0):]
-		}
-		rest = append(rest, b...)
-	}
-	clear(batch)
-
-	ew.mu.Lock()
-	ew.directing = false
-	if rest != nil {
-		ew.queue = append(ew.queue, editorMsg{})
-		copy(ew.queue[1:], ew.queue)
-		ew.queue[0] = editorMsg{body: rest, raw: true, oneLine: true}
-		ew.tailRun = false
-		ew.queued += len(rest)
-	}
-	if ew.spare == nil {
-		ew.spare = batch[:0]
-	}
-	ew.returnBlocks(blocks)
-	wake := len(ew.queue) != 0 || ew.closing
-	ew.mu.Unlock()
-	if wake {
 		signal(ew.wake)
 	}
 }
@@ -598,91 +470,8 @@ func (ew *editorWriter) trimBurst() {
 	}
 }
 
-// directLimit bounds what flushDirect writes itself.
-const directLimit = 64 << 10
-
-// flushDirect writes ms to the stream itself, without waking the writer,
-// when the writer is idle with nothing queued and the stream takes writes
-// without blocking: a request's answer then reaches the editor with no
-// goroutine hand-off. What the stream does not take at once is queued for
-// the writer, first. It reports false, having done nothing, when it cannot
-// (the caller queues ms as usual).
-func (ew *editorWriter) flushDirect(ms []editorMsg) bool {
-	buf := ew.claimDirect(ms)
-	if buf == nil {
-		return false
-	}
-	ew.finishDirect(buf)
-	return true
-}
-
-// claimDirect is the first half of flushDirect: it takes the writer's role
-// for ms and returns their bytes, for finishDirect to write. Until then
-// every other message queues behind ms, so the caller may first let go of
-// what it holds (the gate: inlineAgentEvent). It returns nil, having done
-// nothing, when flushDirect would report false.
-func (ew *editorWriter) claimDirect(ms []editorMsg) []byte {
-	if ew.direct == nil {
-		return nil
-	}
-	n := 0
-	for i := range ms {
-		n += ms[i].size()
-	}
-	if n > directLimit {
-		return nil
-	}
-	ew.mu.Lock()
-	if !ew.idle || ew.directing || ew.closing || len(ew.queue) != 0 {
-		ew.mu.Unlock()
-		return nil
-	}
-	ew.directing = true
-	buf := ew.scratch[:0]
-	ew.mu.Unlock()
-
-	for i := range ms {
-		m := ms[i]
-		for _, part := range [3][]byte{m.head, m.body, m.tail} {
-			if !m.oneLine {
-				part = oneLine(part)
-			}
-			buf = append(buf, part...)
-		}
-		buf = append(buf, '\n')
-	}
-	return buf
-}
-
-// finishDirect writes what claimDirect returned and gives the writer's
-// role back.
-func (ew *editorWriter) finishDirect(buf []byte) { ew.finish(buf, true) }
-
-// finish writes buf to the stream as the writer's role's holder, queues
-// first for the writer what the stream does not take at once, and gives
-// the role back; with scratch, buf becomes the next claimDirect's buffer.
-func (ew *editorWriter) finish(buf []byte, scratch bool) {
-	written, _ := ew.direct(buf) // an error is the writer's to meet and report
-
-	ew.mu.Lock()
-	ew.directing = false
-	if written < len(buf) {
-		ew.queueFirst(bytes.Clone(buf[max(written, 0):]))
-	}
-	if scratch && cap(buf) <= directLimit*2 {
-		ew.scratch = buf[:0]
-	}
-	wake := len(ew.queue) != 0 || ew.closing
-	ew.mu.Unlock()
-	if wake {
-		signal(ew.wake)
-	}
-}
-
 // empty reports whether nothing waits in the queue: the next messages up
-// to the bound are taken without waiting. A direct write under way
-// (finishDirect) leaves the queue empty unless the stream does not take
-// all of it, and then at most directLimit bytes.
+// to the bound are taken without waiting.
 func (ew *editorWriter) empty() bool {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
@@ -722,12 +511,6 @@ func (ew *editorWriter) writeLoop() {
 	}()
 	for {
 		ew.mu.Lock()
-		if ew.directing {
-			// A caller is writing directly; it wakes us when done.
-			ew.mu.Unlock()
-			<-ew.wake
-			continue
-		}
 		if len(ew.queue) == 0 {
 			closing := ew.closing
 			ew.mu.Unlock()
@@ -736,7 +519,7 @@ func (ew *editorWriter) writeLoop() {
 				return
 			}
 			ew.mu.Lock()
-			ew.idle = len(ew.queue) == 0 && !ew.directing
+			ew.idle = len(ew.queue) == 0
 			trim := ew.idle && ew.burstKept()
 			ew.mu.Unlock()
 			if trim {
@@ -753,7 +536,7 @@ func (ew *editorWriter) writeLoop() {
 					trimTimer.Stop()
 				case <-trimTimer.C:
 					ew.mu.Lock()
-					if len(ew.queue) == 0 && !ew.directing {
+					if len(ew.queue) == 0 {
 						ew.trimBurst()
 					}
 					ew.mu.Unlock()

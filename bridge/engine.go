@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
-	"github.com/acp-bridge/acp-bridge/internal/nbio"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
@@ -189,11 +187,10 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	if queue <= 0 {
 		queue = defaultQueueBytes
 	}
-	in, out, nbOut := editorStreams(editorIn, editorOut)
 	e := &engine{
 		b:          b,
 		log:        b.Logger,
-		out:        newEditorWriter(out, queue),
+		out:        newEditorWriter(editorOut, queue),
 		lines:      make(chan editorLine),
 		inbox:      newInbox(queue),
 		tasks:      make(chan func(), 16),
@@ -226,14 +223,10 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
-	e.out.direct = directWriter(editorOut, nbOut)
-	if testHookEditorDirect != nil && e.out.direct != nil {
-		e.out.direct = testHookEditorDirect(e, e.out.direct)
-	}
 	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
-		r:        ndjson.NewReader(in, b.MaxMessage),
+		r:        ndjson.NewReader(editorIn, b.MaxMessage),
 		lines:    e.lines,
 		inline:   e.inlineEditorLine,
 		inflight: &e.linesInflight,
@@ -435,32 +428,6 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 	}
 }
-
-// editorStreams returns what Serve reads the editor from and writes to:
-// nbio's Files over editorIn and editorOut where they are pipes or sockets
-// nbio serves, else editorIn and editorOut themselves. nbOut is editorOut's
-// File, or nil. nbio's calls skip the scheduler's system call bookkeeping,
-// which costs a stream more than the calls themselves (see package nbio).
-// The deadlines Serve sets on editorIn and editorOut bound nbio's waits
-// too: they are the same descriptors.
-func editorStreams(editorIn io.Reader, editorOut io.Writer) (in io.Reader, out io.Writer, nbOut *nbio.File) {
-	in, out = editorIn, editorOut
-	if f, ok := editorIn.(*os.File); ok {
-		if nf := nbio.OpenFile(f); nf != nil {
-			in = nf
-		}
-	}
-	if f, ok := editorOut.(*os.File); ok {
-		if nbOut = nbio.OpenFile(f); nbOut != nil {
-			out = nbOut
-		}
-	}
-	return in, out, nbOut
-}
-
-// testHookEditorDirect, set by a test, wraps the function that writes to
-// the editor's stream without the writer goroutine (flushDirect).
-var testHookEditorDirect func(e *engine, write func([]byte) (int, error)) func([]byte) (int, error)
 
 // inputEnded reports whether the editor's input has ended (or failed).
 func (e *engine) inputEnded() bool {
@@ -1084,11 +1051,6 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 // flushEditor hands the batch gathered while batching to the writer.
 func (e *engine) flushEditor() {
 	if len(e.batch) == 0 {
-		return
-	}
-	if e.out.flushDirect(e.batch) {
-		clear(e.batch)
-		e.batch, e.batchBytes = e.batch[:0], 0
 		return
 	}
 	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {

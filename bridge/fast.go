@@ -450,15 +450,12 @@ func (e *engine) endBatch(l *link) {
 	if testHookBatch != nil {
 		testHookBatch(b.lines)
 	}
-	next, claimed, ok := e.out.publish(b.buf, l.kicks)
+	next, ok := e.out.publish(b.buf, l.kicks)
 	if !ok {
 		e.droppedEditor(b.lines) // (the writer is closing: the editor is gone)
 	}
 	b.held = false
 	e.gate.Unlock()
-	if claimed {
-		next = e.out.finishRun(next)
-	}
 	b.buf, b.lines = next[:0], 0
 }
 

@@ -55,40 +55,9 @@ func (e *engine) inlineAgentEvent(l *link, ev *agentEvent) bool {
 	e.batching = true
 	e.agentEvent(ev)
 	e.batching = false
-	if direct := e.claimEditor(); direct != nil {
-		e.afterInline()
-		e.out.finishDirect(direct)
-		return true
-	}
 	e.flushEditor()
 	e.afterInline()
 	return true
-}
-
-// claimEditor claims the editor's stream for the batch (claimDirect), for
-// the caller to write once it has opened the gate, and returns the bytes
-// to write; nil, having done nothing, when the batch is for flushEditor.
-//
-// Writing the answer wakes the editor, which on a busy machine takes the
-// CPU of the goroutine that wrote it, still holding the gate: the editor's
-// next request, read on another CPU meanwhile, then found the gate taken
-// and went through the loop, a hand-off of tens of microseconds, for one
-// request in six of a round-trip bench. Opened before the write, the gate
-// is free when the editor answers.
-//
-// Not while messages held for initialize are still to be released:
-// afterInline handles them, and their answers, queued behind the claim,
-// could fill the queue that only finishDirect lets the writer empty.
-func (e *engine) claimEditor() []byte {
-	if len(e.batch) == 0 || len(e.held) != 0 || len(e.v2.held) != 0 || len(e.frontReplies) != 0 {
-		return nil
-	}
-	direct := e.out.claimDirect(e.batch)
-	if direct != nil {
-		clear(e.batch)
-		e.batch, e.batchBytes = e.batch[:0], 0
-	}
-	return direct
 }
 
 // inlineEditorLine handles a line of the editor's on the reader's

@@ -17,7 +17,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
-	"github.com/acp-bridge/acp-bridge/internal/nbio"
+	"github.com/acp-bridge/acp-bridge/internal/pipesize"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -220,13 +220,6 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		exited:     make(chan struct{}),
 		closed:     make(chan struct{}),
 	}
-	in := nbio.OpenFile(inW)
-	if in != nil {
-		p.stdinW = in
-	}
-	if f := nbio.OpenFile(outR); f != nil {
-		p.stdoutR = f
-	}
 	if p.stopGrace <= 0 {
 		p.stopGrace = defaultStopGrace
 	}
@@ -266,7 +259,7 @@ func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, err 
 	if err != nil {
 		return fail(err)
 	}
-	nbio.GrowPipe(outR, childPipeBytes)
+	pipesize.Grow(outR, childPipeBytes)
 	errR, errW, err := pipe()
 	if err != nil {
 		return fail(err)

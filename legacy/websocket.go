@@ -21,7 +21,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
 	"github.com/acp-bridge/acp-bridge/bridge/slab"
-	"github.com/acp-bridge/acp-bridge/internal/nbio"
 )
 
 // Defaults for the zero-valued fields of WebSocket.
@@ -199,9 +198,6 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 				return nil, err
 			}
 			dc = &deadlineConn{Conn: c, headers: true}
-			if nc := nbio.OpenConn(c); nc != nil {
-				dc.nb = nc
-			}
 			return dc, nil
 		},
 		Proxy:            http.ProxyFromEnvironment,
@@ -440,19 +436,6 @@ type deadlineConn struct {
 	headers bool
 	pending []byte
 	eol     int
-
-	// nb, where nbio serves the connection, makes its reads and writes
-	// (see package nbio for why); nil: the connection's own.
-	nb *nbio.File
-}
-
-// Write writes b, through nbio where it serves the connection. Gorilla
-// calls it under its write lock, after setting the write deadline.
-func (d *deadlineConn) Write(b []byte) (int, error) {
-	if d.nb != nil {
-		return d.nb.Write(b)
-	}
-	return d.Conn.Write(b)
 }
 
 func (d *deadlineConn) Read(b []byte) (int, error) {
@@ -482,9 +465,6 @@ func (d *deadlineConn) Read(b []byte) (int, error) {
 				d.Conn.SetReadDeadline(aLongTimeAgo)
 			}
 		}
-	}
-	if d.nb != nil {
-		return d.nb.Read(b)
 	}
 	return d.Conn.Read(b)
 }

@@ -457,8 +457,8 @@ func (s *Store) queued(k, n int, first bool) {
 	switch {
 	case urgent:
 		signal(s.urgent)
-		// On one P, the stdio relay's, the writer runs only when a
-		// goroutine gives the P up. A link whose reads never wait (an
+		// On one P (one CPU, or GOMAXPROCS=1), the writer runs only
+		// when a goroutine gives the P up. A link whose reads never wait (an
 		// agent that keeps ahead of it) gave it up only when the runtime
 		// preempted it, 10 ms later: meanwhile the arena grew by
 		// reallocation, fresh memory at a page fault a page, and past

@@ -117,7 +117,7 @@ func newApp() *cli.App {
 		// they go to stdout (`acp-bridge --help | grep url`). Usage errors
 		// go to stderr without a help dump (onUsageError), so a mistyped
 		// flag in an editor's agent settings writes nothing on the ACP
-		// stream (ARCHITECTURE.md habit 15).
+		// stream (ARCHITECTURE.md, "stdout is sacred").
 		Writer:    os.Stdout,
 		ErrWriter: os.Stderr,
 		// Exit codes are decided by run, not by urfave/cli calling os.Exit.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/acp-bridge/acp-bridge/internal/nbio"
+	"github.com/acp-bridge/acp-bridge/internal/pipesize"
 )
 
 // editorPipeBytes is the capacity the ACP stream's pipe is given when it
@@ -49,7 +49,7 @@ func reserveStdout() (*os.File, error) {
 		return nil, fmt.Errorf("point stdout at stderr: %w", err)
 	}
 	out, _ := pollable(fd, "/dev/stdout (ACP)")
-	nbio.GrowPipe(out, editorPipeBytes)
+	pipesize.Grow(out, editorPipeBytes)
 	return out, nil
 }
 
@@ -72,13 +72,10 @@ func pollable(fd int, name string) (f *os.File, polled bool) {
 	return os.NewFile(uintptr(fd), name), false
 }
 
-// editorInput returns stdin for serving, pollable as the ACP stream is
-// when it is a pipe or a socket (polled). Then the thread that waits for
-// the editor is the one that waits for the agent, in one epoll_wait, and
-// the relay runs on one P (relayProcs): a read blocked in the kernel
-// would hold that P until sysmon took it back, 20 µs to 10 ms later,
-// and every answer from the agent would wait for it (the echo's p50 went
-// from 110 to 280 µs).
-func editorInput() (in *os.File, polled bool) {
-	return pollable(0, "/dev/stdin")
+// editorInput returns stdin for serving, pollable when it is a pipe or a
+// socket, so that Go's poller serves it and a read deadline can stop a
+// read of an editor that went away.
+func editorInput() *os.File {
+	in, _ := pollable(0, "/dev/stdin")
+	return in
 }
