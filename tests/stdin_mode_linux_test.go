@@ -16,16 +16,17 @@ import (
 
 // The editor's stdin, a pipe, is polled (non-blocking, served by Go's
 // poller), so that a read deadline can stop a read of an editor that went
-// away; and the bridge runs on the runtime's default number of Ps, or on
-// what GOMAXPROCS in the environment says. Both are checked on the built
+// away, and so that the relay can run on one P (a read blocked in the
+// kernel would hold it); the bridge says it serves on one P, unless
+// GOMAXPROCS in the environment says otherwise. Checked on the built
 // binary as an editor starts it.
-func TestStdin_PolledOnTheDefaultPs(t *testing.T) {
+func TestStdin_PolledOnOneP(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		env   []string
 		procs int
 	}{
-		{nil, runtime.GOMAXPROCS(0)}, // the test binary's default is the bridge's: same machine, same cgroup
+		{nil, 1},
 		{[]string{"GOMAXPROCS=3"}, 3},
 	} {
 		t.Run(fmt.Sprint(c.procs), func(t *testing.T) {
@@ -46,7 +47,8 @@ func TestStdin_PolledOnTheDefaultPs(t *testing.T) {
 }
 
 // A stdin that cannot be polled (here a regular file; a terminal alike) is
-// served as it is, on the runtime's default number of Ps.
+// read by a thread blocked in the kernel, so the bridge keeps the
+// runtime's default number of Ps rather than stall on one.
 func TestStdin_NotPolledKeepsTheDefaultPs(t *testing.T) {
 	t.Parallel()
 	in, err := os.CreateTemp(t.TempDir(), "stdin")
@@ -69,8 +71,8 @@ func TestStdin_NotPolledKeepsTheDefaultPs(t *testing.T) {
 	}
 }
 
-// `serve`, one listener for many editors, runs on the runtime's default
-// number of Ps too. It runs here with a pipe for stdin, as
+// The one P is the stdio relay's alone: `serve`, one listener for many
+// editors, keeps the runtime's default. It runs here with a pipe for stdin, as
 // a supervisor may start it.
 func TestStdin_ServeKeepsTheDefaultPs(t *testing.T) {
 	t.Parallel()

@@ -229,10 +229,12 @@ type Store struct {
 	mu    sync.Mutex
 	queue []op
 	arena []byte // the queued records' bodies, back to back
-	// streamed is set once a stream's records have come in a turn: the
-	// arenas are then stream-sized (streamArena).
-	streamed bool
-	bytes    int
+	// prompted is set by the first prompt record, streamed once a
+	// stream's records have come after it: the arenas are then
+	// stream-sized (streamArena).
+	prompted, streamed bool
+
+	bytes int
 	// handOff is the queued size at which the writer is woken at once.
 	handOff int
 	dropped map[string]int // per session, since the last gap record
@@ -654,6 +656,7 @@ func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
 	}
 	first := len(s.queue) == 0
 	s.push(sid, kind, body, extra)
+	s.prompted = s.prompted || kind == KindPrompt
 	s.bytes += n
 	urgent := sync || s.bytes >= s.handOff
 	s.mu.Unlock()
@@ -721,14 +724,16 @@ const handOffBytes = 256 << 10
 const idleArena = 4 << 10
 
 // streamArena makes the queue's arena stream-sized when a stream's first
-// records come; s.mu is held. A stream is handed to the writer in blocks
-// that stay in the CPU's cache (copying into a cold multi-megabyte arena
-// cost the relay more than the copy itself), and the two arenas the Store
-// and its writer swap are sized for a block, so that neither grows while
-// streaming. Single records (a session's creation, a prompt) leave them
-// small.
+// records come in a turn (after a prompt record); s.mu is held. A stream
+// is handed to the writer in blocks that stay in the CPU's cache (copying
+// into a cold multi-megabyte arena cost the relay more than the copy
+// itself), and the two arenas the Store and its writer swap are sized for
+// a block, so that neither grows while streaming. Single records (a
+// session's creation) and the updates an agent sends before the first
+// prompt (its commands) leave them small: an idle bridge keeps its
+// footprint.
 func (s *Store) streamArena() {
-	if !s.streamed {
+	if !s.streamed && s.prompted {
 		s.streamed = true
 		s.arena = append(make([]byte, 0, s.streamArenaSize()), s.arena...)
 	}

@@ -589,3 +589,33 @@ func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
 		}
 	}
 }
+
+// TestStore_ArenasSmallBeforeATurn: a session's creation and the updates an
+// agent sends before the first prompt (its commands) leave the queue's
+// arenas small, so an idle bridge keeps its footprint; the first prompt
+// lets a stream make them stream-sized.
+func TestStore_ArenasSmallBeforeATurn(t *testing.T) {
+	s := open(t, Options{})
+	create(t, s, "s1", Meta{})
+	before := s.Lines()
+	for range 3 {
+		before.SessionUpdate("s1", []byte(`{"sessionUpdate":"available_commands_update","availableCommands":[]}`))
+	}
+	before.Flush()
+	s.mu.Lock()
+	streamed := s.streamed
+	s.mu.Unlock()
+	if streamed {
+		t.Fatal("updates before any prompt made the arenas stream-sized")
+	}
+	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi")})
+	l := s.Lines()
+	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	l.Flush()
+	s.mu.Lock()
+	streamed = s.streamed
+	s.mu.Unlock()
+	if !streamed {
+		t.Fatal("a turn's stream did not make the arenas stream-sized")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -324,8 +323,8 @@ func serveAction(c *cli.Context) error {
 		// A person ran it by hand: nothing will happen until they type ACP.
 		fmt.Fprintln(os.Stderr, "acp-bridge: waiting for ACP messages on stdin: an editor starts acp-bridge as its agent; to try it by hand run 'acp-bridge demo', to check an agent 'acp-bridge doctor' (Ctrl-D ends)")
 	}
-	in := editorInput()
-	logger.Info("serving", "version", versionString(), "agent", spec.Desc, "procs", runtime.GOMAXPROCS(0))
+	in, polled := editorInput()
+	logger.Info("serving", "version", versionString(), "agent", spec.Desc, "procs", relayProcs(polled))
 	err = b.Serve(c.Context, in, editorOut)
 	story.End(stopReason(c.Context, err))
 	if rerr := report.Finish(os.Stderr); rerr != nil {

@@ -11,4 +11,4 @@ func reserveStdout() (*os.File, error) { return os.Stdout, nil }
 
 // editorInput returns stdin as it is where deadlines cannot be arranged;
 // it is not polled.
-func editorInput() *os.File { return os.Stdin }
+func editorInput() (in *os.File, polled bool) { return os.Stdin, false }

@@ -73,9 +73,10 @@ func pollable(fd int, name string) (f *os.File, polled bool) {
 }
 
 // editorInput returns stdin for serving, pollable when it is a pipe or a
-// socket, so that Go's poller serves it and a read deadline can stop a
-// read of an editor that went away.
-func editorInput() *os.File {
-	in, _ := pollable(0, "/dev/stdin")
-	return in
+// socket (polled), so that Go's poller serves it and a read deadline can
+// stop a read of an editor that went away. A polled stdin is what lets the
+// relay run on one P (relayProcs): a read blocked in the kernel would hold
+// that P.
+func editorInput() (in *os.File, polled bool) {
+	return pollable(0, "/dev/stdin")
 }
