@@ -25,7 +25,7 @@ var _ = func() bool {
 }()
 
 // bannedImports are packages a translator must not use: translators are pure
-// state machines fed by the engine (ARCHITECTURE.md habit 7), so no I/O, no
+// state machines fed by the engine (ARCHITECTURE.md, "translate is pure"), so no I/O, no
 // logging, no clocks, no randomness. Time comes in as input (Msg.At, and
 // durations in Timer outputs), so package time may be imported for its types,
 // but nothing that reads the clock or waits (see clockFuncs).
