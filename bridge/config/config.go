@@ -1,8 +1,9 @@
 // Package config loads acp-bridge's HCL configuration file: global settings
 // and named agent blocks, each saying how to reach one agent (a child process
 // or a WebSocket) and which dialect it speaks. It follows hclsimple and the
-// HCL diagnostics guide: the schema is declared and decoded with gohcl's
-// tags, unknown arguments and blocks are errors, and every problem comes back as an
+// HCL diagnostics guide: the schema is declared with gohcl's tags (decoded
+// by internal/hcldecode, which behaves as gohcl does), unknown
+// arguments and blocks are errors, and every problem comes back as an
 // hcl.Diagnostic carrying the source range (file:line:column) it is about.
 // A dialect's options block is kept as an hcl.Body and decoded later by the
 // dialect itself (translate.Dialect.Configure), so its diagnostics point into
@@ -27,8 +28,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -286,7 +287,7 @@ func decodeFile(p *hclparse.Parser, file *hcl.File, dir string, diags hcl.Diagno
 		return partial, diags
 	}
 	var raw rawRoot
-	diags = append(diags, gohcl.DecodeBody(file.Body, evalContext(), &raw)...)
+	diags = append(diags, hcldecode.DecodeBody(file.Body, evalContext(), &raw)...)
 	cfg, moreDiags := build(&raw, file.Body, dir, lenient)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {

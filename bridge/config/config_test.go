@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 // setTestEnv sets the variables testdata/good.hcl reads.
@@ -75,7 +75,7 @@ func TestLoad_good(t *testing.T) {
 	var opts struct {
 		ProtocolVersion string `hcl:"protocol_version"`
 	}
-	if d := gohcl.DecodeBody(g.Options, nil, &opts); d.HasErrors() || opts.ProtocolVersion != "0.0.9" {
+	if d := hcldecode.DecodeBody(g.Options, nil, &opts); d.HasErrors() || opts.ProtocolVersion != "0.0.9" {
 		t.Errorf("options decoded to %+v, %v", opts, d)
 	}
 	if g.DialectRange.Start.Line != 10 {

@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/tidwall/gjson"
 )
 
@@ -25,7 +25,7 @@ var Dialect = translate.Dialect{
 	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		if options != nil {
 			var none struct{}
-			if diags := gohcl.DecodeBody(options, nil, &none); diags.HasErrors() {
+			if diags := hcldecode.DecodeBody(options, nil, &none); diags.HasErrors() {
 				return nil, diags
 			}
 		}

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 // shimDialect is the acp dialect with the shim in front, its options read
@@ -25,7 +25,7 @@ var shimDialect = translate.Dialect{
 			DropInvalid bool     `hcl:"drop_invalid,optional"`
 		}
 		if body != nil {
-			if diags := gohcl.DecodeBody(body, nil, &raw); diags.HasErrors() {
+			if diags := hcldecode.DecodeBody(body, nil, &raw); diags.HasErrors() {
 				return nil, diags
 			}
 		}

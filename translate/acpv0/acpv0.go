@@ -44,10 +44,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 // DefaultProtocolVersion is what the legacy initialize carries unless the
@@ -73,7 +74,7 @@ func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 	version := DefaultProtocolVersion
 	if body != nil {
 		var o options
-		diags := gohcl.DecodeBody(body, nil, &o)
+		diags := hcldecode.DecodeBody(body, nil, &o)
 		if diags.HasErrors() {
 			return nil, diags
 		}

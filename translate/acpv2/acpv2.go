@@ -54,9 +54,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 // ProtocolVersion is the ACP version this dialect speaks to its agent.
@@ -72,7 +73,7 @@ var Dialect = translate.Dialect{
 	Configure: func(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 		if options != nil {
 			var none struct{}
-			if diags := gohcl.DecodeBody(options, nil, &none); diags.HasErrors() {
+			if diags := hcldecode.DecodeBody(options, nil, &none); diags.HasErrors() {
 				return nil, diags
 			}
 		}

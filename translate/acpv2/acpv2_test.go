@@ -3,11 +3,12 @@ package acpv2
 import (
 	"testing"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 )
 
 func TestTranscripts(t *testing.T) {
@@ -62,7 +63,7 @@ var negotiating = translate.Dialect{
 			Editor int `hcl:"editor,optional"`
 		}
 		if body != nil {
-			if diags := gohcl.DecodeBody(body, nil, &o); diags.HasErrors() {
+			if diags := hcldecode.DecodeBody(body, nil, &o); diags.HasErrors() {
 				return nil, diags
 			}
 		}

@@ -141,9 +141,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 // DefaultExecutable is the program run when no command is configured.
@@ -208,7 +209,7 @@ var defaultModels = []modelInfo{
 func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 	var o Options
 	if body != nil {
-		diags := gohcl.DecodeBody(body, nil, &o)
+		diags := hcldecode.DecodeBody(body, nil, &o)
 		if diags.HasErrors() {
 			return nil, diags
 		}

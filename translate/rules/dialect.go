@@ -7,9 +7,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/acp-bridge/acp-bridge/translate"
 )
 
 //go:embed profiles/*.hcl
@@ -35,7 +36,7 @@ func (p *Profile) configure(options hcl.Body) (func() translate.Translator, hcl.
 	var diags hcl.Diagnostics
 	if options != nil {
 		var none struct{}
-		diags = gohcl.DecodeBody(options, nil, &none)
+		diags = hcldecode.DecodeBody(options, nil, &none)
 		if diags.HasErrors() {
 			return nil, diags
 		}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acp-bridge/acp-bridge/internal/hcldecode"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -288,7 +288,7 @@ func Parse(filename string, src []byte) (*Profile, hcl.Diagnostics) {
 // back as a diagnostic with the source range it is about.
 func Decode(name string, body hcl.Body) (*Profile, hcl.Diagnostics) {
 	var raw rawProfile
-	diags := gohcl.DecodeBody(body, nil, &raw)
+	diags := hcldecode.DecodeBody(body, nil, &raw)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -560,7 +560,7 @@ func (c *compiler) request(p *Profile, rr *rawRequest) hcl.Diagnostics {
 // rule compiles an event rule, or a reply rule (reply true).
 func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, prompt bool) (*rule, hcl.Diagnostics) {
 	var raw rawRule
-	diags := gohcl.DecodeBody(body, nil, &raw)
+	diags := hcldecode.DecodeBody(body, nil, &raw)
 	if diags.HasErrors() {
 		return nil, diags
 	}
