@@ -40,7 +40,7 @@ func readme(t *testing.T) string {
 // stdout for `acp-bridge --help | grep url`.
 func TestREADME_InstallFromClone(t *testing.T) {
 	text := readme(t)
-	for _, line := range []string{"go install .  ", "go build -o ~/bin/acp-bridge .", "go run . demo", "go test -race -count=1 ./..."} {
+	for _, line := range []string{"go install .  ", "go build -o ~/bin/acp-bridge .", "go run . demo", "go test -race -count=1 -timeout 30m ./..."} {
 		if !strings.Contains(text, line) {
 			t.Fatalf("README lacks the command %q this test exercises", line)
 		}
@@ -210,5 +210,48 @@ func TestREADME_CheckTinychat(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("check output:\n%s", out)
+	}
+}
+
+// CI runs exactly the test command the README gives a newcomer: the
+// README's first code block's `go test` line is the line .ci/run runs
+// after saying so.
+func TestREADME_TestCommandIsWhatCIRuns(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "go test ") {
+			want, _, _ = strings.Cut(line, "#")
+			want = strings.TrimSpace(want)
+			break
+		}
+	}
+	if want == "" {
+		t.Fatal("README gives no go test command")
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot(t), ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(ci), "\n")
+	found := false
+	for i, line := range lines {
+		if strings.HasPrefix(line, "# The README's test command, verbatim") {
+			for _, next := range lines[i+1:] {
+				if strings.HasPrefix(next, "go test ") {
+					if next != want {
+						t.Errorf(".ci/run runs %q, the README gives %q", next, want)
+					}
+					found = true
+					break
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf(".ci/run has no go test line after its \"# The README's test command, verbatim\" comment")
 	}
 }
