@@ -118,7 +118,7 @@ func gateOpens(e *engine, d time.Duration) bool {
 }
 
 // serveBurstLink runs Serve with a burstLink for its agent and a pipe for
-// the editor's output, as in the binary (the direct path). It returns the
+// the editor's output, as in the binary. It returns the
 // editor's input and output, the link once dialed, and Serve's result.
 func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-chan *burstLink, served <-chan error) {
 	t.Helper()

@@ -448,12 +448,8 @@ const idleTrim = 500 * time.Millisecond
 // burstKept reports whether the writer holds more than it keeps for an
 // idle stream: queues or blocks a burst grew. ew.mu is held.
 func (ew *editorWriter) burstKept() bool {
-	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || ew.heapBlocksKept()
+	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || len(ew.free) > idleBlocks
 }
-
-// heapBlocksKept reports whether more free blocks are kept than an idle
-// writer needs. ew.mu is held.
-func (ew *editorWriter) heapBlocksKept() bool { return len(ew.free) > idleBlocks }
 
 // trimBurst lets go of what burstKept reports. ew.mu is held, and the
 // queue is empty.

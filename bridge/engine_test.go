@@ -27,10 +27,6 @@ type memLink struct {
 	readErr   error
 	idle      func() // OnIdle's: called when Read is about to wait
 	neverIdle bool   // OnIdle's function is never called (a link that reads ahead)
-
-	hmu   sync.Mutex
-	held  []byte // a frame TryWrite held for Flush
-	tries int
 }
 
 // OnIdle makes memLink an idler like the bridge's real links, so that the
@@ -68,46 +64,7 @@ func (m *memLink) Read(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// TryWrite and Flush make memLink a tryWriter like the bridge's real
-// links, so that the engine tests run the direct path to the agent as it
-// runs: most frames are taken at once, every third one is held for the
-// writer's Flush (as a socket that takes only part of a frame), and a
-// full channel refuses.
-func (m *memLink) TryWrite(frame []byte) (taken, held bool) {
-	m.hmu.Lock()
-	defer m.hmu.Unlock()
-	if m.held != nil {
-		return false, false
-	}
-	if m.tries++; m.tries%3 == 0 {
-		m.held = frame
-		return true, true
-	}
-	select {
-	case m.toAgent <- frame:
-		return true, false
-	default:
-		return false, false
-	}
-}
-
-func (m *memLink) Flush(ctx context.Context) error { return m.Write(ctx, nil) }
-
 func (m *memLink) Write(ctx context.Context, frame []byte) error {
-	m.hmu.Lock()
-	held := m.held
-	m.held = nil
-	m.hmu.Unlock()
-	if held != nil {
-		select {
-		case m.toAgent <- held:
-		case <-m.closed:
-			return errors.New("closed")
-		}
-	}
-	if frame == nil {
-		return nil
-	}
 	select {
 	case m.toAgent <- frame:
 		return nil

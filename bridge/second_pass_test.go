@@ -371,17 +371,6 @@ func (s *stuckLink) Write(ctx context.Context, frame []byte) error {
 	return s.memLink.Write(ctx, frame)
 }
 
-// TryWrite takes nothing once the agent is stuck: its socket is full.
-func (s *stuckLink) TryWrite(frame []byte) (taken, held bool) {
-	if s.wrote.Load() >= 1 {
-		return false, false
-	}
-	if taken, held = s.memLink.TryWrite(frame); taken {
-		s.wrote.Add(1)
-	}
-	return taken, held
-}
-
 // An agent that stops reading makes the engine stop reading the editor
 // once the agent's queue is over its bound, instead of growing without end.
 func TestBoundedQueue_AgentNotReading(t *testing.T) {

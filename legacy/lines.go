@@ -140,7 +140,7 @@ func (s *lineSplitter) hold(b []byte) {
 func (s *lineSplitter) gather(b []byte) {
 	for len(b) > 0 {
 		if len(s.pieces) == 0 || s.fill == reclaim.PieceSize {
-			s.pieces = append(s.pieces, reclaim.NewPiece(len(s.pieces)))
+			s.pieces = append(s.pieces, reclaim.NewPiece())
 			s.fill = 0
 		}
 		k := copy(s.pieces[len(s.pieces)-1].B[s.fill:], b)

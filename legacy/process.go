@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -108,8 +107,7 @@ type Command struct {
 // stdout ahead of Read (see pumpStdout), one logs stderr, one waits for
 // the exit. Close stops them all and reaps the child.
 type Process struct {
-	cmd       *exec.Cmd
-	proc      *os.Process // the child
+	cmd       *exec.Cmd // the child: cmd.Process
 	log       hclog.Logger
 	stopGrace time.Duration
 	idle      func() // see OnIdle (Read's goroutine)
@@ -117,13 +115,6 @@ type Process struct {
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	stderr *os.File // our read end of the child's stderr
-
-	// stdin's writes and stdout's reads go through these: the pipes
-	// themselves, or nbio's Files over them where nbio serves them (its
-	// calls skip the scheduler's system call bookkeeping, which costs a
-	// stream more than the calls do; see package nbio).
-	stdinW  io.Writer
-	stdoutR io.Reader
 
 	// The child's stdout: the pump reads it into chunks, Read cuts them
 	// into lines (see stdout.go).
@@ -197,14 +188,13 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	// ever become plain io.Readers and Writers.
 	cmd.WaitDelay = waitDelay
 
-	proc, inW, outR, errR, err := startPiped(cmd)
+	inW, outR, errR, err := startPiped(cmd)
 	if err != nil {
 		return nil, startError(c.Path, err)
 	}
 
 	p := &Process{
 		cmd:        cmd,
-		proc:       proc,
 		log:        log,
 		stopGrace:  c.StopGrace,
 		stdin:      inW,
@@ -213,8 +203,6 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		chunks:     make(chan chunk, pumpBuffers),
 		free:       make(chan []byte, pumpBuffers),
 		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
-		stdinW:     inW,
-		stdoutR:    outR,
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		exited:     make(chan struct{}),
@@ -226,7 +214,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 	if p.out.split.max <= 0 {
 		p.out.split.max = ndjson.DefaultMax
 	}
-	log.Info("agent process started", "path", c.Path, "pid", proc.Pid, "dir", c.Dir)
+	log.Info("agent process started", "path", c.Path, "pid", cmd.Process.Pid, "dir", c.Dir)
 	log.Debug("agent process arguments", "args", c.Args, "env_added", envNames(c.Env))
 	go p.wait()
 	go p.pumpStdout()
@@ -235,8 +223,8 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 }
 
 // startPiped starts cmd with its stdin, stdout and stderr pipes, and
-// returns its process and the bridge's ends of its pipes.
-func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, err error) {
+// returns the bridge's ends of its pipes.
+func startPiped(cmd *exec.Cmd) (inW, outR, errR *os.File, err error) {
 	var files []*os.File // every pipe end, closed on failure
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
@@ -245,11 +233,11 @@ func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, err 
 		}
 		return r, w, err
 	}
-	fail := func(err error) (*os.Process, *os.File, *os.File, *os.File, error) {
+	fail := func(err error) (*os.File, *os.File, *os.File, error) {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	inR, inW, err := pipe()
 	if err != nil {
@@ -273,11 +261,11 @@ func startPiped(cmd *exec.Cmd) (proc *os.Process, inW, outR, errR *os.File, err 
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	return cmd.Process, inW, outR, errR, nil
+	return inW, outR, errR, nil
 }
 
 // Pid returns the child's process id (also its process group id on Unix).
-func (p *Process) Pid() int { return p.proc.Pid }
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Skipped reports how many stdout lines were skipped so far: lines that are
 // not a JSON object or array, and lines over MaxLine.
@@ -412,11 +400,11 @@ func (p *Process) Write(ctx context.Context, frame []byte) error {
 	switch {
 	case len(frame) <= writeCopyMax:
 		p.wbuf = append(append(p.wbuf[:0], frame...), '\n')
-		_, err = p.stdinW.Write(p.wbuf)
+		_, err = p.stdin.Write(p.wbuf)
 	default:
-		_, err = p.stdinW.Write(frame)
+		_, err = p.stdin.Write(frame)
 		if err == nil {
-			_, err = p.stdinW.Write([]byte{'\n'})
+			_, err = p.stdin.Write([]byte{'\n'})
 		}
 	}
 	if err != nil {
@@ -454,13 +442,13 @@ func (p *Process) stop() {
 	if !p.waitExit(stdinExitWait) {
 		// 2. Ask the whole process group to terminate.
 		p.log.Debug("agent process still running after stdin closed; sending SIGTERM", "pid", p.Pid())
-		if err := terminateGroup(p.proc); err != nil {
+		if err := terminateGroup(p.cmd.Process); err != nil {
 			p.log.Warn("cannot send SIGTERM to the agent process group", "pid", p.Pid(), "error", err)
 		}
 		if !p.waitExit(p.stopGrace) {
 			// 3. Force it.
 			p.log.Warn("agent process ignored SIGTERM; sending SIGKILL", "pid", p.Pid(), "grace", p.stopGrace)
-			if err := killGroup(p.proc); err != nil {
+			if err := killGroup(p.cmd.Process); err != nil {
 				p.log.Warn("cannot send SIGKILL to the agent process group", "pid", p.Pid(), "error", err)
 			}
 			if !p.waitExit(reapWait) {
@@ -470,7 +458,7 @@ func (p *Process) stop() {
 	}
 	// 4. Kill what the agent left behind in its group (a grandchild that
 	// outlived it); once the agent has gone, the rest of its group is ours.
-	if err := killGroup(p.proc); err != nil {
+	if err := killGroup(p.cmd.Process); err != nil {
 		p.log.Debug("cannot signal the agent process group", "pid", p.Pid(), "error", err)
 	}
 	// 5. Let the pipe readers reach EOF so the agent's last stderr lines are

@@ -59,7 +59,7 @@ func (p *Process) pumpStdout() {
 				return
 			}
 		}
-		n, err := p.stdoutR.Read(buf[:cap(buf)])
+		n, err := p.stdout.Read(buf[:cap(buf)])
 		if n == 0 && err == nil {
 			p.free <- buf[:0] // (free has room for every buffer)
 			continue

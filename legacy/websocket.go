@@ -682,7 +682,7 @@ func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
 	defer c.releasePieces()
 	total := len(c.small)
 	for {
-		piece := reclaim.NewPiece(len(c.pieces))
+		piece := reclaim.NewPiece()
 		c.pieces = append(c.pieces, piece)
 		n, err := c.readFull(r, piece.B[:])
 		total += n

@@ -140,7 +140,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			case errors.Is(err, bufio.ErrBufferFull):
 				// bufio hands out its whole buffer with ErrBufferFull:
 				// a piece of exactly bufSize bytes.
-				p := reclaim.NewPiece(len(pieces))
+				p := reclaim.NewPiece()
 				copy(p.B[:], chunk)
 				pieces = append(pieces, p)
 				n += len(chunk)

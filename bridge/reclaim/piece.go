@@ -18,8 +18,8 @@ type Piece struct {
 	B *[PieceSize]byte
 }
 
-// NewPiece returns the i-th piece (from 0) of a message.
-func NewPiece(i int) Piece { return Piece{B: pool.get()} }
+// NewPiece returns a piece for a message being gathered.
+func NewPiece() Piece { return Piece{B: pool.get()} }
 
 // Free gives p back to the pool, which keeps heapPieces of them. p must
 // not be used after.

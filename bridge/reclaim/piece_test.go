@@ -9,7 +9,7 @@ import (
 func TestPieces(t *testing.T) {
 	var ps []Piece
 	for i := range heapPieces + 4 {
-		p := NewPiece(i)
+		p := NewPiece()
 		p.B[0], p.B[PieceSize-1] = byte(i), byte(i)
 		ps = append(ps, p)
 	}
