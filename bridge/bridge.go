@@ -106,13 +106,6 @@ type Bridge struct {
 	// message the editor saw for it (see SessionEvent): the hook a
 	// transcript store is built on.
 	OnSession func(SessionEvent)
-	// OnSessionBulk says that OnSession takes the updates of a turn's
-	// stream in bulk: SessionStreamed events, counts without bodies,
-	// instead of one SessionUpdate per update. It lets the engine hand a
-	// running turn's updates to the editor from the goroutine that read
-	// them, without its loop: the stream's fast path, which also needs
-	// Tap nil and the log below trace level. AddOnSession clears it.
-	OnSessionBulk bool
 	// NewSessionID, if not nil, picks the ids of sessions the engine
 	// creates itself (dialects with one link per session); nil means
 	// random "sess-" ids. Tests make it deterministic.
@@ -121,9 +114,7 @@ type Bridge struct {
 	// the editor (answers, errors, session/update, the agent's requests)
 	// before the tap and the trace-level log see it: it removes secret
 	// values an agent or a child may have echoed. It returns its argument
-	// when there is nothing to remove, and never writes to it. It must be
-	// safe for concurrent use: the stream's fast path calls it on the
-	// goroutines that read the agents.
+	// when there is nothing to remove, and never writes to it.
 	Redact func([]byte) []byte
 	// BindSession, if not nil, may pick another agent for a new session:
 	// it is asked on session/new, and on session/load and session/resume
@@ -239,12 +230,6 @@ const (
 	// SessionLost: the session's agent link was lost. Body is the error
 	// object naming the cause.
 	SessionLost
-	// SessionStreamed: the editor was sent Updates session/update
-	// notifications of the session, whose params total Bytes bytes, that
-	// passed the engine's loop (a turn's stream takes a fast path, see
-	// Bridge.OnSessionBulk). Body is nil. It comes before any later event
-	// of the session.
-	SessionStreamed
 )
 
 // SessionEvent is one event for Bridge.OnSession.
@@ -256,7 +241,4 @@ type SessionEvent struct {
 	// Body is borrowed: valid only during the call.
 	Body   []byte
 	Failed bool
-	// Updates and Bytes count a SessionStreamed event's updates and their
-	// params' bytes.
-	Updates, Bytes int
 }

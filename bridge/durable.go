@@ -23,6 +23,7 @@ package bridge
 // advertises loadSession itself: then its own load is used and it replays.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,6 +195,30 @@ func (e *engine) recordUpdate(s *session, body []byte) {
 	} else {
 		e.records().Update(s.id, update)
 	}
+}
+
+// sessionPrefix is how the params of s's updates start as relays write
+// them: {"sessionId":…,"update":.
+func sessionPrefix(s *session) []byte {
+	if s.b.updPrefix == nil {
+		s.b.updPrefix = []byte(`{"sessionId":` + mustJSON(s.id) + `,"update":`)
+	}
+	return s.b.updPrefix
+}
+
+// recordBody returns what the store records of an update the editor is
+// sent as body: the params' update member (ok) when the params are exactly
+// prefix, update and "}" as relays write them; else the params, or the
+// whole notification when it is not framed as relays frame it (the store
+// gives the params back on load either way; no parsing per update).
+func recordBody(body, prefix []byte) (_ []byte, ok bool) {
+	if bytes.HasPrefix(body, updateHead) && len(body) > len(updateHead) {
+		body = body[len(updateHead) : len(body)-1]
+	}
+	if bytes.HasPrefix(body, prefix) && len(body) > len(prefix) && body[len(body)-1] == '}' {
+		return body[len(prefix) : len(body)-1], true
+	}
+	return body, false
 }
 
 func (e *engine) record(s *session, ev SessionEvent) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
@@ -26,20 +25,9 @@ type editorMsg struct {
 	// translated says the message is in the editor's protocol version
 	// already (a v2 editor's front made it).
 	translated bool
-	// raw is bytes to write as they are, newline included: a run of
-	// messages trySend copied, or a batch a link published.
-	raw bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
-
-// joined returns m's parts as one slice, m.body itself when it is alone.
-func (m editorMsg) joined() []byte {
-	if len(m.head) == 0 && len(m.tail) == 0 {
-		return m.body
-	}
-	return bytes.Join([][]byte{m.head, m.body, m.tail}, nil)
-}
 
 // editorWriter owns the editor's output stream. Only its writeLoop writes to
 // it, one message per line, so lines never interleave (acp-spec.md §20.2).
@@ -59,26 +47,9 @@ type editorWriter struct {
 	queued  int         // bytes in queue
 	closing bool
 	wake    chan struct{} // capacity 1: the queue may be non-empty, or closing
-	// owed says messages were queued without waking the writer (a link
-	// that wakes it when it is about to wait, see trySend): the next
-	// send, or kick, wakes it.
-	owed bool
-	room chan struct{} // capacity 1: the writer took the queue
+	room    chan struct{} // capacity 1: the writer took the queue
 	// idle says writeLoop has flushed everything and waits.
 	idle bool
-
-	// The bytes of the messages trySend copies (a borrowed frame's): block
-	// is being filled and filled holds the blocks before it. The writer
-	// takes both with the queue, so that a block belongs to one batch, and
-	// once the batch is written keeps them in free for the messages to
-	// come (returnBlocks); taken is the list it took them in, reused.
-	block               []byte
-	filled, free, taken [][]byte
-	// tailRun says the queue's last message is a run (raw) of copied
-	// messages that ends where block does, which the next message copied
-	// into block extends: the writer then writes a read's worth of a
-	// stream's updates as one slice, not one message at a time.
-	tailRun bool
 
 	done chan struct{} // closed when writeLoop has returned
 	err  error         // set by writeLoop before done is closed
@@ -107,26 +78,15 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 		}
 		if ew.queued == 0 || ew.queued+n <= ew.limit {
 			ew.queue = append(ew.queue, m)
-			ew.tailRun = false
 			ew.queued += n
-			first := len(ew.queue) == 1 || ew.owed
-			ew.owed = false
+			first := len(ew.queue) == 1
 			ew.mu.Unlock()
 			if first {
 				signal(ew.wake)
 			}
 			return true
 		}
-		// Room comes only from the writer: a wake-up that a link owes it
-		// (trySend's later) is given now, or this send could wait for a
-		// writer that waits for the link, itself waiting for the gate
-		// the send's caller holds.
-		owed := ew.owed
-		ew.owed = false
 		ew.mu.Unlock()
-		if owed {
-			signal(ew.wake)
-		}
 		select {
 		case <-ew.room:
 		case <-ew.done:
@@ -134,257 +94,6 @@ func (ew *editorWriter) send(m editorMsg, stop <-chan struct{}) bool {
 		case <-stop:
 			return false
 		}
-	}
-}
-
-// trySend queues m if there is room now, and reports whether it did: the
-// fast path (fast.go) never waits for the editor; what does not fit goes
-// through the loop, which does.
-//
-// With later, trySend does not wake the writer: the caller will (kick)
-// before it waits for anything, as a relay flushes its output before it
-// blocks on its input. A stream's updates then reach the writer a read's
-// worth at a time, one wake-up and one write for hundreds of them, rather
-// than a wake-up for every few.
-//
-// With copyParts, m's parts are copied into the writer's blocks (one message,
-// oneLine), and the caller may reuse their memory as soon as trySend
-// returns: a stream's updates then cost no allocation of their own, and no
-// collection (see borrowingLink).
-func (ew *editorWriter) trySend(m *editorMsg, later, copyParts bool) bool {
-	n := m.size()
-	ew.mu.Lock()
-	if ew.closing || ew.queued != 0 && ew.queued+n > ew.limit {
-		ew.mu.Unlock()
-		return false
-	}
-	wake := len(ew.queue) == 0 || ew.owed
-	if copyParts {
-		b := ew.carve(n)[:n]
-		k := 0
-		if len(m.head) > 0 {
-			k = copy(b, m.head)
-		}
-		k += copy(b[k:], m.body)
-		if len(m.tail) > 0 {
-			k += copy(b[k:], m.tail)
-		}
-		b[k] = '\n'
-		if !m.oneLine {
-			spaceLineBreaks(b[:n-1])
-		}
-		switch {
-		case n > maxCarved: // (a slice of its own)
-			ew.queue = append(ew.queue, editorMsg{body: b, raw: true, oneLine: true})
-			ew.tailRun = false
-		case ew.tailRun:
-			run := &ew.queue[len(ew.queue)-1]
-			run.body = run.body[:len(run.body)+n]
-		default:
-			ew.queue = append(ew.queue, editorMsg{body: ew.block[len(ew.block)-n:], raw: true, oneLine: true})
-			ew.tailRun = true
-		}
-	} else {
-		ew.queue = append(ew.queue, *m)
-		ew.tailRun = false
-	}
-	ew.added(n, wake, later)
-	return true
-}
-
-// added counts n bytes just queued and unlocks ew.mu, then wakes the
-// writer when wake says it should (the queue was empty, or a wake-up was
-// owed), unless later defers that while less than laterBytes waits (see
-// trySend).
-func (ew *editorWriter) added(n int, wake, later bool) {
-	ew.queued += n
-	if later && ew.queued < laterBytes {
-		ew.owed, wake = wake, false
-	} else {
-		ew.owed = false
-	}
-	ew.mu.Unlock()
-	if wake {
-		signal(ew.wake)
-	}
-}
-
-// trySendLine is trySend of a message that is body alone, known to be on
-// one line, copied (copyParts): a stream's usual update, whose copy joins
-// the run being filled when the block has room, with no more work than
-// that.
-func (ew *editorWriter) trySendLine(body []byte, later bool) bool {
-	n := len(body) + 1
-	ew.mu.Lock()
-	if !ew.tailRun || n > maxCarved || cap(ew.block)-len(ew.block) < n || ew.closing || ew.queued+n > ew.limit {
-		ew.mu.Unlock()
-		m := editorMsg{body: body, oneLine: true}
-		return ew.trySend(&m, later, true)
-	}
-	at := len(ew.block)
-	ew.block = ew.block[:at+n]
-	copy(ew.block[at:], body)
-	ew.block[at+n-1] = '\n'
-	run := &ew.queue[len(ew.queue)-1]
-	run.body = run.body[:len(run.body)+n]
-	ew.queued += n
-	// As trySend: a writer not woken for what is queued (owed) is woken
-	// now, unless the link wakes it when it is about to wait (later) and
-	// less than laterBytes waits. Past laterBytes the writer has been
-	// woken, and the run keeps growing here while it writes: a stream
-	// faster than its editor spent most of its updates in trySend.
-	wake := ew.owed && (!later || ew.queued >= laterBytes)
-	if wake {
-		ew.owed = false
-	}
-	ew.mu.Unlock()
-	if wake {
-		signal(ew.wake)
-	}
-	return true
-}
-
-const (
-	// blockSize is the size of the writer's blocks. A message larger
-	// than maxCarved gets a slice of its own.
-	blockSize = 32 << 10
-	maxCarved = blockSize / 4
-	// directRun is the size from which writeLoop writes a run of copied
-	// updates as it lies in its block, not through its buffer.
-	directRun = blockSize / 2
-	// idleBlocks bounds the blocks an idle writer keeps. A stream keeps
-	// as many as its queue can fill (its bound's worth, see returnBlocks):
-	// an editor slower than the agent keeps the queue full, and each
-	// batch the writer takes is then the whole bound.
-	idleBlocks = 4
-)
-
-// carve returns an empty slice with room for n bytes, from the block being
-// filled when n is small, for trySend to append a message to. ew.mu is
-// held.
-func (ew *editorWriter) carve(n int) []byte {
-	if n > maxCarved {
-		return make([]byte, 0, n)
-	}
-	if cap(ew.block)-len(ew.block) < n {
-		ew.nextBlock()
-	}
-	at := len(ew.block)
-	ew.block = ew.block[:at+n]
-	return ew.block[at : at : at+n]
-}
-
-// nextBlock starts a new block to fill, a free one when there is one.
-// ew.mu is held.
-func (ew *editorWriter) nextBlock() {
-	ew.tailRun = false // (a run does not span blocks)
-	if len(ew.block) > 0 {
-		ew.filled = append(ew.filled, ew.block)
-	}
-	if ew.block = ew.takeFree(); ew.block == nil {
-		ew.block = make([]byte, 0, blockSize)
-	}
-}
-
-// takeFree returns a free block, nil when there is none. ew.mu is held.
-func (ew *editorWriter) takeFree() []byte {
-	k := len(ew.free)
-	if k == 0 {
-		return nil
-	}
-	b := ew.free[k-1]
-	ew.free[k-1] = nil
-	ew.free = ew.free[:k-1]
-	return b
-}
-
-// space reports how many bytes the queue takes now without waiting, at
-// least n, for a link to gather a batch of updates that fits (see
-// engine.beginBatch); ok is false when n does not fit, or the writer is
-// closing. While the batch is gathered its link holds the gate, which
-// every other sender takes first, so the queue only shrinks: publish never
-// refuses a batch for want of room.
-func (ew *editorWriter) space(n int) (_ int, ok bool) {
-	ew.mu.Lock()
-	defer ew.mu.Unlock()
-	switch {
-	case ew.closing:
-		return 0, false
-	case ew.queued == 0:
-		return max(ew.limit, n), true
-	}
-	r := ew.limit - ew.queued
-	return r, r >= n
-}
-
-// publish hands the writer a batch of whole lines that space said fits:
-// the batch's buffer becomes one of the writer's blocks, and the writer is
-// woken as trySend would (later). ok is false, with nothing done, when the
-// writer is closing.
-func (ew *editorWriter) publish(batch []byte, later bool) (next []byte, ok bool) {
-	ew.mu.Lock()
-	if ew.closing {
-		ew.mu.Unlock()
-		return batch[:0], false
-	}
-	wake := len(ew.queue) == 0 || ew.owed
-	// The batch's buffer becomes one of the writer's filled blocks, as it
-	// is, and the caller gets a free block for its next batch.
-	ew.filled = append(ew.filled, batch)
-	ew.queue = append(ew.queue, editorMsg{body: batch, raw: true, oneLine: true})
-	ew.tailRun = false
-	next = ew.takeFree()
-	ew.added(len(batch), wake, later)
-	return next, true
-}
-
-// takeBlocks hands the writer the blocks that hold the queue's copied
-// messages, with the queue: the next message copied starts a new block.
-// ew.mu is held.
-func (ew *editorWriter) takeBlocks() [][]byte {
-	blocks := append(ew.taken[:0], ew.filled...)
-	clear(ew.filled)
-	ew.filled, ew.taken = ew.filled[:0], nil
-	if len(ew.block) > 0 {
-		blocks = append(blocks, ew.block)
-		ew.block = nil
-	}
-	return blocks
-}
-
-// returnBlocks takes back the blocks of a batch that is written, keeping
-// for the messages to come as many as a stream has in use at once: the
-// queue's bound, filled while the writer writes the batch before, which
-// held as much. Kept for one bound's worth only, blocks were dropped and
-// made again whenever an editor read slower than the agent wrote.
-// ew.mu is held.
-func (ew *editorWriter) returnBlocks(blocks [][]byte) {
-	keep := max(idleBlocks, 2*(ew.limit/blockSize+1))
-	for _, b := range blocks {
-		// (A batch a link published is a block only when it is one's
-		// size: carve counts on a free block's.)
-		if len(ew.free) < keep && cap(b) == blockSize {
-			ew.free = append(ew.free, b[:0])
-		}
-	}
-	clear(blocks)
-	ew.taken = blocks[:0]
-}
-
-// laterBytes bounds what trySend queues without waking the writer: a link
-// whose reads rarely wait (a child's frames come from a reader goroutine
-// that keeps ahead) would otherwise fill the whole queue before the editor
-// got a byte, in one burst as large as the queue's bound.
-const laterBytes = 64 << 10
-
-// kick wakes the writer for what trySend queued without waking it.
-func (ew *editorWriter) kick() {
-	ew.mu.Lock()
-	owed := ew.owed
-	ew.owed = false
-	ew.mu.Unlock()
-	if owed {
-		signal(ew.wake)
 	}
 }
 
@@ -400,21 +109,17 @@ func (ew *editorWriter) sendAll(ms []editorMsg, stop <-chan struct{}) int {
 			ew.mu.Unlock()
 			return sent
 		}
-		wasEmpty := len(ew.queue) == 0 || ew.owed
+		wasEmpty := len(ew.queue) == 0
 		for sent < len(ms) {
 			n := ms[sent].size()
 			if ew.queued != 0 && ew.queued+n > ew.limit {
 				break
 			}
 			ew.queue = append(ew.queue, ms[sent])
-			ew.tailRun = false
 			ew.queued += n
 			sent++
 		}
 		woke := wasEmpty && len(ew.queue) > 0
-		if woke {
-			ew.owed = false
-		}
 		ew.mu.Unlock()
 		if woke {
 			signal(ew.wake)
@@ -446,9 +151,9 @@ const keptQueue = 1024
 const idleTrim = 500 * time.Millisecond
 
 // burstKept reports whether the writer holds more than it keeps for an
-// idle stream: queues or blocks a burst grew. ew.mu is held.
+// idle stream: queues a burst grew. ew.mu is held.
 func (ew *editorWriter) burstKept() bool {
-	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || len(ew.free) > idleBlocks
+	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue
 }
 
 // trimBurst lets go of what burstKept reports. ew.mu is held, and the
@@ -460,18 +165,6 @@ func (ew *editorWriter) trimBurst() {
 	if cap(ew.spare) > keptQueue {
 		ew.spare = nil
 	}
-	if len(ew.free) > idleBlocks {
-		clear(ew.free[idleBlocks:])
-		ew.free = ew.free[:idleBlocks]
-	}
-}
-
-// empty reports whether nothing waits in the queue: the next messages up
-// to the bound are taken without waiting.
-func (ew *editorWriter) empty() bool {
-	ew.mu.Lock()
-	defer ew.mu.Unlock()
-	return ew.queued == 0
 }
 
 // errEditorStalled means the editor stopped reading what the bridge wrote.
@@ -549,14 +242,11 @@ func (ew *editorWriter) writeLoop() {
 		// Take the whole queue and give the loop the other buffer.
 		batch := ew.queue
 		ew.queue, ew.spare = ew.spare[:0], nil
-		ew.tailRun = false
 		ew.queued = 0
-		ew.owed = false // (what was owed is in the batch)
-		blocks := ew.takeBlocks()
 		ew.mu.Unlock()
 		signal(ew.room)
 		for i := range batch {
-			if err := writeMsg(bw, ew.w, batch[i]); err != nil {
+			if err := writeMsg(bw, batch[i]); err != nil {
 				ew.err = err
 				return
 			}
@@ -566,29 +256,12 @@ func (ew *editorWriter) writeLoop() {
 		}
 		ew.mu.Lock()
 		ew.spare = batch[:0]
-		ew.returnBlocks(blocks) // (bw holds its own copy of what it has not written yet)
 		ew.mu.Unlock()
 	}
 }
 
-// writeMsg writes m through bw. A run of copied updates that fills half a
-// block or more goes to w as it lies in its block, after what bw holds:
-// copying a stream into bw only to write it out again cost 7-11% of the
-// bridge's CPU per update (paired runs of the built binary, both
-// transports). Blocks of 64 KiB, to write as much per call as bw did,
-// measured no better.
-func writeMsg(bw *bufio.Writer, w io.Writer, m editorMsg) error {
-	if m.raw {
-		if len(m.body) < directRun {
-			_, err := bw.Write(m.body)
-			return err
-		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		_, err := w.Write(m.body)
-		return err
-	}
+// writeMsg writes m through bw, on one line.
+func writeMsg(bw *bufio.Writer, m editorMsg) error {
 	for _, part := range [3][]byte{m.head, m.body, m.tail} {
 		if len(part) == 0 {
 			continue
@@ -601,16 +274,6 @@ func writeMsg(bw *bufio.Writer, w io.Writer, m editorMsg) error {
 		}
 	}
 	return bw.WriteByte('\n')
-}
-
-// spaceLineBreaks turns every CR and LF of b into a space, as oneLine does
-// in a copy.
-func spaceLineBreaks(b []byte) {
-	for i, ch := range b {
-		if ch == '\n' || ch == '\r' {
-			b[i] = ' '
-		}
-	}
 }
 
 // oneLine returns b, or a copy of it with every CR and LF turned into a space
@@ -650,10 +313,6 @@ type editorLine struct {
 type editorReader struct {
 	r     *ndjson.Reader
 	lines chan<- editorLine
-	// inline, when not nil, handles a line in place and reports whether it
-	// did (inline.go); lines counted in flight are handed over instead.
-	inline   func([]byte) bool
-	inflight *atomic.Int32
 	// ended is closed when the input has ended (or failed), before the
 	// final editorLine is handed over: the loop may be busy writing to an
 	// editor that no longer reads, and must learn of the end all the same.
@@ -680,12 +339,6 @@ func (er *editorReader) readLoop(ctx context.Context) {
 			l, ahead = *ahead, nil
 		} else {
 			l = er.next()
-		}
-		if l.err == nil && er.inline != nil && er.inline(l.frame) {
-			continue
-		}
-		if l.err == nil && er.inflight != nil {
-			er.inflight.Add(1)
 		}
 		select {
 		case er.lines <- l:

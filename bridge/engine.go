@@ -88,18 +88,6 @@ type engine struct {
 	// number (holdForStore).
 	recorded    chan struct{}
 	recordedSeq atomic.Uint64
-	// gate is held by the loop while it handles an event (and for good
-	// once it has returned); the stream's fast path passes an update only
-	// while it holds it (fast.go). It guards every link's fast table.
-	gate sync.Mutex
-	// loopDone is set, under the gate, when the loop has returned: no
-	// event is handled in place after it (inline.go).
-	loopDone bool
-	// linesInflight counts the editor's lines handed to the loop that it
-	// has not handled yet; nudge (capacity 1) wakes the loop after an
-	// event handled in place changed what it waits for (inline.go).
-	linesInflight atomic.Int32
-	nudge         chan struct{}
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -156,11 +144,6 @@ type engine struct {
 	// viaFront is set while the front's messages for the engine are
 	// handled: the tap saw the editor's own message (tappedFromEditor).
 	viaFront bool
-	// streaming are the sessions that had a turn running when the fast
-	// path's table was last refreshed, or started one since; fastOn are
-	// those in the table, with their link and key there (fast.go).
-	streaming map[string]struct{}
-	fastOn    map[string]fastEntry
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
@@ -198,13 +181,10 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		done:       make(chan struct{}),
 		stopWrites: make(chan struct{}),
 		recorded:   make(chan struct{}, 1),
-		nudge:      make(chan struct{}, 1),
 		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
 		sessions:   make(map[string]*session),
 		abandoned:  make(map[translate.Ref]string),
-		streaming:  make(map[string]struct{}),
-		fastOn:     make(map[string]fastEntry),
 		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
 	}
 	if e.dialing.min <= 0 {
@@ -223,15 +203,12 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	defer b.serving.Store(nil)
 
 	e.editorOut = editorOut
-	e.gate.Lock() // the loop's until it first waits
 	go e.out.writeLoop()
 	e.reader = &editorReader{
-		r:        ndjson.NewReader(editorIn, b.MaxMessage),
-		lines:    e.lines,
-		inline:   e.inlineEditorLine,
-		inflight: &e.linesInflight,
-		ended:    make(chan struct{}),
-		done:     make(chan struct{}),
+		r:     ndjson.NewReader(editorIn, b.MaxMessage),
+		lines: e.lines,
+		ended: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	go e.reader.readLoop(ctx)
 	e.helperWG.Add(1)
@@ -338,7 +315,6 @@ func (e *engine) closeLinks(links []*link, done chan<- struct{}) {
 // editor while an agent stops reading (backpressure the other way).
 func (e *engine) loop(ctx context.Context) error {
 	defer e.flushRecords()
-	defer e.shutGate()
 	defer e.stopDeadlines()
 	// endOfInput fires endOfInputWait after the editor's input ended; until
 	// then the loop reads no more input and serves only the agents, so that
@@ -349,16 +325,11 @@ func (e *engine) loop(ctx context.Context) error {
 		if e.paused() || endOfInput != nil {
 			lines = nil
 		}
-		// The gate is open only while the loop waits: every case closes
-		// it first, and the loop returns with it closed (fast.go).
-		e.openGate()
 		select {
 		case <-ctx.Done():
-			e.closeGate()
 			e.log.Info("stopping", "reason", context.Cause(ctx))
 			return nil
 		case <-e.out.done:
-			e.closeGate()
 			if e.inputEnded() {
 				// The editor closed both ends: it has gone, which is how
 				// a session ends.
@@ -367,11 +338,9 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 			return fmt.Errorf("writing to the editor: %w", e.out.err)
 		case <-endOfInput:
-			e.closeGate()
 			e.log.Info("requests still in flight at the end of the editor's input; shutting down", "count", len(e.pending.byRef)+len(e.held))
 			return nil
 		case l := <-lines:
-			e.closeGate()
 			if l.err != nil {
 				var tooLong *ndjson.TooLongError
 				if errors.As(l.err, &tooLong) {
@@ -392,33 +361,20 @@ func (e *engine) loop(ctx context.Context) error {
 				return fmt.Errorf("reading from the editor: %w", l.err)
 			}
 			e.editorLine(l.frame)
-			e.linesInflight.Add(-1)
 		case <-e.inbox.wake:
-			e.closeGate()
 			batch := e.inbox.take()
 			e.batching = true
 			for i := range batch {
 				e.agentEvent(&batch[i])
-				// Handled: its link may pass updates again once the
-				// loop has flushed what this batch wrote and reopened
-				// the gate.
-				if l := batch[i].link; l.inflight.Add(-1) == 0 && l.caughtUp != nil {
-					signal(l.caughtUp)
-				}
 				batch[i] = agentEvent{}
 			}
 			e.batching = false
 			e.flushEditor()
 		case task := <-e.tasks:
-			e.closeGate()
 			task()
 		case <-e.recorded:
-			e.closeGate()
 			e.releaseAnswers(false)
 		case <-e.drained:
-			e.closeGate()
-		case <-e.nudge:
-			e.closeGate()
 		}
 		e.releaseHeld()
 		e.flushRecords()
@@ -754,7 +710,7 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 		}
 		// Through the engine's own envelope, not ev's: a pointer given
 		// to an interface method escapes, and &ev.env would move every
-		// event handled where it was read (inline.go) to the heap.
+		// event of the inbox's batch to the heap.
 		e.agentEnv = ev.env
 		outs, err = tr.FromAgentEnvelope(frame, &e.agentEnv, ev.perr)
 		e.agentEnv = translate.Envelope{} // (it holds the frame)

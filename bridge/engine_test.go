@@ -25,17 +25,6 @@ type memLink struct {
 	closed    chan struct{}
 	once      sync.Once
 	readErr   error
-	idle      func() // OnIdle's: called when Read is about to wait
-	neverIdle bool   // OnIdle's function is never called (a link that reads ahead)
-}
-
-// OnIdle makes memLink an idler like the bridge's real links, so that the
-// tests run the fast path as they run it: passing updates without waking
-// the editor's writer until the link's Read is about to wait.
-func (m *memLink) OnIdle(f func()) {
-	if !m.neverIdle {
-		m.idle = f
-	}
 }
 
 func newMemLink() *memLink {
@@ -43,14 +32,6 @@ func newMemLink() *memLink {
 }
 
 func (m *memLink) Read(ctx context.Context) ([]byte, error) {
-	select {
-	case f := <-m.fromAgent:
-		return f, nil
-	default:
-	}
-	if m.idle != nil {
-		m.idle()
-	}
 	select {
 	case f := <-m.fromAgent:
 		return f, nil

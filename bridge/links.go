@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/bridge/slab"
-	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
@@ -52,29 +50,9 @@ type link struct {
 	initRef translate.Ref
 	gated   []translate.Msg
 
-	// The stream's fast path (fast.go). pass is the translator's
-	// UpdateFilter (nil: it has none), set before the link's goroutine
-	// starts; fast are the sessions whose updates the goroutine may pass
-	// on itself, replaced whole by the loop; inflight counts the events the
-	// goroutine put in the inbox that the loop has not handled yet, and
-	// caughtUp (capacity 1) is signalled when it falls to zero.
-	pass func([]byte, *translate.Envelope) bool
-	fast atomic.Pointer[fastTable]
-	// last is the entry of fast the goroutine found last (lookup).
-	last lastFast
-	// kicks says the link's connection tells its goroutine when a read is
-	// about to wait (idler), so the updates it passes wake the editor's
-	// writer then, together, rather than one by one. Set by run.
-	kicks bool
-	lines *store.Lines // records of passed updates not yet in the store; guarded by engine.gate
-	// batch is the run of updates the goroutine is passing holding the
-	// gate (engine.beginBatch).
-	batch linkBatch
 	// parser reads the frames of the link's goroutine (prepare), which
 	// owns it: a stream's chunks are read by their opening as a whole.
-	parser   translate.Parser
-	inflight atomic.Int64
-	caughtUp chan struct{}
+	parser translate.Parser
 
 	cancel      context.CancelFunc // stops dialing and both goroutines
 	delay       time.Duration      // wait before dialing (backoff); set before run
@@ -99,11 +77,6 @@ type agentEvent struct {
 	up    bool
 	err   error // non-nil: the link is lost
 
-	// borrowed says frame is the connection's buffer, the link's only
-	// until its next read (see borrowingLink): the fast path copies what
-	// it passes, and own copies the rest.
-	borrowed bool
-
 	// What the link's goroutine learnt of frame (see prepare).
 	compacted bool // frame had line breaks, now removed
 	oneLine   bool // frame is known to hold no line break
@@ -112,24 +85,6 @@ type agentEvent struct {
 	perr      *translate.Error
 	// (reset sets every field but env: a field added here is reset there,
 	// TestAgentEventResetClearsAllButTheEnvelope.)
-}
-
-// keptFrame bounds the frame that the read loop's reused event may still
-// point to while the link waits for the next: zeroing the event for each
-// frame of a stream cost more than the fast path's own work.
-const keptFrame = 64 << 10
-
-// reset makes ev the event of a frame l read, as a new agentEvent would
-// be, but for the envelope when parse is set: prepare then writes it whole.
-// Zeroing and writing it again for every frame of a stream was more than
-// the fast path's own work.
-func (ev *agentEvent) reset(l *link, frame []byte, borrowed, parse bool) {
-	if !parse {
-		*ev = agentEvent{link: l, frame: frame, borrowed: borrowed}
-		return
-	}
-	ev.link, ev.frame, ev.up, ev.err, ev.borrowed = l, frame, false, nil, borrowed
-	ev.compacted, ev.oneLine, ev.parsed, ev.perr = false, false, false, nil
 }
 
 // prepare does, in the goroutine that read the frame, the work on it that
@@ -158,52 +113,22 @@ func (ev *agentEvent) prepare(parse bool) {
 	ev.oneLine = true
 }
 
-// own makes ev's borrowed frame its own: a copy, carved from s, which its
-// envelope is made to point into. An envelope with an error is read again
-// from the copy (a malformed frame is rare, and its error may quote it).
-func (ev *agentEvent) own(s *slab.Slab) {
-	c := s.Copy(ev.frame)
-	if ev.parsed {
-		if ev.perr != nil {
-			ev.env, ev.perr = translate.ParseEnvelope(c)
-		} else {
-			ev.env.Rebase(ev.frame, c)
-		}
-	}
-	ev.frame, ev.borrowed = c, false
-}
-
-// A borrowingLink is a Link that can lend the frames it reads
-// (legacy.WSConn): ReadBorrowed returns the next frame either borrowed,
-// the caller's only until its next read, or the caller's for good.
-type borrowingLink interface {
-	ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error)
-}
-
 // run dials the agent and pumps frames until the link fails or is closed.
 // Everything it learns goes to the inbox, in order; it returns only after its
 // writer goroutine has returned, so no goroutine of a link outlives it.
-//
-// e is the engine: its stream fast path (passUpdate, for a translator that
-// passes updates) may hand a frame to the editor itself, and a frame the
-// loop is idle for is handled in place (inlineAgentEvent). (Method calls,
-// not func values: through a func value the event would escape, an
-// allocation per frame.)
-func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox, e *engine) {
+func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link, error), in *inbox) {
 	if l.delay > 0 {
 		t := time.NewTimer(l.delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			l.inflight.Add(1)
 			in.put(agentEvent{link: l, err: context.Cause(ctx)}, ctx.Done())
 			return
 		}
 	}
 	conn, err := dial(ctx, l.spawn)
 	if err != nil {
-		l.inflight.Add(1)
 		in.put(agentEvent{link: l, err: &dialError{err}}, ctx.Done())
 		return
 	}
@@ -215,54 +140,24 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	}
 	l.conn = conn
 	l.mu.Unlock()
-	l.inflight.Add(1)
 	if !in.put(agentEvent{link: l, up: true}, ctx.Done()) {
 		conn.Close()
 		return
 	}
 
 	_, parse := l.tr.(translate.EnvelopeTranslator)
-	done := ctx.Done() // (once: Done takes a lock-free but not free look per call)
-	if c, ok := conn.(idler); ok && l.pass != nil {
-		c.OnIdle(func() { e.idle(l) })
-		l.kicks = true
-	}
-	// A connection that lends its frames lends them to the fast path
-	// alone, which copies an update into the editor writer's blocks and
-	// is done with it before the next read: no frame of a stream is then
-	// garbage to collect. Every other frame is copied here, where it
-	// leaves the fast path (own).
-	lender, _ := conn.(borrowingLink)
-	if l.pass == nil {
-		lender = nil
-	}
-	var own slab.Slab
-	var ev agentEvent // (see reset)
 	writeErr := make(chan error, 1)
 	readDone := make(chan struct{})
 	writerDone := make(chan struct{})
 	go l.writeLoop(ctx, conn, writeErr, readDone, writerDone)
 	defer func() { <-writerDone }()
+	// One event for every frame: prepare hands the parser a pointer into
+	// it, which makes it escape; declared here it is allocated once per
+	// link, not once per frame (TestLinkReadLoopEventStaysOnStack).
+	var ev agentEvent
 	for {
-		if len(ev.frame) > keptFrame {
-			// The event is reused (reset), but a large message it
-			// points to must not stay in memory while the link waits
-			// for the next (TestRSSComesBack).
-			ev = agentEvent{}
-		}
-		var frame []byte
-		var borrowed bool
-		var err error
-		if lender != nil {
-			frame, borrowed, err = lender.ReadBorrowed(ctx)
-		} else {
-			frame, err = conn.Read(ctx)
-		}
+		frame, err := conn.Read(ctx)
 		if err != nil {
-			e.endBatch(l)
-			if l.kicks {
-				e.out.kick()
-			}
 			close(readDone)
 			select {
 			case werr := <-writeErr:
@@ -274,27 +169,12 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 			}
 			conn.Close()
 			l.out.shut()
-			l.inflight.Add(1)
 			in.put(agentEvent{link: l, err: err}, ctx.Done())
 			return
 		}
-		ev.reset(l, frame, borrowed, parse)
+		ev = agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
-		if l.pass != nil && e.passUpdate(l, &ev, done) {
-			continue
-		}
-		e.endBatch(l) // (the gate is the loop's, or inlineAgentEvent's, again)
-		if ev.borrowed {
-			ev.own(&own)
-		}
-		if e.inlineAgentEvent(l, &ev) {
-			continue
-		}
-		if l.kicks {
-			e.out.kick() // the inbox may be full: what passed goes out first
-		}
-		l.inflight.Add(1)
-		if !in.put(ev, done) {
+		if !in.put(ev, ctx.Done()) {
 			close(readDone)
 			conn.Close()
 			l.out.shut()
@@ -302,12 +182,6 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 	}
 }
-
-// idler is a Link that calls a function when its Read is about to wait
-// (legacy.WSConn, legacy.Process), before every wait: the fast path
-// holds the engine's gate across reads that do not wait (linkBatch), and
-// lets go of it there.
-type idler interface{ OnIdle(func()) }
 
 // dialError marks a failure to connect, as opposed to a connection lost
 // later: only the former counts toward the reconnect backoff.

@@ -119,10 +119,6 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 	ctx, cancel := context.WithCancel(e.ctx)
 	l := &link{id: e.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
 	l.out.init(e.queueBytes(), e.drained)
-	if p, ok := tr.(translate.UpdatePasser); ok {
-		l.pass = p.UpdateFilter()
-		l.caughtUp = make(chan struct{}, 1)
-	}
 	l.delay = e.dialing.delay(time.Now())
 	e.links = append(e.links, l)
 	e.linkWG.Add(1)
@@ -134,7 +130,7 @@ func (e *engine) newLink(spawn Spawn, bind Binding, tr translate.Translator) *li
 // runLink is the goroutine of one link (named so stack dumps read).
 func (e *engine) runLink(ctx context.Context, l *link) {
 	defer e.linkWG.Done()
-	l.run(ctx, l.bind.Dial, e.inbox, e)
+	l.run(ctx, l.bind.Dial, e.inbox)
 }
 
 // newDetached makes the control "link" of a dialect that needs no agent for
@@ -252,7 +248,6 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 		return
 	}
 	s.prompts = append(s.prompts, req.ref)
-	e.streaming[s.id] = struct{}{} // (see refreshFast)
 	if s.draining {
 		e.log.Debug("new prompt ends the drop of late updates", "session", s.id)
 		s.draining = false

@@ -62,9 +62,7 @@ func (s *StoryLog) Attach(b *Bridge) {
 	if s.Logger == nil || !s.Logger.IsInfo() {
 		return
 	}
-	bulk := b.OnSession == nil || b.OnSessionBulk
 	b.AddOnSession(s.session)
-	b.OnSessionBulk = bulk // it counts a stream's updates, whichever way they come
 	if s.Logger.IsDebug() {
 		b.AddTap(s.tap)
 	}
@@ -90,10 +88,8 @@ func (b *Bridge) AddOnNote(f func(TapEvent)) {
 	b.OnNote = f
 }
 
-// AddOnSession is AddTap for OnSession. f gets every update one by one:
-// it clears OnSessionBulk.
+// AddOnSession is AddTap for OnSession.
 func (b *Bridge) AddOnSession(f func(SessionEvent)) {
-	b.OnSessionBulk = false
 	if prev := b.OnSession; prev != nil {
 		b.OnSession = func(ev SessionEvent) { prev(ev); f(ev) }
 		return
@@ -128,9 +124,6 @@ func (s *StoryLog) session(ev SessionEvent) {
 	case SessionUpdate:
 		st.updates++
 		st.bytes += len(ev.Body)
-	case SessionStreamed:
-		st.updates += ev.Updates
-		st.bytes += ev.Bytes
 	case SessionTurnEnded:
 		st.turns++
 		args := []any{"session", ev.Session}

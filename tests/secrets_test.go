@@ -240,8 +240,7 @@ func noSecretStored(t *testing.T, state string) {
 }
 
 // The session's transcript keeps what the editor was shown, scrubbed,
-// whichever way the updates went: the loop's (above, where the trace-level
-// log keeps them there) or the stream's fast path (here, with no trace).
+// with the log at trace level (above) or not (here): the same path.
 func TestSecrets_TokenEchoedInUpdateNotStored(t *testing.T) {
 	t.Parallel()
 	const token = "h/" + secretAnchor + "/k9"

@@ -245,27 +245,3 @@ type EnvelopeTranslator interface {
 type SpawnBuilder interface {
 	BuildSpawn(m Msg) (Spawn, error)
 }
-
-// An UpdatePasser is a Translator that, in some states, passes a session's
-// streamed session/update notifications to the editor exactly as the agent
-// wrote them. The engine asks it between calls, and while the answer holds
-// (until the translator's next call) it may hand such updates to the editor
-// from the goroutine that read them, without calling the translator: the
-// stream of a turn then never waits for the engine's loop.
-type UpdatePasser interface {
-	// PassesUpdates reports whether, in the translator's present state,
-	// FromAgent of any session/update notification of session sid that
-	// the filter of UpdateFilter accepts would return exactly one Forward
-	// of the frame, unchanged, and nothing else, and would change nothing
-	// of the translator's state that a later call reads.
-	PassesUpdates(sid string) bool
-	// UpdateFilter returns the test a frame must pass for PassesUpdates to
-	// speak of it. It depends on the frame alone (and on options fixed at
-	// construction), never on the translator's state, and is safe for
-	// concurrent use: the engine calls it in the goroutine that read the
-	// frame, with ParseEnvelope's envelope of a frame it parsed without
-	// error, which the test reads and does not change (a pointer: the
-	// envelope is 25 words, which a copy per update cost more than the
-	// test).
-	UpdateFilter() func(frame []byte, env *Envelope) bool
-}

@@ -92,7 +92,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -459,14 +458,6 @@ func (s *Store) queued(k, n int, first bool) {
 	switch {
 	case urgent:
 		signal(s.urgent)
-		// On one P (one CPU, or GOMAXPROCS=1), the writer runs only
-		// when a goroutine gives the P up. A link whose reads never wait (an
-		// agent that keeps ahead of it) gave it up only when the runtime
-		// preempted it, 10 ms later: meanwhile the arena grew by
-		// reallocation, fresh memory at a page fault a page, and past
-		// Options.QueueBytes records were dropped. Yielding here lets the
-		// writer take the arena now (it is first in line: just woken).
-		runtime.Gosched()
 	case first:
 		signal(s.wake)
 	}

@@ -317,18 +317,3 @@ func key(raw json.RawMessage) string {
 	}
 	return "r:" + r.Raw
 }
-
-// PassesUpdates implements translate.UpdatePasser: the relay passes every
-// routable ACP update on as the agent wrote it, whatever its state.
-func (r *Relay) PassesUpdates(string) bool { return true }
-
-// UpdateFilter implements translate.UpdatePasser.
-func (r *Relay) UpdateFilter() func([]byte, *translate.Envelope) bool { return relayPasses }
-
-// relayPasses reports whether fromAgent forwards env unchanged: a
-// session/update notification that is already ACP, whose session and kind
-// the scanner read.
-func relayPasses(_ []byte, env *translate.Envelope) bool {
-	return env.Version == "2.0" && env.Method == "session/update" && env.ID == nil &&
-		env.SessionID != "" && env.UpdateKind != ""
-}

@@ -165,36 +165,6 @@ func (n *Negotiator) FromAgentEnvelope(frame []byte, env *translate.Envelope, pe
 	return n.decide(outs, err, frame)
 }
 
-// PassesUpdates implements translate.UpdatePasser: once the agent has
-// answered v1 the link is the v1 translator's, which FromAgentEnvelope
-// calls with nothing around it, so its answer holds for the Negotiator too.
-// Before that, and on a v2 link, nothing passes: the answer to initialize
-// must reach decide, and v2 updates are converted or are another dialect's.
-func (n *Negotiator) PassesUpdates(sid string) bool {
-	if n.version != 1 || n.v2 != nil {
-		return false
-	}
-	p, ok := n.v1.(translate.UpdatePasser)
-	return ok && p.PassesUpdates(sid)
-}
-
-// UpdateFilter implements translate.UpdatePasser with the filter of the v1
-// translator, which depends on newV1's options alone: every link's v1
-// translator has the same one. Without it the engine's stream fast path
-// would be off for every ACP agent whose version is negotiated.
-func (n *Negotiator) UpdateFilter() func([]byte, *translate.Envelope) bool {
-	v1 := n.v1
-	if v1 == nil {
-		v1 = n.newV1() // --agent-protocol 2: the filter is never asked
-	}
-	if p, ok := v1.(translate.UpdatePasser); ok {
-		return p.UpdateFilter()
-	}
-	return passesNone
-}
-
-func passesNone([]byte, *translate.Envelope) bool { return false }
-
 // decide looks in the v1 translator's outputs for the answer to the
 // initialize in flight, and replaces it with what the version the agent
 // answered calls for.

@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -18,32 +17,21 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// A turn's updates take the fast path (the link's goroutine writes them)
-// while messages of the same turn that need the loop (an agent request, an
-// update the engine must repair, the prompt's answer) go through it. The
-// editor and the store must still get everything in the agent's order, the
-// prompt's answer last, and a load must replay all of it.
-func TestFastPath_OrderWithTheLoopsMessages(t *testing.T) {
+// A turn's updates, mixed with messages of the same turn that the engine
+// acts on (an agent request, an update it must repair, the prompt's
+// answer): the editor and the store get everything in the agent's order,
+// the prompt's answer last, the session hook is told of every update, and
+// a load replays all of it.
+func TestStream_OrderWithTheLoopsMessages(t *testing.T) {
 	st, err := store.Open(store.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var mu sync.Mutex
-	streamed, one := 0, 0 // updates the fast path passed, and the loop
+	var told streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		b.Sessions = &bridge.Durable{Store: st}
-		b.OnSessionBulk = true
-		b.OnSession = func(ev bridge.SessionEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch ev.Kind {
-			case bridge.SessionStreamed:
-				streamed += ev.Updates
-			case bridge.SessionUpdate:
-				one++
-			}
-		}
+		told.hook(b)
 	})
 	// The agent replays nothing itself: a load is the bridge's, from the store.
 	h.initializePlain()
@@ -117,23 +105,13 @@ func TestFastPath_OrderWithTheLoopsMessages(t *testing.T) {
 		t.Errorf("load replayed %d bytes of agent text, want %d:\n got %.200s…\nwant %.200s…", len(got), len(w), got, w)
 	}
 	h.close()
-
-	mu.Lock()
-	defer mu.Unlock()
-	if streamed+one != len(want) {
-		t.Errorf("OnSession was told of %d updates (%d streamed, %d one by one), want %d", streamed+one, streamed, one, len(want))
-	}
-	if streamed == 0 {
-		t.Error("no update took the fast path")
-	}
-	if one < 3 {
-		t.Errorf("%d updates went through the loop, want at least the 3 pretty-printed ones", one)
+	if got := told.count(); got != len(want) {
+		t.Errorf("OnSession was told of %d updates, want %d", got, len(want))
 	}
 }
 
-// A hook that wants every update's body (OnSession without OnSessionBulk)
-// gets them all, one by one: the fast path stays off.
-func TestFastPath_OffForHooksThatWantEveryUpdate(t *testing.T) {
+// The session hook gets every update, one by one, with its body.
+func TestStream_SessionHookGetsEveryUpdate(t *testing.T) {
 	var mu sync.Mutex
 	kinds := map[bridge.SessionEventKind]int{}
 	h := newHarness(t, func(b *bridge.Bridge) {
@@ -158,34 +136,23 @@ func TestFastPath_OffForHooksThatWantEveryUpdate(t *testing.T) {
 	h.close()
 	mu.Lock()
 	defer mu.Unlock()
-	if kinds[bridge.SessionUpdate] != n || kinds[bridge.SessionStreamed] != 0 {
-		t.Errorf("OnSession got %d SessionUpdate and %d SessionStreamed events, want %d and 0", kinds[bridge.SessionUpdate], kinds[bridge.SessionStreamed], n)
+	if kinds[bridge.SessionUpdate] != n {
+		t.Errorf("OnSession got %d SessionUpdate events, want %d", kinds[bridge.SessionUpdate], n)
 	}
 }
 
 // The binary's ACP links negotiate the agent's version (acpv2.Negotiator,
 // around the relay or the shim). Once the agent has answered v1, a turn's
-// updates take the fast path as they do behind the v1 translator alone.
-func TestFastPath_BehindVersionNegotiation(t *testing.T) {
-	var mu sync.Mutex
-	streamed, one := 0, 0
+// updates reach the editor as they do behind the v1 translator alone.
+func TestStream_BehindVersionNegotiation(t *testing.T) {
+	var told streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		newTr, diags := acp.Dialect.Configure(nil) // the shim, as by default
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}
 		b.NewTranslator = func() translate.Translator { return acpv2.NewNegotiator(0, newTr) }
-		b.OnSessionBulk = true
-		b.OnSession = func(ev bridge.SessionEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch ev.Kind {
-			case bridge.SessionStreamed:
-				streamed += ev.Updates
-			case bridge.SessionUpdate:
-				one++
-			}
-		}
+		told.hook(b)
 	})
 	h.initialize() // answered with protocolVersion 1
 	sid := h.newSession("1")
@@ -205,10 +172,8 @@ func TestFastPath_BehindVersionNegotiation(t *testing.T) {
 		t.Fatalf("the prompt's answer = %s", got)
 	}
 	h.close()
-	mu.Lock()
-	defer mu.Unlock()
-	if streamed+one != n || streamed == 0 {
-		t.Errorf("OnSession was told of %d updates streamed and %d one by one, want %d with some streamed", streamed, one, n)
+	if got := told.count(); got != n {
+		t.Errorf("OnSession was told of %d updates, want %d", got, n)
 	}
 }
 
@@ -216,7 +181,7 @@ func TestFastPath_BehindVersionNegotiation(t *testing.T) {
 // to the OS when it ends (a collection and a release, in the background):
 // the runtime would keep the pages for minutes. With the pacer off, only
 // that release collects.
-func TestFastPath_LongTurnGivesMemoryBack(t *testing.T) {
+func TestStream_LongTurnGivesMemoryBack(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	h := newHarness(t, nil)
 	h.initialize()
@@ -254,11 +219,10 @@ func TestFastPath_LongTurnGivesMemoryBack(t *testing.T) {
 }
 
 // A session the store renamed (the agent handed out an id the store already
-// has, so the editor got "dup~2" and the agent says "dup") streams on the
-// fast path too: every update the editor gets names the editor's id, never
+// has, so the editor got "dup~2" and the agent says "dup"): every update the editor gets names the editor's id, never
 // the agent's, byte for byte the agent's otherwise, and the store records
 // them under the editor's id for a load to replay.
-func TestFastPath_RenamedSession(t *testing.T) {
+func TestStream_RenamedSession(t *testing.T) {
 	st, err := store.Open(store.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -267,10 +231,8 @@ func TestFastPath_RenamedSession(t *testing.T) {
 	if err := st.Create("dup", store.Meta{SessionID: "dup", Cwd: "/elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	var streamed streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		b.Sessions = &bridge.Durable{Store: st}
-		streamed.hook(b)
 	})
 	h.initializePlain()
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
@@ -312,10 +274,6 @@ func TestFastPath_RenamedSession(t *testing.T) {
 			t.Fatalf("turn %d: after its updates = %s, want the prompt's answer", turn, got)
 		}
 	}
-	if streamed.count() == 0 {
-		t.Errorf("none of the renamed session's %d updates took the fast path", 2*n)
-	}
-
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":%q,"cwd":"/tmp","mcpServers":[]}}`, sid))
 	var replayed strings.Builder
 	for {
@@ -352,14 +310,11 @@ func TestFastPath_RenamedSession(t *testing.T) {
 	}
 }
 
-// The fast path wakes the editor's writer only when the link's read is
-// about to wait (memLink.OnIdle, as the real links do), so that a burst
-// of updates goes out in one write. Whatever the burst, when the agent
-// then pauses mid-turn (nothing else to send, no answer to write) every
-// update it sent must reach the editor.
-func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
-	var streamed streamCount
-	h := newHarness(t, streamed.hook)
+// Whatever the burst, when the agent then pauses mid-turn (nothing else to
+// send, no answer to write) every update it sent reaches the editor: none
+// waits for a wake-up that only the next frame would bring.
+func TestStream_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
+	h := newHarness(t, nil)
 	h.initializePlain()
 	sid := h.newSession("1")
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
@@ -381,26 +336,19 @@ func TestFastPath_UpdatesGoOutWhenTheAgentPauses(t *testing.T) {
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
-	if streamed.count() == 0 {
-		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
-	}
 }
 
-// The fast path gathers a turn's records in the link's own run and hands
-// it to the store when the run fills, when the loop takes the gate, and
-// when the link is about to wait for its agent. So when the agent pauses
-// mid-turn, with nothing for the loop to do, every update it sent is in
-// the store already: a crash then loses none that the editor was shown.
-func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
+// When the agent pauses mid-turn, with nothing for the loop to do, every
+// update it sent is in the store already: a crash then loses none that the
+// editor was shown.
+func TestStream_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 	st, err := store.Open(store.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var streamed streamCount
 	h := newHarness(t, func(b *bridge.Bridge) {
 		b.Sessions = &bridge.Durable{Store: st}
-		streamed.hook(b)
 	})
 	h.initializePlain()
 	sid := h.newSession("1")
@@ -453,27 +401,14 @@ func TestFastPath_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
 	}
-	if streamed.count() == 0 {
-		t.Errorf("none of the %d updates took the fast path: the test tests nothing", n)
-	}
 }
 
 // A link that reads ahead of the engine (a child's frames come from a
-// reader goroutine) seldom says it is about to wait, so the fast path must
-// not hold back more than a bounded run for the editor's writer: the
-// first updates of a long burst reach the editor while the burst goes on,
-// not when the queue's bound is reached.
-func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
-	h := newHarness(t, func(b *bridge.Bridge) {
-		dial := b.Dial
-		b.Dial = func(ctx context.Context, s bridge.Spawn) (bridge.Link, error) {
-			l, err := dial(ctx, s)
-			if m, ok := l.(*memLink); ok {
-				m.neverIdle = true
-			}
-			return l, err
-		}
-	})
+// reader goroutine) never waits between the frames of a long burst: its
+// first updates reach the editor while the burst goes on, not when the
+// queue's bound is reached.
+func TestStream_ALinkThatNeverWaitsStillStreams(t *testing.T) {
+	h := newHarness(t, nil)
 	h.initializePlain()
 	sid := h.newSession("1")
 	h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"go"}]}}`, sid))
@@ -483,7 +418,7 @@ func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
 		h.agentSend(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, sid, i))
 	}
 	for i := range first {
-		got := h.recv() // times out if the writer waits for an idle that never comes
+		got := h.recv() // times out if the writer waits for the burst to end
 		if text := gjson.Get(got, "params.update.content.text").Str; text != fmt.Sprint(i) {
 			t.Fatalf("update %d = %s", i, got)
 		}
@@ -499,8 +434,7 @@ func TestFastPath_ALinkThatNeverWaitsStillStreams(t *testing.T) {
 	}
 }
 
-// streamCount counts the updates the fast path passed, as the session hook
-// is told of them in bulk (SessionStreamed).
+// streamCount counts the updates the session hook is told of.
 type streamCount struct {
 	mu sync.Mutex
 	n  int
@@ -508,11 +442,10 @@ type streamCount struct {
 
 // hook sets b's session hook to count.
 func (c *streamCount) hook(b *bridge.Bridge) {
-	b.OnSessionBulk = true
 	b.OnSession = func(ev bridge.SessionEvent) {
-		if ev.Kind == bridge.SessionStreamed {
+		if ev.Kind == bridge.SessionUpdate {
 			c.mu.Lock()
-			c.n += ev.Updates
+			c.n++
 			c.mu.Unlock()
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,12 +19,8 @@ import (
 
 // burstLink is an agent whose frames come in bursts: its Read returns a
 // burst's frames one after the other without waiting, as a child's pump
-// or a socket's buffer does, and calls OnIdle's function only when it has
-// none left. Before it waits it notes whether the gate of the Bridge
-// serving it could be taken.
+// or a socket's buffer does, and counts the times it has none left.
 type burstLink struct {
-	b      *Bridge
-	idle   func()
 	more   chan struct{} // capacity 1: frames were queued
 	closed chan struct{}
 	once   sync.Once
@@ -37,10 +32,8 @@ type burstLink struct {
 	// at once: an agent that always has another update ready.
 	endless []byte
 
-	waits, waitsGateShut atomic.Int64
+	waits atomic.Int64
 }
-
-func (a *burstLink) OnIdle(f func()) { a.idle = f }
 
 // queue adds frames for Read, all at once.
 func (a *burstLink) queue(frames ...[]byte) {
@@ -67,15 +60,7 @@ func (a *burstLink) Read(ctx context.Context) ([]byte, error) {
 			return f, nil
 		}
 		a.mu.Unlock()
-		if a.idle != nil {
-			a.idle()
-		}
 		a.waits.Add(1)
-		if e := a.b.serving.Load(); e != nil && !gateOpens(e, time.Second) {
-			// (The loop holds the gate while it handles an event, but
-			// not for a second: the link's goroutine, here, holds it.)
-			a.waitsGateShut.Add(1)
-		}
 		select {
 		case <-a.more:
 		case <-a.closed:
@@ -106,17 +91,6 @@ func (a *burstLink) Close() error {
 	return nil
 }
 
-// gateOpens reports whether e's gate can be taken within d.
-func gateOpens(e *engine, d time.Duration) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if e.gate.TryLock() {
-			e.gate.Unlock()
-			return true
-		}
-	}
-	return false
-}
-
 // serveBurstLink runs Serve with a burstLink for its agent and a pipe for
 // the editor's output, as in the binary. It returns the
 // editor's input and output, the link once dialed, and Serve's result.
@@ -135,7 +109,7 @@ func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-cha
 	links := make(chan *burstLink, 1)
 	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "bursts", Version: "test"}
 	b.Dial = func(context.Context, Spawn) (Link, error) {
-		a := &burstLink{b: b, more: make(chan struct{}, 1), closed: make(chan struct{})}
+		a := &burstLink{more: make(chan struct{}, 1), closed: make(chan struct{})}
 		links <- a
 		return a, nil
 	}
@@ -175,116 +149,10 @@ func (a *burstLink) waitPrompt() {
 	}
 }
 
-// recordBatches makes endBatch report the batches it hands over, until t
-// ends; the function returned gives those so far, each as its updates.
-func recordBatches(t *testing.T) func() []int {
-	var mu sync.Mutex
-	var batches []int
-	testHookBatch = func(updates int) {
-		mu.Lock()
-		batches = append(batches, updates)
-		mu.Unlock()
-	}
-	t.Cleanup(func() { testHookBatch = nil })
-	return func() []int {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(batches)
-	}
-}
-
-// A stream's updates that the link reads without waiting pass in batches
-// (linkBatch): the gate and the writer's lock are taken once for each
-// batch, not for each update. A batch holds the gate, so the link must
-// let go of it before its reads wait: the gate is open at every wait, and
-// the loop answers the editor while the agent is silent between bursts.
-func TestBurstsPassInBatches(t *testing.T) {
-	batchesSeen := recordBatches(t)
-
-	inW, outR, dialed, served := serveBurstLink(t)
-	out := bufio.NewReader(outR)
-	recv := func() string {
-		t.Helper()
-		got := make(chan string, 1)
-		go func() {
-			line, _ := out.ReadString('\n')
-			got <- line
-		}()
-		select {
-		case line := <-got:
-			return line
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing from the bridge for 10 s")
-			return ""
-		}
-	}
-	call := func(id int, method, params string) {
-		t.Helper()
-		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
-		if line := recv(); gjson.Get(line, "id").Int() != int64(id) || !gjson.Get(line, "result").Exists() {
-			t.Fatalf("%s: got %s", method, line)
-		}
-	}
-	call(0, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
-	call(1, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
-	agent := <-dialed
-	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`+"\n")
-	agent.waitPrompt()
-
-	const bursts, perBurst = 4, 1500
-	n := 0
-	for burst := range bursts {
-		frames := make([][]byte, perBurst)
-		for i := range frames {
-			frames[i] = fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, n+i)
-		}
-		agent.queue(frames...)
-		for i := range perBurst {
-			if text := gjson.Get(recv(), "params.update.content.text").Str; text != fmt.Sprint(n+i) {
-				t.Fatalf("burst %d: update %d = %q", burst, n+i, text)
-			}
-		}
-		n += perBurst
-		// The agent is silent now: the loop must be free to answer.
-		call(10+burst, "_test/echo", `{"sessionId":"s1"}`)
-	}
-	agent.mu.Lock()
-	promptID := agent.prompt
-	agent.mu.Unlock()
-	agent.queue(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, promptID))
-	if got := recv(); gjson.Get(got, "id").Int() != 2 || gjson.Get(got, "result.stopReason").Str != "end_turn" {
-		t.Fatalf("after the updates = %s, want the prompt's answer", got)
-	}
-	endServe(t, inW, served)
-
-	if shut := agent.waitsGateShut.Load(); shut > 0 {
-		t.Errorf("the link waited for its agent holding the gate %d times of %d", shut, agent.waits.Load())
-	}
-	batches := batchesSeen()
-	passed := 0
-	for _, k := range batches {
-		passed += k
-	}
-	if passed == 0 {
-		t.Fatal("no update passed in a batch")
-	}
-	// Each update is about 170 bytes: a batch holds up to about 190.
-	// The first update of each burst may be passed before the rest are
-	// read, and the loop may take a few, so the bound is loose; one batch
-	// per update, or per few, fails it.
-	if max := bursts * (perBurst*170/batchBytes + 4); len(batches) > max {
-		t.Errorf("%d updates passed in %d batches, want at most %d", passed, len(batches), max)
-	}
-	if passed < n*9/10 {
-		t.Errorf("%d of %d updates passed in batches", passed, n)
-	}
-}
-
-// An agent that streams without a pause never lets its link's read wait,
-// so its batches end only at their bound: the loop must still get the
-// gate between them, and answer the editor while the stream goes on.
+// An agent that streams without a pause never lets its link's read wait:
+// the loop must still take the editor's requests between the stream's
+// frames, and answer them while the stream goes on.
 func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
-	batchesSeen := recordBatches(t)
 	inW, outR, dialed, served := serveBurstLink(t)
 	// The editor reads everything, and hands on the answers.
 	answers := make(chan string, 16)
@@ -356,16 +224,6 @@ func TestTheLoopAnswersDuringAStreamThatNeverPauses(t *testing.T) {
 	}
 	if n := updates.Load() - before; n < 1000 {
 		t.Errorf("only %d updates streamed while the editor's requests were answered", n)
-	}
-	batches := batchesSeen()
-	full := 0
-	for _, k := range batches {
-		if (k+1)*(len(update)+1) > batchBytes { // (the next would not fit)
-			full++
-		}
-	}
-	if full == 0 {
-		t.Errorf("no batch reached its bound in %d: the test did not walk the path it is for", len(batches))
 	}
 	endServe(t, inW, served)
 }
