@@ -120,7 +120,6 @@ type Process struct {
 	// into lines (see stdout.go).
 	chunks     chan chunk    // from the pump; capacity pumpBuffers
 	free       chan []byte   // chunks' buffers, back to the pump; capacity pumpBuffers
-	waiting    atomic.Bool   // Read waits for a chunk
 	out        stdoutLines   // Read's
 	own        slab.Slab     // Read's: where Read copies the lines it returns
 	stdoutDone chan struct{} // closed when the pump stops

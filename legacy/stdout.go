@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"time"
 )
 
@@ -71,16 +70,6 @@ func (p *Process) pumpStdout() {
 		}
 		if err != nil {
 			return
-		}
-		if n < cap(buf) && p.waiting.Load() {
-			// Read was waiting, and the pipe is likely empty now: let
-			// Read run first. Otherwise this goroutine's next read, which
-			// will find nothing, comes first, on an answer's way to the
-			// editor (a system call and a wake-up on a 2-core VM: the
-			// child's echo spent 10-13 µs between its read and the
-			// editor's write, against 1-2 µs for a relay with one
-			// goroutine).
-			runtime.Gosched()
 		}
 	}
 }
@@ -195,8 +184,6 @@ func (p *Process) nextChunk(ctx context.Context) error {
 
 // waitChunk waits for the pump's next chunk (see nextChunk).
 func (p *Process) waitChunk(ctx context.Context) (chunk, error) {
-	p.waiting.Store(true)
-	defer p.waiting.Store(false)
 	exited := p.exited
 	var silence <-chan time.Time
 	for {
