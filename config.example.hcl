@@ -55,13 +55,13 @@ request_timeout = "60s"
 cancel_grace = "5s"
 
 # The ACP version spoken to the editor: 1, 2, or "auto" (the default: the
-# editor's initialize chooses, see README, "v1 and v2"). --editor-protocol
+# editor's initialize chooses, see docs/protocol-versions.md). --editor-protocol
 # overrides it.
 editor_protocol = "auto"
 
 # The compliance shim: repairs an imperfect ACP agent's protocol bugs (acp
 # dialect only, except one-turn, which applies to every agent). Every rule is
-# on by default; switch one off by its name (see README, "Compliance shim").
+# on by default; switch one off by its name (see docs/shim.md).
 # --shim on|off|report|report=FILE and --shim-disable NAME,... override this.
 shim {
   # A rule by name: true (the default) or false.
@@ -162,7 +162,7 @@ agent "remote" {
 }
 
 # A dialect of your own: a rule profile for an agent that speaks its own
-# JSON over a WebSocket or stdio (see README "Bridge your own agent", and
+# JSON over a WebSocket or stdio (see docs/bridge-your-agent.md, and
 # `acp-bridge dialects doc` or docs/profiles.md for the language;
 # `acp-bridge dialects show zeroclaw` prints a shipped one). Select it with dialect = "echo-chat" in
 # an agent block, or --dialect echo-chat. Shipped profiles: mini-agent-ws,
@@ -206,7 +206,7 @@ dialect "echo-chat" {
 #   }
 # }
 
-# Durable sessions (README "Sessions"): on unless sessions = false.
+# Durable sessions (docs/sessions.md): on unless sessions = false.
 # state_dir         = "/srv/acp-sessions"  # default: $XDG_STATE_HOME/acp-bridge (a relative path is taken from this file's directory)
 # session_idle      = "15m"     # close an agent session idle this long ("off": never)
 # history_preamble  = true      # prime a new agent session with the transcript

@@ -510,7 +510,8 @@ func TestProcessBench(t *testing.T) {
 	report(t.Logf, res, ld)
 }
 
-// BenchmarkProcess is the full run, the source of the README's figures:
+// BenchmarkProcess is the full run, the source of docs/performance.md's
+// figures (and the README's summary of them):
 //
 //	go test -tags perf -run XXX -bench Process -benchtime=1x ./bench/
 //

@@ -164,19 +164,20 @@ func TestREADME_TroubleshootingMessagesExist(t *testing.T) {
 	}
 }
 
-// The README's "Bridge your own agent" walk-through ends with a check of
-// the bridged agent. Run as written (the configuration in its default
-// place, the agent a fake Tinychat that refuses the stop and goes on, as
-// in the walk-through's leaking cancel), every mandatory scenario passes:
-// among them cancel, which fails on an update after the cancelled answer.
-func TestREADME_CheckTinychat(t *testing.T) {
+// The walk-through of docs/bridge-your-agent.md ends with a check of the
+// bridged agent. Run as written (the configuration in its default place,
+// the agent a fake Tinychat that refuses the stop and goes on, as in the
+// walk-through's leaking cancel), every mandatory scenario passes: among
+// them cancel, which fails on an update after the cancelled answer.
+func TestDocs_CheckTinychat(t *testing.T) {
 	t.Parallel()
 	const command = "acp-bridge check -- acp-bridge --agent tinychat"
-	text := readme(t)
-	start := strings.Index(text, "## Bridge your own agent")
-	end := strings.Index(text[start+3:], "\n## ")
-	if start < 0 || end < 0 || !strings.Contains(text[start:start+3+end], command) {
-		t.Fatalf("README's Bridge your own agent section lacks %q", command)
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "bridge-your-agent.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "```sh\n"+command+"\n```") {
+		t.Fatalf("docs/bridge-your-agent.md lacks the command %q in a sh block", command)
 	}
 	src, err := os.ReadFile("testdata/tinychat.hcl")
 	if err != nil {
@@ -185,7 +186,7 @@ func TestREADME_CheckTinychat(t *testing.T) {
 	s := StartWSAgent(t, fakeagent.WSOptions{Serve: fakerules.Tinychat})
 	cfg := strings.Replace(string(src), "ws://127.0.0.1:9000/", s.URL, 1)
 	if cfg == string(src) {
-		t.Fatal("testdata/tinychat.hcl does not serve ws://127.0.0.1:9000/ as README says")
+		t.Fatal("testdata/tinychat.hcl does not serve ws://127.0.0.1:9000/ as docs/bridge-your-agent.md says")
 	}
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, "acp-bridge"), 0o700); err != nil {

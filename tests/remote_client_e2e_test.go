@@ -137,7 +137,7 @@ func TestBridgeToBridgeAcrossRestart(t *testing.T) {
 }
 
 // writeServeCert writes a self-signed certificate for 127.0.0.1 and its key
-// as PEM files, as the README's openssl line does for a host name.
+// as PEM files, as docs/remote.md's openssl line does for a host name.
 func writeServeCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -174,7 +174,7 @@ func writeServeCert(t *testing.T) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// TestRemoteTLSAndToken: the README's remote setup, on loopback: serve with
+// TestRemoteTLSAndToken: docs/remote.md's setup, on loopback: serve with
 // a bearer token and TLS; the local bridge with --url https://…, the token
 // in a header read from the environment, the certificate trusted with
 // --ca-file; over wss:// too. Neither side logs the token.

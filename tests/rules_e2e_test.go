@@ -98,7 +98,8 @@ var rulesProfiles = []rulesProfile{
 		failMsg: "no model configured",
 	},
 	{
-		// README's worked example: a user dialect from a config file.
+		// The worked example of docs/bridge-your-agent.md: a user dialect from a
+		// config file.
 		dialect:    "tinychat",
 		args:       []string{"--config", "testdata/tinychat.hcl"},
 		transports: []Transport{WSTransport(fakerules.Tinychat)},
@@ -242,19 +243,20 @@ func TestRules_OpenInterpreterBadKey(t *testing.T) {
 
 var _ = fakeagent.Options{}
 
-// README's worked example quotes the tested profile verbatim.
-func TestRules_ReadmeQuotesTinychat(t *testing.T) {
+// The worked example of docs/bridge-your-agent.md quotes the tested
+// profile verbatim.
+func TestRules_DocsQuoteTinychat(t *testing.T) {
 	profile, err := os.ReadFile("testdata/tinychat.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/bridge-your-agent.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	block := string(profile[strings.Index(string(profile), "dialect \"tinychat\""):])
-	if !strings.Contains(string(readme), block) {
-		t.Errorf("README.md does not quote the dialect block of tests/testdata/tinychat.hcl verbatim; update one from the other")
+	if !strings.Contains(string(page), block) {
+		t.Errorf("docs/bridge-your-agent.md does not quote the dialect block of tests/testdata/tinychat.hcl verbatim; update one from the other")
 	}
 }
 

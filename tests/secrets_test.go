@@ -161,7 +161,7 @@ func echoAgent(token string) fakeagent.ServeFunc {
 }
 
 // A header token the agent echoes in a session/update, JSON-escaped or
-// raw, reaches neither the editor (the README's promise: configured
+// raw, reaches neither the editor (docs/guarantees.md's promise: configured
 // secrets never reach the log or the editor) nor the trace, the
 // trace-level log in either format, or the trace view.
 func TestSecrets_TokenEchoedInUpdateNeverLeaks(t *testing.T) {

@@ -892,7 +892,7 @@ func (r *modelRun) open1(w *mWindow, s *mSession, method string, pipeline bool, 
 	s.open = w
 	if method == "session/resume" {
 		if len(replayed) > 0 {
-			r.fail("resume of S%d replayed %q; resume does not replay (README, Sessions)", s.idx, replayed)
+			r.fail("resume of S%d replayed %q; resume does not replay (docs/sessions.md)", s.idx, replayed)
 		}
 	} else if !matchReplay(replayed, s.turns) {
 		r.fail("P5: load of S%d %s replayed\n\t%q\nwant the session's conversation:\n\t%s", s.idx, s.id, replayed, describe(s.turns))

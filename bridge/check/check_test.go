@@ -107,8 +107,8 @@ var defectFails = map[flawed.Defect]map[string]Status{
 
 // TestCheck_EachDefectFailsItsScenarios checks every defect of the flawed
 // agent alone, and the reference agent with its quirks: each verdict must
-// be the table's (no false pass, no false fail), and the README's table
-// of verdicts must be what check says.
+// be the table's (no false pass, no false fail), and the table of
+// verdicts in docs/checking.md must be what check says.
 func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 	if got, want := slices.Sorted(maps.Keys(defectFails)), slices.Sorted(slices.Values(flawed.All)); !slices.Equal(got, want) {
 		t.Fatalf("defect table covers %v, the flawed agent has %v", got, want)
@@ -154,14 +154,14 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 		return
 	}
 	table := verdictTable(reports)
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/checking.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok1 := strings.Cut(string(readme), tableBegin+"\n")
-	inREADME, _, ok2 := strings.Cut(rest, tableEnd)
-	if !ok1 || !ok2 || inREADME != table {
-		t.Errorf("README's verdict table (between %s and %s) is not what check says; it should read:\n%s", tableBegin, tableEnd, table)
+	_, rest, ok1 := strings.Cut(string(page), tableBegin+"\n")
+	inPage, _, ok2 := strings.Cut(rest, tableEnd)
+	if !ok1 || !ok2 || inPage != table {
+		t.Errorf("docs/checking.md's verdict table (between %s and %s) is not what check says; it should read:\n%s", tableBegin, tableEnd, table)
 	}
 }
 

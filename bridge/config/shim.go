@@ -11,8 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-// Shim is the shim { … } block: the compliance shim's switches (README,
-// "Compliance shim"). Rule arguments are the rules' names (one-turn = false);
+// Shim is the shim { … } block: the compliance shim's switches (docs/shim.md). Rule arguments are the rules' names (one-turn = false);
 // the settings are snake_case like the rest of the file.
 type Shim struct {
 	// Rules holds the rules the block switches, by name.

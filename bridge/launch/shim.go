@@ -87,7 +87,7 @@ func ResolveShim(cfg *config.Config, f Flags) (Shim, error) {
 				continue
 			}
 			if !acp.IsRule(name) {
-				return s, Usagef("--%s: %q is not a rule of the compliance shim (see README, \"Compliance shim\")", FlagShimDisable, name)
+				return s, Usagef("--%s: %q is not a rule of the compliance shim (see docs/shim.md)", FlagShimDisable, name)
 			}
 			s.Options.Off[acp.Rule(name)] = true
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Durable-session flags (see the README's "Sessions").
+// Durable-session flags (see docs/sessions.md).
 const (
 	flagStateDir    = "state-dir"
 	flagNoSessions  = "no-sessions"

@@ -1,10 +1,10 @@
-# The profile that README's "Bridge your own agent" ends with, for the
-# made-up Tinychat WebSocket format. tests/rules_e2e_test.go runs it
-# against tests/fakeagent/rules/tinychat.go and checks that README.md
-# quotes this block and the agent block verbatim; tests/readme_test.go
-# points the agent block at a fake Tinychat and runs README's check.
+# The profile that docs/bridge-your-agent.md builds, for the made-up
+# Tinychat WebSocket format. tests/rules_e2e_test.go runs it against
+# tests/fakeagent/rules/tinychat.go and checks that the page quotes this
+# block and the agent block verbatim; tests/readme_test.go points the
+# agent block at a fake Tinychat and runs the page's check.
 dialect "tinychat" {
-  summary = "Tinychat: a made-up WebSocket chat format (README worked example)"
+  summary = "Tinychat: a made-up WebSocket chat format (docs/bridge-your-agent.md worked example)"
   route   = ["conv"]
 
   connect {

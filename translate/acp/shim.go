@@ -19,7 +19,7 @@ import (
 // the --shim report.
 type Rule string
 
-// The rules, in the order the README lists them.
+// The rules, in the order docs/shim.md lists them.
 const (
 	// RuleNotificationResponses drops responses to notifications and
 	// id:null responses that answer no request.

@@ -5,8 +5,8 @@
 // side. It does no I/O, starts no goroutines and reads no clocks, so every
 // translation is pinned by a golden transcript.
 //
-// What it carries across (the README's "v2 editors" table says the same for
-// users):
+// What it carries across (the "v2 editors" table of docs/protocol-versions.md
+// says the same for users):
 //
 //   - The v2 session/prompt answer only acknowledges the prompt: the Front
 //     answers it at once with a fresh user messageId, sends a running

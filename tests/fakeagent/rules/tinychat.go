@@ -9,7 +9,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
-// Tinychat is the made-up WebSocket chat format of README's worked example:
+// Tinychat is the made-up WebSocket chat format of docs/bridge-your-agent.md:
 //
 //	S→C {"event":"hello","server":"tinychat"}                       on connect
 //	C→S {"op":"open","cwd":"/path"}          S→C {"event":"opened","conv":"c-1"}
@@ -69,7 +69,7 @@ func Tinychat(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 				return nil
 			case "stubborn", "Write":
 				// "Write a long story", acp-bridge check's long prompt, too:
-				// the check of README's walk-through meets this agent's
+				// the check of the walk-through (docs/bridge-your-agent.md) meets this agent's
 				// refused stop.
 				send("token", `"text":"working"`)
 				for l := range c.in {
