@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -34,8 +35,25 @@ var DefaultTargets = []string{
 }
 
 // packedFiles are the repository files every archive carries beside the
-// binary: the licence travels with the code, as Apache-2.0 asks.
+// binary: the licence travels with the code, as Apache-2.0 asks. The
+// pages the README links to (docs/*.md) go too, so that its links work in
+// an unpacked archive.
 var packedFiles = []string{"LICENSE", "NOTICE", "README.md", "CHANGELOG.md"}
+
+// packedDocs are the documentation pages every archive carries, relative
+// to the repository's root, in a stable order.
+func packedDocs(root string) ([]string, error) {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	var rel []string
+	for _, p := range pages {
+		rel = append(rel, "docs/"+filepath.Base(p))
+	}
+	sort.Strings(rel)
+	return rel, nil
+}
 
 // Target is one platform.
 type Target struct{ OS, Arch string }
@@ -222,7 +240,11 @@ func pack(o Options, t Target, bin string) (Artifact, error) {
 		return Artifact{}, err
 	}
 	entries := []entry{{t.exe(), 0o755, binBody}}
-	for _, f := range packedFiles {
+	docs, err := packedDocs(o.Root)
+	if err != nil {
+		return Artifact{}, err
+	}
+	for _, f := range append(slices.Clip(packedFiles), docs...) {
 		b, err := os.ReadFile(filepath.Join(o.Root, f))
 		if err != nil {
 			return Artifact{}, fmt.Errorf("packing %s: %v (every archive carries %s)", t, err, strings.Join(packedFiles, ", "))

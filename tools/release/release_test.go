@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -56,6 +57,13 @@ func TestBuild_HostTargetVerifies(t *testing.T) {
 	files, err := readArchive(filepath.Join(dist, wantName))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It carries the pages the README links to, so its links work there.
+	readme := string(files["README.md"])
+	for _, m := range regexp.MustCompile(`\]\((docs/[a-z0-9-]+\.md)`).FindAllStringSubmatch(readme, -1) {
+		if _, ok := files[m[1]]; !ok {
+			t.Errorf("the archive lacks %s, which its README links to", m[1])
+		}
 	}
 	bin := filepath.Join(t.TempDir(), host.exe())
 	if err := os.WriteFile(bin, files[host.exe()], 0o755); err != nil {
