@@ -11,6 +11,13 @@
 // pending table (engine.go); the editor's input and output and each link's
 // connection have goroutines of their own that hand whole messages to the
 // loop and take them from it (editor.go, links.go).
+//
+// The loop's state is divided by concern, each part loop-owned: the core
+// (engine.go, fromeditor.go, fromagent.go: routing, the request table,
+// initialize, cancel, one turn at a time, deadlines), durable sessions
+// (durableSessions: durable.go, durableopen.go, durableattach.go), editors
+// that speak ACP v2 (v2editor: v2relay.go, v2front.go) and link
+// supervision (supervisor: supervise.go, switch.go).
 package bridge
 
 import (

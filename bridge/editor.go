@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -382,4 +383,93 @@ func (er *editorReader) next() editorLine {
 		}
 	}
 	return editorLine{frame: frame, err: err}
+}
+
+// Writing to the editor: every message goes through the loop's writeEditor
+// family into the writer's queue.
+
+func (e *engine) writeEditor(frame []byte) { e.writeEditorMsg(editorMsg{body: frame}) }
+
+func (e *engine) writeEditorMsg(m editorMsg) { e.writeEditorSession(m, "") }
+
+// writeEditorSession queues one message for the editor. It waits while the
+// editor's queue is full (backpressure), but not once the bridge is stopping
+// or the editor has closed its input: an editor that neither reads nor
+// writes any more must not keep the bridge alive.
+func (e *engine) writeEditorSession(m editorMsg, session string) {
+	if len(e.dur.answers) > 0 && e.dur.queueBehindAnswer(m, session) {
+		return // scrubbed when it is released, through here again
+	}
+	if e.front != nil && !m.translated {
+		e.v2.toFront(m, session) // back through here, translated
+		return
+	}
+	if e.b.Redact != nil {
+		// The one place every message for the editor passes: secrets an
+		// agent echoes (in an update, an answer, an error) stop here.
+		m.body = e.b.Redact(m.body)
+	}
+	if e.b.Tap != nil || e.log.IsTrace() {
+		whole := m.body
+		if m.head != nil || m.tail != nil {
+			whole = slices.Concat(m.head, m.body, m.tail)
+		}
+		e.tap(TapEvent{Hop: EditorHop, Session: session, Message: whole})
+		if e.log.IsTrace() {
+			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
+		}
+	}
+	if e.batching {
+		e.batch = append(e.batch, m)
+		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
+			e.flushEditor() // the writer's bound holds for a batch too
+		}
+		return
+	}
+	if !e.out.send(m, e.stopWaiting()) {
+		e.droppedEditor(1)
+	}
+}
+
+// flushEditor hands the batch gathered while batching to the writer.
+func (e *engine) flushEditor() {
+	if len(e.batch) == 0 {
+		return
+	}
+	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {
+		e.droppedEditor(len(e.batch) - sent)
+	}
+	clear(e.batch) // the writer owns the messages now
+	e.batch, e.batchBytes = e.batch[:0], 0
+}
+
+// stopWaiting is what ends a wait for room in the editor's queue.
+func (e *engine) stopWaiting() <-chan struct{} {
+	if e.giveUp != nil {
+		return e.giveUp
+	}
+	return e.stopWrites
+}
+
+func (e *engine) droppedEditor(n int) {
+	if e.dropped == 0 {
+		e.log.Warn("message for the editor dropped: it is gone or no longer reading")
+	}
+	e.dropped += n
+}
+
+func (e *engine) tap(ev TapEvent) {
+	if e.b.Tap != nil {
+		e.b.Tap(ev)
+	}
+	if ev.Hop == BridgeHop && e.b.OnNote != nil {
+		e.b.OnNote(ev)
+	}
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
 }

@@ -184,25 +184,25 @@ const (
 // they are read, in order (the first on its own, the rest in batches).
 // done then runs on the loop with the history preamble, the number of
 // unreadable lines skipped, and the error that ended the read, if any.
-func (e *engine) readHistory(sid string, replay bool, done func(primer string, skipped int, err error)) {
-	max, v2 := 0, e.v2.on
-	if e.b.Sessions != nil {
-		max = e.b.Sessions.PreambleBytes
+func (d *durableSessions) readHistory(sid string, replay bool, done func(primer string, skipped int, err error)) {
+	max, v2 := 0, d.e.v2.on
+	if d.e.b.Sessions != nil {
+		max = d.e.b.Sessions.PreambleBytes
 	}
-	e.helperWG.Add(1)
-	e.store().Read(sid, func(r *store.Reader, err error) {
+	d.e.helperWG.Add(1)
+	d.store().Read(sid, func(r *store.Reader, err error) {
 		if err != nil {
-			e.helperWG.Done()
-			e.post(func() { done("", 0, err) })
+			d.e.helperWG.Done()
+			d.e.post(func() { done("", 0, err) })
 			return
 		}
-		go e.history(sid, r, replay, v2, max, done)
+		go d.history(sid, r, replay, v2, max, done)
 	})
 }
 
 // history is the goroutine of one readHistory.
-func (e *engine) history(sid string, r *store.Reader, replay, v2 bool, max int, done func(string, int, error)) {
-	defer e.helperWG.Done()
+func (d *durableSessions) history(sid string, r *store.Reader, replay, v2 bool, max int, done func(string, int, error)) {
+	defer d.e.helperWG.Done()
 	defer r.Close()
 	pre := newPreambleBuilder(max)
 	var batch []json.RawMessage
@@ -213,14 +213,14 @@ func (e *engine) history(sid string, r *store.Reader, replay, v2 bool, max int, 
 		}
 		out := batch
 		batch, size = nil, 0
-		e.post(func() {
+		d.e.post(func() {
 			for _, u := range out {
-				e.writeEditorSession(editorMsg{head: updateHead, body: u, tail: closeBrace}, sid)
+				d.e.writeEditorSession(editorMsg{head: updateHead, body: u, tail: closeBrace}, sid)
 			}
 		})
 	}
 	var rerr error
-	for !e.stopping() {
+	for !d.stopping() {
 		rec, err := r.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -247,5 +247,5 @@ func (e *engine) history(sid string, r *store.Reader, replay, v2 bool, max int, 
 	}
 	flush()
 	primer, skipped := pre.text(), r.Skipped()
-	e.post(func() { done(primer, skipped, rerr) })
+	d.e.post(func() { done(primer, skipped, rerr) })
 }

@@ -30,7 +30,7 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	}
 	answering := any(protocolVersion)
 	if e.v2.trying || e.v2.on {
-		answering = "the agent's" // relayed if it answers 2 (v2relay.go)
+		answering = "the agent's" // relayed if it answers 2 (v2editor.go)
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
 		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
@@ -43,7 +43,7 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 		return
 	}
 	e.initParams = bytes.Clone(params)
-	l, err := e.ensureControl()
+	l, err := e.sup.ensureControl()
 	if err != nil {
 		e.fail(req, err)
 		return
@@ -76,7 +76,7 @@ type clientCaps struct {
 // can deliver.
 func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	if e.v2.trying || e.v2.on {
-		if out, ok := e.v2Initialized(l, result); ok {
+		if out, ok := e.v2.v2Initialized(l, result); ok {
 			return out, nil
 		}
 	}
@@ -195,8 +195,8 @@ func (e *engine) notInitialized(method string) *translate.Error {
 // failure requests are answered at once with its cause (and a held
 // initialize starts a new attempt, behind which the rest are held again).
 func (e *engine) releaseHeld() {
-	e.releaseV2Held()
-	e.releaseFrontReplies()
+	e.v2.releaseV2Held()
+	e.v2.releaseFrontReplies()
 	// A v2 editor's held messages are the front's translations; the tap
 	// saw the editor's own when they arrived.
 	e.viaFront = e.front != nil

@@ -154,7 +154,7 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 // kill -9 of the bridge right after, and a session the editor saw closed
 // can be opened in another window at once.
 func (e *engine) writeAnswer(req *request, m editorMsg, failed bool) {
-	if e.holdForStore(req, m, failed) {
+	if e.dur.holdForStore(req, m, failed) {
 		return
 	}
 	e.writeEditorSession(m, req.session)
@@ -186,7 +186,7 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 			req.then(o)
 		}
 		if req.method == "initialize" {
-			e.linkInitialized(l, req.ref, o)
+			e.sup.linkInitialized(l, req.ref, o)
 		}
 		return
 	}

@@ -24,12 +24,12 @@ import (
 const agentOption = "agent"
 
 // switchable reports whether sessions offer the agent option.
-func (e *engine) switchable() bool {
-	return e.durable() && len(e.b.Sessions.Agents) >= 2
+func (sv *supervisor) switchable() bool {
+	return sv.e.dur.on() && len(sv.e.b.Sessions.Agents) >= 2
 }
 
 // agentOptionJSON is the agent option with current selected.
-func (e *engine) agentOptionJSON(current string) json.RawMessage {
+func (sv *supervisor) agentOptionJSON(current string) json.RawMessage {
 	type choice struct {
 		Value string `json:"value"`
 		Name  string `json:"name"`
@@ -43,7 +43,7 @@ func (e *engine) agentOptionJSON(current string) json.RawMessage {
 		Options      []choice `json:"options"`
 	}{ID: agentOption, Name: "Agent", Type: "select", CurrentValue: current,
 		Description: "The agent this conversation goes to; switching carries the conversation over (acp-bridge)"}
-	for _, b := range e.b.Sessions.Agents {
+	for _, b := range sv.e.b.Sessions.Agents {
 		opt.Options = append(opt.Options, choice{b.Name, b.Name})
 	}
 	out, _ := json.Marshal(opt)
@@ -52,8 +52,8 @@ func (e *engine) agentOptionJSON(current string) json.RawMessage {
 
 // withAgentOption returns configOptions (a JSON array, or empty) with the
 // agent option set to current, in place of any earlier one.
-func (e *engine) withAgentOption(configOptions json.RawMessage, current string) json.RawMessage {
-	opts := []json.RawMessage{e.agentOptionJSON(current)}
+func (sv *supervisor) withAgentOption(configOptions json.RawMessage, current string) json.RawMessage {
+	opts := []json.RawMessage{sv.agentOptionJSON(current)}
 	gjson.ParseBytes(configOptions).ForEach(func(_, o gjson.Result) bool {
 		if o.Get("id").Str != agentOption {
 			opts = append(opts, json.RawMessage(o.Raw))
@@ -65,49 +65,49 @@ func (e *engine) withAgentOption(configOptions json.RawMessage, current string) 
 }
 
 // withAgentOptionResult adds the agent option to a session/new answer.
-func (e *engine) withAgentOptionResult(s *session, result json.RawMessage) json.RawMessage {
-	if !e.switchable() || s == nil || s.b == nil {
+func (sv *supervisor) withAgentOptionResult(s *session, result json.RawMessage) json.RawMessage {
+	if !sv.switchable() || s == nil || s.b == nil {
 		return result
 	}
-	return withKey(result, "configOptions", e.withAgentOption(json.RawMessage(gjson.GetBytes(result, "configOptions").Raw), s.b.bind.Name))
+	return withKey(result, "configOptions", sv.withAgentOption(json.RawMessage(gjson.GetBytes(result, "configOptions").Raw), s.b.bind.Name))
 }
 
 // switchAgent serves session/set_config_option of the agent option.
-func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
+func (sv *supervisor) switchAgent(req *request, s *session, params json.RawMessage) {
 	to := gjson.GetBytes(params, "value").Str
-	i := slices.IndexFunc(e.b.Sessions.Agents, func(b Binding) bool { return b.Name == to })
+	i := slices.IndexFunc(sv.e.b.Sessions.Agents, func(b Binding) bool { return b.Name == to })
 	if i < 0 {
 		var names []string
-		for _, b := range e.b.Sessions.Agents {
+		for _, b := range sv.e.b.Sessions.Agents {
 			names = append(names, b.Name)
 		}
-		e.fail(req, translate.Errorf(translate.CodeInvalidParams, "no agent %q: the agent option takes one of %s", to, strings.Join(names, ", ")))
+		sv.e.fail(req, translate.Errorf(translate.CodeInvalidParams, "no agent %q: the agent option takes one of %s", to, strings.Join(names, ", ")))
 		return
 	}
 	from := s.b.bind
 	answer := func() {
-		opts := e.withAgentOption(nil, s.b.bind.Name)
-		e.answer(req, json.RawMessage(`{"configOptions":`+string(opts)+`}`))
+		opts := sv.withAgentOption(nil, s.b.bind.Name)
+		sv.e.answer(req, json.RawMessage(`{"configOptions":`+string(opts)+`}`))
 	}
 	if to == from.Name && !s.b.attaching {
 		answer()
 		return
 	}
 	if len(s.prompts) > 0 || s.b.attaching {
-		e.fail(req, translate.Errorf(translate.CodeInvalidRequest,
+		sv.e.fail(req, translate.Errorf(translate.CodeInvalidRequest,
 			"session %s cannot switch to agent %s while a turn is running: wait for it to end or cancel it, then switch", s.id, to).With("sessionId", s.id))
 		return
 	}
-	bind := e.b.Sessions.Agents[i]
-	e.log.Info("switching a session's agent", "session", s.id, "from", from.Name, "to", to)
+	bind := sv.e.b.Sessions.Agents[i]
+	sv.e.log.Info("switching a session's agent", "session", s.id, "from", from.Name, "to", to)
 	// End the old backend session first: never two live per session.
-	e.detach(s, "the session switched to agent "+to, nil)
+	sv.detach(s, "the session switched to agent "+to, nil)
 	s.b.bind = bind
 	s.b.switched = true
 	s.b.attaching = true
-	e.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: bind.Name, Dialect: bind.Dialect.Name, Sync: true})
-	e.readHistory(s.id, false, func(primer string, _ int, _ error) {
-		e.attach(s, primer, func(aerr *translate.Error, _ json.RawMessage) {
+	sv.e.dur.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: bind.Name, Dialect: bind.Dialect.Name, Sync: true})
+	sv.e.dur.readHistory(s.id, false, func(primer string, _ int, _ error) {
+		sv.e.dur.attach(s, primer, func(aerr *translate.Error, _ json.RawMessage) {
 			s.b.switched = false
 			if req.retired {
 				return
@@ -115,14 +115,14 @@ func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
 			if aerr != nil {
 				// Back to the old agent, re-attached on the next request.
 				s.b.bind = from
-				e.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: from.Name, Dialect: from.Dialect.Name, Sync: true})
-				e.fail(req, translate.Errorf(translate.CodeInternalError,
+				sv.e.dur.store().Append(s.id, store.Record{Kind: store.KindSwitch, Agent: from.Name, Dialect: from.Dialect.Name, Sync: true})
+				sv.e.fail(req, translate.Errorf(translate.CodeInternalError,
 					"could not switch session %s to agent %s (%s); it stays with agent %s", s.id, to, errorMessage(aerr.JSON()), from.Name).With("sessionId", s.id))
 				return
 			}
 			update := fmt.Sprintf(`{"sessionId":%s,"update":{"sessionUpdate":"config_option_update","configOptions":%s}}`,
-				mustJSON(s.id), e.withAgentOption(nil, to))
-			e.writeEditorSession(editorMsg{head: updateHead, body: []byte(update), tail: closeBrace}, s.id)
+				mustJSON(s.id), sv.withAgentOption(nil, to))
+			sv.e.writeEditorSession(editorMsg{head: updateHead, body: []byte(update), tail: closeBrace}, s.id)
 			answer()
 		})
 	})
@@ -131,28 +131,28 @@ func (e *engine) switchAgent(req *request, s *session, params json.RawMessage) {
 // detach ends s's backend session: a link of its own is closed, a shared
 // one is told session/close when the agent has it. s is left parked. then,
 // if not nil, runs once that is done.
-func (e *engine) detach(s *session, why string, then func()) {
+func (sv *supervisor) detach(s *session, why string, then func()) {
 	if then == nil {
 		then = func() {}
 	}
 	done := then
 	if s.link.down == nil {
 		if s.link.control {
-			if gjson.GetBytes(e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
-				e.internal(s.link, "session/close", e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), s.id, func(translate.Out) { then() })
+			if gjson.GetBytes(sv.e.dur.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
+				sv.e.dur.internal(s.link, "session/close", sv.e.dur.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), s.id, func(translate.Out) { then() })
 				done = func() {}
 			}
 		} else {
-			e.retireLink(s.link, why)
+			sv.retireLink(s.link, why)
 		}
 	}
 	defer done()
-	e.setBackend(s, "")
+	sv.e.dur.setBackend(s, "")
 	s.b.resumeID = ""
 	if s.b.idle != nil {
 		s.b.idle.Stop()
 	}
-	s.link = e.parkedLink(s.b.bind)
+	s.link = sv.e.dur.parkedLink(s.b.bind)
 }
 
 func mustJSON(v string) string {

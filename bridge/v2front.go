@@ -19,14 +19,14 @@ import (
 
 // editorLine handles one line read from the editor.
 func (e *engine) editorLine(frame []byte) {
-	if !e.frontChosen && !e.chooseFront(frame) {
+	if !e.frontChosen && !e.v2.chooseFront(frame) {
 		return
 	}
 	if e.v2.on {
-		e.v2FromEditor(frame) // relayed (v2relay.go)
+		e.v2.v2FromEditor(frame) // relayed (v2editor.go)
 		return
 	}
-	if e.v2.trying && e.v2Line(frame) {
+	if e.v2.trying && e.v2.v2Line(frame) {
 		return
 	}
 	if e.front == nil {
@@ -37,7 +37,7 @@ func (e *engine) editorLine(frame []byte) {
 	// message, not the front's v1 translation of it.
 	e.tappedFromEditor(frame)
 	e.viaFront = true
-	e.applyFront(e.front.FromEditor(frame))
+	e.v2.applyFront(e.front.FromEditor(frame))
 	e.viaFront = false
 }
 
@@ -51,8 +51,8 @@ func (e *engine) editorLine(frame []byte) {
 // engine answers them as it always has. Messages before the first
 // initialize are the engine's to refuse. It reports whether the engine
 // should handle frame.
-func (e *engine) chooseFront(frame []byte) bool {
-	forced := e.b.EditorProtocol
+func (vr *v2editor) chooseFront(frame []byte) bool {
+	forced := vr.e.b.EditorProtocol
 	if forced == 0 && !json.Valid(frame) {
 		return true // not JSON (or not UTF-8): the engine's parse error, under id null
 	}
@@ -70,17 +70,17 @@ func (e *engine) chooseFront(frame []byte) bool {
 	case asked.Float() >= v2front.ProtocolVersion:
 		version = v2front.ProtocolVersion
 	default:
-		e.log.Warn("editor asked for a protocol version below 1; refused", "asked", asked.Raw)
-		e.writeEditor(translate.ErrorFrame(json.RawMessage(r.Get("id").Raw), translate.Errorf(codeUnsupportedVersion,
+		vr.e.log.Warn("editor asked for a protocol version below 1; refused", "asked", asked.Raw)
+		vr.e.writeEditor(translate.ErrorFrame(json.RawMessage(r.Get("id").Raw), translate.Errorf(codeUnsupportedVersion,
 			"the editor asked for ACP version %s, and acp-bridge speaks versions 1 and 2 (none at or below it): ask for 1 or 2", asked.Raw).
 			With("requested", json.RawMessage(asked.Raw)).With("supported", []int{1, v2front.ProtocolVersion}).JSON()))
 		return false
 	}
-	e.frontChosen = true
-	e.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
+	vr.e.frontChosen = true
+	vr.e.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
 	if version == v2front.ProtocolVersion {
-		e.front = v2front.New()
-		e.v2.trying = e.relaysV2()
+		vr.e.front = v2front.New()
+		vr.trying = vr.relaysV2()
 	}
 	return true
 }
@@ -90,15 +90,15 @@ const codeUnsupportedVersion = -32022
 
 // applyFront carries out what the Front returned: v2 messages to the
 // editor, v1 messages to the engine (the editor's, translated), notes.
-func (e *engine) applyFront(outs []v2front.Out) {
+func (vr *v2editor) applyFront(outs []v2front.Out) {
 	for _, o := range outs {
 		switch o.To {
 		case v2front.ToEditor:
-			e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+			vr.e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
 		case v2front.ToEngine:
-			e.fromEditor(o.Frame)
+			vr.e.fromEditor(o.Frame)
 		case v2front.Note:
-			e.repaired(Repair(o.Name), o.Session, o.Detail)
+			vr.e.repaired(Repair(o.Name), o.Session, o.Detail)
 		}
 	}
 }
@@ -107,38 +107,38 @@ func (e *engine) applyFront(outs []v2front.Out) {
 // Front. The Front's answers to the engine (a refused terminal call) wait
 // for the loop's next turn: this runs inside a translator's outputs, which
 // must not be fed again before they are all applied.
-func (e *engine) toFront(m editorMsg, session string) {
+func (vr *v2editor) toFront(m editorMsg, session string) {
 	whole := m.body
 	if m.head != nil || m.tail != nil {
 		whole = append(append(append(make([]byte, 0, m.size()), m.head...), m.body...), m.tail...)
 	}
-	for _, o := range e.front.FromEngine(whole) {
+	for _, o := range vr.e.front.FromEngine(whole) {
 		switch o.To {
 		case v2front.ToEditor:
 			if o.Session == "" {
 				o.Session = session
 			}
-			e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+			vr.e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
 		case v2front.ToEngine:
-			e.frontReplies = append(e.frontReplies, o.Frame)
+			vr.e.frontReplies = append(vr.e.frontReplies, o.Frame)
 		case v2front.Note:
-			e.repaired(Repair(o.Name), o.Session, o.Detail)
+			vr.e.repaired(Repair(o.Name), o.Session, o.Detail)
 		}
 	}
 }
 
 // releaseFrontReplies hands the engine the Front's answers to its calls
 // (the front's own: the tap does not show them as the editor's).
-func (e *engine) releaseFrontReplies() {
-	if len(e.frontReplies) == 0 {
+func (vr *v2editor) releaseFrontReplies() {
+	if len(vr.e.frontReplies) == 0 {
 		return
 	}
-	e.viaFront = true
-	for len(e.frontReplies) > 0 {
-		frame := e.frontReplies[0]
-		e.frontReplies = e.frontReplies[1:]
-		e.fromEditor(frame)
+	vr.e.viaFront = true
+	for len(vr.e.frontReplies) > 0 {
+		frame := vr.e.frontReplies[0]
+		vr.e.frontReplies = vr.e.frontReplies[1:]
+		vr.e.fromEditor(frame)
 	}
-	e.frontReplies = nil
-	e.viaFront = false
+	vr.e.frontReplies = nil
+	vr.e.viaFront = false
 }

@@ -30,7 +30,7 @@ import (
 // An agent answering 1 keeps the Front, which then translates as it does
 // for any v1 agent.
 //
-// The engine's guarantees, in v2's terms (v2relay's turn state): a prompt
+// The engine's guarantees, in v2's terms (v2editor's turn state): a prompt
 // is answered by the agent's acknowledgement and its turn ends with an
 // idle state_update. After session/cancel, the turn's idle closes it:
 // what the agent still sends for it is dropped until it starts new
@@ -40,8 +40,11 @@ import (
 // turn closed with idle, stopReason error and the cause. Prompts sent
 // while a turn runs go to the agent, which holds them as v2 defines.
 
-// v2relay is the engine's state for a v2 editor relayed to a v2 agent.
-type v2relay struct {
+// v2editor serves an editor that speaks ACP v2, in one of two ways: its
+// frames relayed untouched to an agent that speaks v2 (this file), or
+// translated for one that speaks v1 by the front (v2front.go). Loop-owned.
+type v2editor struct {
+	e *engine // the engine it serves the editor for
 	// trying: the editor speaks v2 and the link could relay it; the
 	// editor's initialize went out as written, and its other messages
 	// wait in held until the agent's answer decides.
@@ -69,18 +72,18 @@ type v2turn struct {
 
 // relaysV2 reports whether the agent links can carry a v2 editor's frames
 // untouched: an acp agent whose protocol version is not forced to 1.
-func (e *engine) relaysV2() bool {
-	if !e.b.Dialect.Relay || e.b.BindSession != nil {
+func (vr *v2editor) relaysV2() bool {
+	if !vr.e.b.Dialect.Relay || vr.e.b.BindSession != nil {
 		return false
 	}
-	n, ok := e.b.NewTranslator().(interface{ CanRelayV2() bool })
+	n, ok := vr.e.b.NewTranslator().(interface{ CanRelayV2() bool })
 	return ok && n.CanRelayV2()
 }
 
 // v2Link tells a new link's translator that the editor speaks v2 when the
 // link relays it.
-func (e *engine) v2Link(tr translate.Translator) {
-	if !e.v2.trying && !e.v2.on {
+func (vr *v2editor) v2Link(tr translate.Translator) {
+	if !vr.trying && !vr.on {
 		return
 	}
 	if n, ok := tr.(interface{ SetEditorProtocol(int) }); ok {
@@ -90,19 +93,19 @@ func (e *engine) v2Link(tr translate.Translator) {
 
 // v2Line handles a v2 editor's line while the agent's version is not
 // known, and reports whether it took the line.
-func (e *engine) v2Line(frame []byte) bool {
-	if e.init == initPending {
-		e.v2.held = append(e.v2.held, frame)
+func (vr *v2editor) v2Line(frame []byte) bool {
+	if vr.e.init == initPending {
+		vr.held = append(vr.held, frame)
 		return true
 	}
 	r := gjson.ParseBytes(frame)
 	if r.Get("method").Str != "initialize" || !r.Get("id").Exists() || !r.Get("params").IsObject() {
 		return false // the Front's, until an initialize goes out as written
 	}
-	e.tappedFromEditor(frame)
+	vr.e.tappedFromEditor(frame)
 	// The Front learns of the request (it translates the answer if the
 	// agent speaks v1) and gives the engine its own id for it.
-	outs := e.front.FromEditor(frame)
+	outs := vr.e.front.FromEditor(frame)
 	var toEngine []byte
 	for _, o := range outs {
 		if o.To == v2front.ToEngine {
@@ -111,14 +114,14 @@ func (e *engine) v2Line(frame []byte) bool {
 	}
 	mint := gjson.GetBytes(toEngine, "id")
 	v1 := gjson.GetBytes(toEngine, "params")
-	e.viaFront = true
-	defer func() { e.viaFront = false }()
+	vr.e.viaFront = true
+	defer func() { vr.e.viaFront = false }()
 	if !mint.Exists() || !v1.IsObject() {
-		e.applyFront(outs) // not an initialize the Front took: the usual path
+		vr.applyFront(outs) // not an initialize the Front took: the usual path
 		return true
 	}
-	e.v2.initID = json.RawMessage(bytes.Clone([]byte(r.Get("id").Raw)))
-	e.v2.v1Params = withKey(json.RawMessage(v1.Raw), "protocolVersion", json.RawMessage("1"))
+	vr.initID = json.RawMessage(bytes.Clone([]byte(r.Get("id").Raw)))
+	vr.v1Params = withKey(json.RawMessage(v1.Raw), "protocolVersion", json.RawMessage("1"))
 	// The params as written, but for the version: the bridge asks the
 	// agent for the one it chose toward the editor (2), the highest it
 	// speaks, not a higher one the editor may have asked for. A v1 agent
@@ -128,7 +131,7 @@ func (e *engine) v2Line(frame []byte) bool {
 	if r.Get("params.protocolVersion").Raw != "2" {
 		params = withKey(params, "protocolVersion", json.RawMessage("2"))
 	}
-	e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
+	vr.e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
 	return true
 }
 
@@ -136,28 +139,28 @@ func (e *engine) v2Line(frame []byte) bool {
 // the link relays it, and reports whether it did: an agent that answered 2
 // is relayed from now on; one that answered 1 leaves the answer to the
 // usual path and the Front.
-func (e *engine) v2Initialized(l *link, result json.RawMessage) (json.RawMessage, bool) {
+func (vr *v2editor) v2Initialized(l *link, result json.RawMessage) (json.RawMessage, bool) {
 	if agentProtocol(l) != v2front.ProtocolVersion {
-		if e.v2.trying {
-			e.log.Info("a v2 editor and an agent that answered v1: the editor's messages are translated")
-			e.v2.trying = false
-			e.initParams = e.v2.v1Params
+		if vr.trying {
+			vr.e.log.Info("a v2 editor and an agent that answered v1: the editor's messages are translated")
+			vr.trying = false
+			vr.e.initParams = vr.v1Params
 		}
 		return nil, false
 	}
-	if e.v2.trying {
-		e.v2.trying, e.v2.on = false, true
-		e.front = nil
-		if e.initReq != nil {
-			e.initReq.id = e.v2.initID // answered under the editor's own id
+	if vr.trying {
+		vr.trying, vr.on = false, true
+		vr.e.front = nil
+		if vr.e.initReq != nil {
+			vr.e.initReq.id = vr.initID // answered under the editor's own id
 		}
-		e.log.Info("v2 editor and v2 agent: relayed untouched")
+		vr.e.log.Info("v2 editor and v2 agent: relayed untouched")
 	}
-	version := e.b.Version
+	version := vr.e.b.Version
 	if version == "" {
 		version = "dev"
 	}
-	own := map[string]any{"name": "acp-bridge", "version": version, "agent": e.b.AgentName, "dialect": e.b.Dialect.Name,
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": vr.e.b.AgentName, "dialect": vr.e.b.Dialect.Name,
 		"editorProtocol": v2front.ProtocolVersion, "agentProtocol": v2front.ProtocolVersion}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(result, &m) != nil || m == nil {
@@ -173,58 +176,58 @@ func (e *engine) v2Initialized(l *link, result json.RawMessage) (json.RawMessage
 	if err != nil {
 		return result, true
 	}
-	e.init = initDone
-	e.initReq = nil
-	e.initErr = ""
-	e.initResult = out
+	vr.e.init = initDone
+	vr.e.initReq = nil
+	vr.e.initErr = ""
+	vr.e.initResult = out
 	return out, true
 }
 
 // releaseV2Held hands the lines held while the agent's version was unknown
 // back to editorLine, in order, once it is known (or the initialize
 // failed).
-func (e *engine) releaseV2Held() {
-	for len(e.v2.held) > 0 && e.init != initPending {
-		frame := e.v2.held[0]
-		e.v2.held[0] = nil
-		e.v2.held = e.v2.held[1:]
-		e.editorLine(frame)
+func (vr *v2editor) releaseV2Held() {
+	for len(vr.held) > 0 && vr.e.init != initPending {
+		frame := vr.held[0]
+		vr.held[0] = nil
+		vr.held = vr.held[1:]
+		vr.e.editorLine(frame)
 	}
-	if len(e.v2.held) == 0 {
-		e.v2.held = nil
+	if len(vr.held) == 0 {
+		vr.held = nil
 	}
 }
 
 // v2FromEditor handles a v2 editor's line on a relayed connection.
-func (e *engine) v2FromEditor(frame []byte) {
+func (vr *v2editor) v2FromEditor(frame []byte) {
 	r := gjson.GetManyBytes(frame, "method", "params.sessionId", "id")
 	method, sid := r[0].Str, r[1].Str
 	switch {
 	case method == "session/prompt" && r[2].Exists():
-		t := e.v2Turn(sid)
+		t := vr.v2Turn(sid)
 		t.active, t.cancelled, t.closed = true, false, false
 		t.stopGrace()
 	case method == "session/cancel" && !r[2].Exists():
-		if t := e.v2.turns[sid]; t != nil && t.active && !t.cancelled {
+		if t := vr.turns[sid]; t != nil && t.active && !t.cancelled {
 			t.cancelled = true
-			d := e.b.CancelGrace
+			d := vr.e.b.CancelGrace
 			if d <= 0 {
 				d = defaultCancelGrace
 			}
-			t.grace = time.AfterFunc(d, func() { e.post(func() { e.v2GraceExpired(sid, t, d) }) })
+			t.grace = time.AfterFunc(d, func() { vr.e.post(func() { vr.v2GraceExpired(sid, t, d) }) })
 		}
 	}
-	e.fromEditor(frame)
+	vr.e.fromEditor(frame)
 }
 
-func (e *engine) v2Turn(sid string) *v2turn {
-	if e.v2.turns == nil {
-		e.v2.turns = map[string]*v2turn{}
+func (vr *v2editor) v2Turn(sid string) *v2turn {
+	if vr.turns == nil {
+		vr.turns = map[string]*v2turn{}
 	}
-	t := e.v2.turns[sid]
+	t := vr.turns[sid]
 	if t == nil {
 		t = &v2turn{}
-		e.v2.turns[sid] = t
+		vr.turns[sid] = t
 	}
 	return t
 }
@@ -239,7 +242,7 @@ func (t *v2turn) stopGrace() {
 // v2Drop follows a session's foreground state in the agent's session/update
 // and reports whether the update belongs to a cancelled turn already
 // closed, and is dropped.
-func (e *engine) v2Drop(sid string, o translate.Out) bool {
+func (vr *v2editor) v2Drop(sid string, o translate.Out) bool {
 	body := o.Body
 	path := "update"
 	if o.Kind == translate.Forward {
@@ -247,10 +250,10 @@ func (e *engine) v2Drop(sid string, o translate.Out) bool {
 	}
 	u := gjson.GetBytes(body, path)
 	kind := u.Get("sessionUpdate").Str
-	t := e.v2.turns[sid]
+	t := vr.turns[sid]
 	if kind == "state_update" {
 		if t == nil {
-			t = e.v2Turn(sid)
+			t = vr.v2Turn(sid)
 		}
 		switch u.Get("state").Str {
 		case "idle":
@@ -274,36 +277,36 @@ func (e *engine) v2Drop(sid string, o translate.Out) bool {
 	if t == nil || !t.closed {
 		return false
 	}
-	e.repaired(RepairDrainedTurnUpdates, sid, "update after the cancelled turn's idle state_update: "+kind)
+	vr.e.repaired(RepairDrainedTurnUpdates, sid, "update after the cancelled turn's idle state_update: "+kind)
 	return true
 }
 
 // v2GraceExpired closes a cancelled turn the agent did not close in time.
-func (e *engine) v2GraceExpired(sid string, t *v2turn, d time.Duration) {
-	if e.v2.turns[sid] != t || !t.active || !t.cancelled {
+func (vr *v2editor) v2GraceExpired(sid string, t *v2turn, d time.Duration) {
+	if vr.turns[sid] != t || !t.active || !t.cancelled {
 		return
 	}
 	t.grace = nil
-	e.log.Warn("agent did not end the cancelled turn in time; closed it with an idle state_update", "session", sid, "grace", d)
-	e.tap(TapEvent{Hop: BridgeHop, Session: sid, Note: "cancel-grace",
+	vr.e.log.Warn("agent did not end the cancelled turn in time; closed it with an idle state_update", "session", sid, "grace", d)
+	vr.e.tap(TapEvent{Hop: BridgeHop, Session: sid, Note: "cancel-grace",
 		Detail: "the agent did not end the cancelled turn within " + d.String() + "; the bridge sent the idle state_update"})
-	e.v2Idle(sid, t, "cancelled", nil)
+	vr.v2Idle(sid, t, "cancelled", nil)
 }
 
 // v2LinkLost closes the turn a lost link's session had running: v2's
 // prompt was answered long ago, so the turn's end is where the editor
 // learns of the loss.
-func (e *engine) v2LinkLost(sid string, cause *translate.Error) {
-	t := e.v2.turns[sid]
+func (vr *v2editor) v2LinkLost(sid string, cause *translate.Error) {
+	t := vr.turns[sid]
 	if t == nil || !t.active {
 		return
 	}
-	e.v2Idle(sid, t, "error", cause.JSON())
+	vr.v2Idle(sid, t, "error", cause.JSON())
 }
 
 // v2Idle sends the idle state_update that ends t, its late updates dropped
 // from then on.
-func (e *engine) v2Idle(sid string, t *v2turn, stopReason string, errObj json.RawMessage) {
+func (vr *v2editor) v2Idle(sid string, t *v2turn, stopReason string, errObj json.RawMessage) {
 	t.stopGrace()
 	t.active, t.cancelled, t.closed = false, false, true
 	update := map[string]any{"sessionUpdate": "state_update", "state": "idle", "stopReason": stopReason,
@@ -312,7 +315,7 @@ func (e *engine) v2Idle(sid string, t *v2turn, stopReason string, errObj json.Ra
 		update["error"] = errObj
 	}
 	params, _ := json.Marshal(map[string]any{"sessionId": sid, "update": update})
-	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
+	vr.e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
 }
 
 // --- durable sessions ------------------------------------------------------------
@@ -320,11 +323,11 @@ func (e *engine) v2Idle(sid string, t *v2turn, stopReason string, errObj json.Ra
 // replays reports whether opening a recorded session replays its history
 // to the editor: v1's session/load does, and v2's session/resume when it
 // names where to replay from.
-func (e *engine) replays(req *request) bool {
+func (vr *v2editor) replays(req *request) bool {
 	if req.method == "session/load" {
 		return true
 	}
-	if !e.v2.on || req.method != "session/resume" {
+	if !vr.on || req.method != "session/resume" {
 		return false
 	}
 	from := gjson.GetBytes(req.params, "replayFrom")
@@ -334,8 +337,8 @@ func (e *engine) replays(req *request) bool {
 // v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
 // bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
 // must be refused, not replaced by another or by no replay.
-func (e *engine) v2ReplayFrom(req *request) *translate.Error {
-	if !e.v2.on {
+func (vr *v2editor) v2ReplayFrom(req *request) *translate.Error {
+	if !vr.on {
 		return nil
 	}
 	from := gjson.GetBytes(req.params, "replayFrom")
@@ -351,13 +354,13 @@ func (e *engine) v2ReplayFrom(req *request) *translate.Error {
 // its backend is attached: the current state_update v2 requires after the
 // replay and before the answer, then the backend's own answer (its config
 // options and commands; nothing of v1's modes or models).
-func (e *engine) v2Opened(req *request, s *session, result json.RawMessage) {
+func (vr *v2editor) v2Opened(req *request, s *session, result json.RawMessage) {
 	state := "idle"
-	if t := e.v2.turns[s.id]; t != nil && t.active {
+	if t := vr.turns[s.id]; t != nil && t.active {
 		state = "running"
 	}
 	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
-	e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
+	vr.e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
 	out := map[string]json.RawMessage{}
 	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
 		if v := gjson.GetBytes(result, k); v.Exists() {
@@ -365,7 +368,7 @@ func (e *engine) v2Opened(req *request, s *session, result json.RawMessage) {
 		}
 	}
 	b, _ := json.Marshal(out)
-	e.answer(req, e.sessionOpened(req, s.id, b))
+	vr.e.answer(req, vr.e.dur.sessionOpened(req, s.id, b))
 }
 
 // v2Replayed are the update kinds a relayed v2 editor's replay carries:
@@ -402,25 +405,25 @@ func replayRecordV2(sid string, r store.Record) []json.RawMessage {
 // v2EndTurns is endTurns for a relayed v2 editor's session being closed:
 // v2 wants the running turn closed (idle, cancelled) before the close is
 // answered, and prompts the agent has not taken answered -32800.
-func (e *engine) v2EndTurns(s *session, why string) {
-	t := e.v2.turns[s.id]
+func (vr *v2editor) v2EndTurns(s *session, why string) {
+	t := vr.turns[s.id]
 	if len(s.prompts) == 0 && (t == nil || !t.active) {
-		delete(e.v2.turns, s.id)
+		delete(vr.turns, s.id)
 		return
 	}
-	e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	vr.e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
 	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
-		e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: e.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+		vr.e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: vr.e.dur.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
 	}
 	for _, ref := range slices.Clone(s.prompts) {
-		if req := e.pending.get(ref); req != nil {
-			e.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
+		if req := vr.e.pending.get(ref); req != nil {
+			vr.e.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
 		}
 	}
 	if t != nil && t.active {
-		e.v2Idle(s.id, t, "cancelled", nil)
+		vr.v2Idle(s.id, t, "cancelled", nil)
 	}
-	delete(e.v2.turns, s.id)
+	delete(vr.turns, s.id)
 }
 
 // codeRequestCancelled is JSON-RPC's "Request cancelled", which v2 gives a
@@ -429,14 +432,14 @@ const codeRequestCancelled = -32800
 
 // v2Closed reports whether sid's cancelled turn was closed and no new work
 // has started: a permission request now belongs to that turn.
-func (e *engine) v2Closed(sid string) bool {
-	t := e.v2.turns[sid]
+func (vr *v2editor) v2Closed(sid string) bool {
+	t := vr.turns[sid]
 	return t != nil && t.closed
 }
 
 // v2Running reports whether a relayed v2 session has foreground work: its
 // prompt was answered, and it is not idle.
-func (e *engine) v2Running(sid string) bool {
-	t := e.v2.turns[sid]
-	return e.v2.on && t != nil && t.active
+func (vr *v2editor) v2Running(sid string) bool {
+	t := vr.turns[sid]
+	return vr.on && t != nil && t.active
 }

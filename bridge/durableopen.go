@@ -1,0 +1,395 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
+)
+
+// Durable sessions (durable.go): session/list answered from the store, and
+// session/load and session/resume of a stored session.
+
+// --- list ------------------------------------------------------------------------
+
+// listSessions serves session/list from the store: the sessions of the
+// agents this bridge serves (the agent's own name, and every agent a
+// session can switch to), or every session with Durable.ListAll. Several
+// agents are listed by filtering pages of the whole store, so a page may
+// hold fewer than listPage sessions; nextCursor still leads to the rest.
+func (d *durableSessions) listSessions(req *request, params json.RawMessage) {
+	cwd := gjson.GetBytes(params, "cwd").Str
+	cursor := gjson.GetBytes(params, "cursor").Str
+	var agents map[string]bool
+	agent := ""
+	if !d.e.b.Sessions.ListAll {
+		agents = map[string]bool{d.e.b.AgentName: true}
+		for _, b := range d.e.b.Sessions.Agents {
+			agents[b.Name] = true
+		}
+		if len(agents) == 1 {
+			agent, agents = d.e.b.AgentName, nil
+		}
+	}
+	var found []store.Meta
+	var page func(cursor string)
+	page = func(cursor string) {
+		d.store().List(cwd, agent, cursor, listPage, func(metas []store.Meta, next string, err error) {
+			d.e.post(func() {
+				if req.retired {
+					return
+				}
+				if err != nil {
+					d.e.fail(req, translate.Errorf(translate.CodeInvalidParams, "session/list: %v", err))
+					return
+				}
+				for _, m := range metas {
+					if agents == nil || agents[m.Agent] {
+						found = append(found, m)
+					}
+				}
+				if next != "" && len(found) < listPage/2 {
+					page(next)
+					return
+				}
+				d.answerList(req, found, next)
+			})
+		})
+	}
+	page(cursor)
+}
+
+func (d *durableSessions) answerList(req *request, metas []store.Meta, next string) {
+	type info struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+		Title     string `json:"title,omitempty"`
+		UpdatedAt string `json:"updatedAt"`
+	}
+	out := struct {
+		Sessions   []info `json:"sessions"`
+		NextCursor string `json:"nextCursor,omitempty"`
+	}{Sessions: []info{}, NextCursor: next}
+	for _, m := range metas {
+		out.Sessions = append(out.Sessions, info{m.SessionID, m.Cwd, m.Title, m.UpdatedAt.UTC().Format(time.RFC3339Nano)})
+	}
+	b, _ := json.Marshal(out)
+	d.e.answer(req, b)
+}
+
+// listPage is how many sessions one session/list answer holds.
+const listPage = 50
+
+// --- load and resume -------------------------------------------------------------
+
+// openStored serves session/load or resume of a session the store may
+// have. The session is taken for this bridge first (Store.Acquire: no
+// other live bridge process may have it open), synchronously, so that a
+// prompt pipelined behind the load waits for it; then its transcript is
+// read off the loop and replayed (load) as it is read, and its backend
+// re-attached. An id the store does not have is the agent's business.
+func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
+	sid := req.session
+	if s := d.e.sessions[sid]; s != nil && s.b != nil && s.b.owned {
+		d.reopen(req, s) // open here already
+		return
+	}
+	st := d.store()
+	meta, err := st.Acquire(sid)
+	var busy *store.BusyError
+	switch {
+	case errors.Is(err, store.ErrDeleted):
+		// The agent may still have its side of it; the user deleted the
+		// conversation through the bridge, and it stays deleted.
+		d.e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+			"session %s was deleted: start a new session (session/list shows the ones there are)", sid).With("sessionId", sid))
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		d.e.dispatch(req, env) // not recorded by any bridge: the agent may know it
+		return
+	case errors.As(err, &busy):
+		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
+			"session %s cannot be %s here: it is open in another acp-bridge process (pid %d), probably another editor window; close it there, or end that process, and try again",
+			sid, pastTense(req.method), busy.PID).With("sessionId", sid).With("pid", busy.PID))
+		return
+	case err != nil:
+		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
+			"session %s cannot be %s: its transcript cannot be opened (%v)", sid, pastTense(req.method), err).With("sessionId", sid))
+		return
+	}
+	bind := d.agentNamed(meta.Agent)
+	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == d.e.b.AgentName &&
+		(meta.Backend == "" || meta.Backend == sid) && gjson.GetBytes(d.caps[bind.Name], "loadSession").Bool() {
+		// The agent's own load of its own session, which replays itself.
+		if d.held == nil {
+			d.held = map[string]bool{}
+		}
+		d.held[sid] = true
+		d.e.dispatch(req, env)
+		return
+	}
+	// A session the engine only routed so far (a prompt for an id it did
+	// not know, sent before this load) becomes the recorded one.
+	old := d.e.sessions[sid]
+	s := &session{id: sid, link: d.parkedLink(bind), cwd: req.cwd, dirs: req.dirs}
+	if old != nil {
+		s.prompts, s.queued = old.prompts, old.queued
+	}
+	d.e.sessions[sid] = s
+	s.b = &bridged{bind: bind, mcp: json.RawMessage("[]"), owned: true, attaching: true}
+	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
+		s.b.mcp = json.RawMessage(m.Raw)
+	}
+	if meta.Backend != sid && (meta.Agent == "" || meta.Agent == bind.Name) {
+		s.b.resumeID = meta.Backend
+	}
+	d.e.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
+	// The replay is the bridge's own work, however long the transcript:
+	// the agent's answer is timed from the re-attach on.
+	d.e.disarm(req)
+	d.readHistory(sid, d.e.v2.replays(req), func(primer string, skipped int, err error) {
+		d.e.armTimeout(req)
+		if skipped > 0 {
+			d.e.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
+		}
+		if err != nil {
+			d.e.log.Warn("session transcript could not be read to its end", "session", sid, "error", err)
+		}
+		s.b.attaching = false
+		if d.e.sessions[sid] != s {
+			if !req.retired {
+				d.e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", sid, pastTense(req.method)).With("sessionId", sid))
+			}
+			return
+		}
+		d.attachHistory(s, primer, d.openAnswer(req, s, true))
+	})
+}
+
+// reopen serves a load or resume of a session this bridge has open: a
+// load replays its transcript again; the backend session stays. Requests
+// for the session that arrive meanwhile (a prompt pipelined behind the
+// load) wait until it is answered, as they do behind a first load: their
+// updates must not read as history.
+func (d *durableSessions) reopen(req *request, s *session) {
+	if s.b.attaching {
+		s.b.waiters = append(s.b.waiters, func(err *translate.Error) {
+			if req.retired {
+				return
+			}
+			if err != nil {
+				d.e.fail(req, err)
+				return
+			}
+			d.reopen(req, s)
+		})
+		return
+	}
+	s.cwd, s.dirs = req.cwd, req.dirs
+	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
+		s.b.mcp = json.RawMessage(m.Raw)
+	}
+	finish := d.openAnswer(req, s, false)
+	s.b.attaching = true
+	d.readHistory(s.id, d.e.v2.replays(req), func(primer string, _ int, _ error) {
+		s.b.attaching = false
+		if d.e.sessions[s.id] != s {
+			if !req.retired {
+				d.e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", s.id, pastTense(req.method)).With("sessionId", s.id))
+			}
+			return
+		}
+		d.attachHistory(s, primer, finish)
+	})
+}
+
+// openAnswer returns what answers a load or resume once the backend is
+// attached: the modes, models and config options of the backend's answer,
+// with the bridge's own. fresh: the session was opened by this request, so
+// a failure forgets it (and gives it up in the store).
+func (d *durableSessions) openAnswer(req *request, s *session, fresh bool) func(*translate.Error, json.RawMessage) {
+	return func(err *translate.Error, result json.RawMessage) {
+		if req.retired {
+			return
+		}
+		if err != nil {
+			if fresh && d.e.sessions[s.id] == s {
+				d.forget(s)
+			}
+			d.e.fail(req, err)
+			return
+		}
+		out := map[string]json.RawMessage{}
+		for _, k := range []string{"modes", "models", "configOptions"} {
+			if v := gjson.GetBytes(result, k); v.Exists() {
+				out[k] = json.RawMessage(v.Raw)
+			}
+		}
+		if d.e.v2.on {
+			d.e.v2.v2Opened(req, s, result)
+			return
+		}
+		b, _ := json.Marshal(out)
+		b = d.sessionOpened(req, s.id, b)
+		d.e.answer(req, b)
+	}
+}
+
+// attachHistory attaches s's backend, priming a new backend session with
+// primer, and then runs done and the waiters.
+func (d *durableSessions) attachHistory(s *session, primer string, done func(*translate.Error, json.RawMessage)) {
+	if s.link.down == nil {
+		d.attached(s, nil, nil, done)
+		return
+	}
+	d.attach(s, primer, done)
+}
+
+func pastTense(method string) string {
+	if method == "session/resume" {
+		return "resumed"
+	}
+	return "loaded"
+}
+
+// parkedLink is the stand-in link of a session with no backend now.
+func (d *durableSessions) parkedLink(bind Binding) *link {
+	return &link{bind: bind, calls: map[translate.Ref]string{}, cancel: func() {},
+		down: translate.Errorf(translate.CodeInternalError, "the session has no backend session open")}
+}
+
+// agentNamed returns the binding of the agent called name, the Bridge's own
+// agent when name is empty or unknown.
+func (d *durableSessions) agentNamed(name string) Binding {
+	if d.e.b.Sessions != nil {
+		for _, b := range d.e.b.Sessions.Agents {
+			if b.Name == name && b.NewTranslator != nil && b.Dial != nil {
+				return b
+			}
+		}
+	}
+	return d.e.defaultBinding()
+}
+
+// forget drops a session from the engine (not from the store, where it is
+// given up for other bridge processes to open).
+func (d *durableSessions) forget(s *session) {
+	delete(d.e.sessions, s.id)
+	if s.b != nil {
+		if s.b.owned {
+			s.b.owned = false
+			d.store().Release(s.id)
+		}
+		d.setBackend(s, "")
+		if s.b.idle != nil {
+			s.b.idle.Stop()
+		}
+	}
+}
+
+// heldAnswer is a prompt's answer waiting for the store (holdForStore).
+type heldAnswer struct {
+	seq     uint64
+	msg     editorMsg
+	session string
+}
+
+// holdForStore holds an answer until what the store was asked before it
+// is done (Store.Written):
+//   - a prompt's on a recorded session, until the prompt, the turn's
+//     updates and its stop are written: the editor is never told a turn
+//     ended that a kill -9 of the bridge could still lose, and another
+//     window lists the session's title as soon as its first turn is
+//     answered;
+//   - session/close's, and a failed load's or resume's, until the session
+//     is released: another window may open it the moment the editor sees
+//     the answer.
+//
+// Answers go out in order; only those wait (a late update of the same
+// session may overtake a prompt's answer, which an editor takes as part of
+// the turn). It reports whether it took m.
+func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) bool {
+	if !d.on() || d.stopping() {
+		return false
+	}
+	switch req.method {
+	case "session/prompt":
+		if s := d.e.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
+			return false
+		}
+	case "session/close":
+	case "session/load", "session/resume":
+		if !failed {
+			return false
+		}
+	default:
+		return false
+	}
+	d.nextSeq++
+	seq := d.nextSeq
+	d.answers = append(d.answers, heldAnswer{seq: seq, msg: m, session: req.session})
+	d.store().Written(func() {
+		d.e.recordedSeq.Store(seq) // barriers complete in order
+		signal(d.e.recorded)
+	})
+	return true
+}
+
+// queueBehindAnswer keeps the editor's order of a session's messages while
+// its answer is held: a message for a session with a held answer (an
+// update the agent sent after answering) waits behind it, as the agent
+// sent it. It reports whether it took m.
+func (d *durableSessions) queueBehindAnswer(m editorMsg, session string) bool {
+	if d.releasing || session == "" {
+		return false
+	}
+	for _, a := range d.answers {
+		if a.session == session {
+			d.answers = append(d.answers, heldAnswer{seq: d.answers[len(d.answers)-1].seq, msg: m, session: session})
+			return true
+		}
+	}
+	return false
+}
+
+// releaseAnswers writes the held answers whose records are written, and the
+// messages queued behind them; all of them when all is set (shutdown: the
+// store is closed after Serve, which writes everything).
+func (d *durableSessions) releaseAnswers(all bool) {
+	done := d.e.recordedSeq.Load()
+	n := 0
+	d.releasing = true
+	for _, a := range d.answers {
+		if !all && a.seq > done {
+			break
+		}
+		d.e.writeEditorSession(a.msg, a.session)
+		n++
+	}
+	d.releasing = false
+	d.answers = append(d.answers[:0], d.answers[n:]...)
+}
+
+// releaseSessions gives up, at shutdown, every session this bridge holds
+// in the store, once what was recorded for it is written: another bridge
+// process (the editor's next window) may open them.
+func (d *durableSessions) releaseSessions() {
+	if !d.on() {
+		return
+	}
+	st := d.store()
+	for _, s := range d.e.sessions {
+		if s.b != nil && s.b.owned {
+			s.b.owned = false
+			st.Release(s.id)
+		}
+	}
+	for sid := range d.held {
+		st.Release(sid)
+	}
+	d.held = nil
+}
