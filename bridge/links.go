@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/bridge/slab"
 	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/slab"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 

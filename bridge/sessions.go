@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
