@@ -173,20 +173,6 @@ func ParseEnvelopeInto(env *Envelope, frame []byte) *Error {
 	return err
 }
 
-// appendQuoted appends s as a JSON string to b. Method names are plain
-// ASCII, which needs no escaping; anything else goes through encoding/json.
-func appendQuoted(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
 // RequestFrame builds a JSON-RPC request. params nil omits the key, which is
 // how the legacy 0.0.x protocol sends parameterless methods.
 func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []byte {
@@ -194,7 +180,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"method":`...)
-	b = appendQuoted(b, method)
+	b = AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -206,7 +192,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 func NotificationFrame(method string, params json.RawMessage) []byte {
 	b := make([]byte, 0, len(params)+len(method)+40)
 	b = append(b, `{"jsonrpc":"2.0","method":`...)
-	b = appendQuoted(b, method)
+	b = AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
