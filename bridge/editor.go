@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 )
 
 // editorMsg is one message for the editor, written as head, body and tail

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"

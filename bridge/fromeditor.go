@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 

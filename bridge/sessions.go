@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge/store"
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
@@ -156,6 +157,5 @@ func (sv *supervisor) detach(s *session, why string, then func()) {
 }
 
 func mustJSON(v string) string {
-	b, _ := json.Marshal(v)
-	return string(b)
+	return string(wire.AppendString(nil, v))
 }

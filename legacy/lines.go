@@ -3,7 +3,7 @@ package legacy
 import (
 	"bytes"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 )
 
 // lineSplitter cuts a child's stdout into lines where its reader read

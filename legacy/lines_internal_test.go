@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 )
 
 // splitEvent is a line, or the head of a line skipped as too long.

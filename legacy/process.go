@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
-	"github.com/acp-bridge/acp-bridge/bridge/slab"
 	"github.com/acp-bridge/acp-bridge/internal/pipesize"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/slab"
 	"github.com/hashicorp/go-hclog"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/bridge/slab"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/slab"
 )
 
 // Defaults for the zero-valued fields of WebSocket.

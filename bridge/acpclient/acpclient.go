@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 

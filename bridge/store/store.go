@@ -99,6 +99,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/internal/clock"
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -596,10 +597,8 @@ const (
 	kindShort   = "u"
 )
 
-func quote(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
-}
+// quote is s as a JSON string, quotes included.
+func quote(s string) []byte { return wire.AppendString(nil, s) }
 
 // admit decides whether records (n bytes in all) fit the queue, counting
 // them dropped when they do not; s.mu is held.
@@ -1105,7 +1104,7 @@ func (s *Store) encode(b []byte, r *Record) []byte {
 	for _, f := range [...]struct{ k, v string }{{"agent", r.Agent}, {"dialect", r.Dialect}, {"cwd", r.Cwd}, {"backend", r.Backend}, {"link", r.Link}} {
 		if f.v != "" {
 			b = append(b, `,"`+f.k+`":`...)
-			b = appendString(b, f.v)
+			b = wire.AppendString(b, f.v)
 		}
 	}
 	if r.Failed {
@@ -1187,11 +1186,6 @@ func (s *Store) put(sid string, f *file, b []byte) {
 			"session", sid, "error", err)
 	}
 	f.cause = err.Error()
-}
-
-func appendString(b []byte, v string) []byte {
-	q, _ := json.Marshal(v)
-	return append(b, q...)
 }
 
 // flush writes sid's buffer, fsyncs it and rewrites its sidecar if needed.

@@ -21,9 +21,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -380,34 +380,7 @@ func appendField(b []byte, name, value string) []byte {
 		return b
 	}
 	b = append(append(append(b, ',', '"'), name...), '"', ':')
-	return appendString(b, value)
-}
-
-// appendString appends s as a JSON string: invalid UTF-8 becomes U+FFFD,
-// as with json.Marshal, but <, > and & stay as they are.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', byte(c))
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c < 0x20 || c == '\u2028' || c == '\u2029':
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4&0xf], hex[c&0xf])
-			if c > 0xff {
-				b = append(b[:len(b)-4], hex[c>>12&0xf], hex[c>>8&0xf], hex[c>>4&0xf], hex[c&0xf])
-			}
-		default:
-			b = utf8.AppendRune(b, c)
-		}
-	}
-	return append(b, '"')
+	return wire.AppendString(b, value)
 }
 
 // ReadFile reads the trace at path.

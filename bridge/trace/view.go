@@ -222,53 +222,14 @@ func (v *View) Close() error {
 }
 
 // appendScriptString appends s to b as a JSON string that can sit in a
-// <script type="application/json"> block whatever s holds: besides the
-// quote, the backslash and control characters, it escapes <, > and & (no
-// "</script" nor "<!--" can end or change the block) and U+2028/U+2029,
-// and writes invalid UTF-8 as U+FFFD.
+// <script type="application/json"> block whatever s holds: encoding/json
+// escapes <, > and & (no "</script" nor "<!--" can end or change the
+// block) and U+2028/U+2029, and writes invalid UTF-8 as U+FFFD. (The
+// module's own appender, wire.AppendString, leaves <, > and & as they are:
+// nothing else it writes is read as HTML.)
 func appendScriptString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }
 
 // WriteHTML writes recs as one page: see View.

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -66,7 +66,7 @@ func (v value) text() string {
 func (v value) appendJSON(b []byte) []byte {
 	switch v.kind {
 	case vStr:
-		return appendQuoted(b, v.str)
+		return wire.AppendString(b, v.str)
 	case vRaw:
 		return append(b, v.raw...)
 	}
@@ -79,58 +79,7 @@ func (v value) appendTextJSON(b []byte) []byte {
 	if v.kind == vRaw && len(v.raw) > 0 && v.raw[0] == '"' {
 		return append(b, v.raw...)
 	}
-	return appendQuoted(b, v.text())
-}
-
-// appendQuoted appends s as a JSON string without HTML escaping; invalid
-// UTF-8 becomes U+FFFD.
-func appendQuoted(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return wire.AppendString(b, v.text())
 }
 
 // evalEnv is what templates read while one input is handled.
@@ -251,7 +200,7 @@ func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostic
 			seen[k] = true
 			n, d := c.template(item.ValueExpr, sc)
 			diags = append(diags, d...)
-			o.keys = append(o.keys, string(appendQuoted(nil, k)))
+			o.keys = append(o.keys, string(wire.AppendString(nil, k)))
 			o.vals = append(o.vals, n)
 		}
 		return o, diags

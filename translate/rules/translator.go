@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // Note names (translate.Out Note): what the engine counts and logs.
@@ -318,7 +318,7 @@ func (t *translator) rpcFrame(method string, params []byte, withID bool) []byte 
 		b = append(b, ',')
 	}
 	b = append(b, `"method":`...)
-	b = appendQuoted(b, method)
+	b = wire.AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -353,7 +353,7 @@ func (t *translator) initializeResult() json.RawMessage {
 		b = append(b, `,"sessionCapabilities":{`+strings.Join(caps, ",")+`}`...)
 	}
 	b = append(b, `},"authMethods":[],"agentInfo":{"name":`...)
-	b = appendQuoted(b, t.p.Name)
+	b = wire.AppendString(b, t.p.Name)
 	b = append(b, `,"version":"profile"}}`...)
 	return b
 }
@@ -390,7 +390,7 @@ func (t *translator) newSession(m translate.Msg) []translate.Out {
 		}
 		if !t.p.PerSession {
 			// The ACP id is the agent's: keep it for templates and routing.
-			pending.kept["agent_session"] = appendQuoted(nil, pending.id)
+			pending.kept["agent_session"] = wire.AppendString(nil, pending.id)
 			pending.agentSession = pending.id
 		}
 	}
@@ -412,7 +412,7 @@ func (t *translator) opened(s *session, ref translate.Ref, result []byte) transl
 	}
 	t.sessions = append(t.sessions, s)
 	if result == nil {
-		result = append(appendQuoted([]byte(`{"sessionId":`), s.id), '}')
+		result = append(wire.AppendString([]byte(`{"sessionId":`), s.id), '}')
 	}
 	return translate.Out{Kind: translate.Reply, Ref: ref, Body: result, Session: s.id}
 }
@@ -693,9 +693,9 @@ func (t *translator) askPermission(pr *permissionRule, frame []byte, tr *turn) [
 		kinds[o.Get("optionId").String()] = o.Get("kind").String()
 		return true
 	})
-	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b := wire.AppendString([]byte(`{"sessionId":`), sess.id)
 	b = append(b, `,"toolCall":{"toolCallId":`...)
-	b = appendQuoted(b, tl.id)
+	b = wire.AppendString(b, tl.id)
 	if pr.title != nil {
 		if v := pr.title.eval(e); !v.missing() {
 			b = append(b, `,"title":`...)
@@ -1188,7 +1188,7 @@ func (t *translator) updateOut(u update, e *evalEnv, sess *session, tr *turn) (t
 	// Room for the longest wrapper below (a text chunk's) around the value.
 	b := make([]byte, 0, 112+len(sess.id)+len(u.kind)+len(v.raw)+len(v.str))
 	b = append(b, `{"sessionId":`...)
-	b = appendQuoted(b, sess.id)
+	b = wire.AppendString(b, sess.id)
 	b = append(b, `,"update":`...)
 	switch u.kind {
 	case "":
@@ -1427,11 +1427,11 @@ func (t *translator) announce(sess *session, tl *tool, status string) translate.
 	if !toolKinds[kind] {
 		kind = "other"
 	}
-	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b := wire.AppendString([]byte(`{"sessionId":`), sess.id)
 	b = append(b, `,"update":{"sessionUpdate":"tool_call","toolCallId":`...)
-	b = appendQuoted(b, tl.id)
+	b = wire.AppendString(b, tl.id)
 	b = append(b, `,"title":`...)
-	b = appendQuoted(b, title)
+	b = wire.AppendString(b, title)
 	b = append(b, `,"kind":"`...)
 	b = append(b, kind...)
 	b = append(b, `","status":"`...)
@@ -1451,9 +1451,9 @@ func (t *translator) announce(sess *session, tl *tool, status string) translate.
 
 // toolUpdate emits a tool_call_update; status is JSON ("" to leave it).
 func (t *translator) toolUpdate(sess *session, tl *tool, status string, content bool, rawOutput []byte) translate.Out {
-	b := appendQuoted([]byte(`{"sessionId":`), sess.id)
+	b := wire.AppendString([]byte(`{"sessionId":`), sess.id)
 	b = append(b, `,"update":{"sessionUpdate":"tool_call_update","toolCallId":`...)
-	b = appendQuoted(b, tl.id)
+	b = wire.AppendString(b, tl.id)
 	if status != "" {
 		b = append(b, `,"status":`...)
 		b = append(b, status...)
@@ -1474,7 +1474,7 @@ func (tl *tool) appendContent(b []byte) []byte {
 	b = append(b, '[')
 	if tl.input.Len() > 0 {
 		b = append(b, `{"type":"content","content":{"type":"text","text":`...)
-		b = appendQuoted(b, tl.input.String())
+		b = wire.AppendString(b, tl.input.String())
 		b = append(b, `}}`...)
 	}
 	if tl.output.Len() > 0 {
@@ -1482,7 +1482,7 @@ func (tl *tool) appendContent(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":"content","content":{"type":"text","text":`...)
-		b = appendQuoted(b, tl.output.String())
+		b = wire.AppendString(b, tl.output.String())
 		b = append(b, `}}`...)
 	}
 	return append(b, ']')

@@ -1,4 +1,4 @@
-package translate_test
+package wire_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 )
 
 func TestParseEnvelope(t *testing.T) {
@@ -40,7 +40,7 @@ func TestParseEnvelope(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"result":1,"error":{}}`, -32600, "", "1", ""},
 		{`{"jsonrpc":"2.0","id":1,"method":"m","result":1}`, -32600, "", "1", "m"},
 	} {
-		env, err := translate.ParseEnvelope([]byte(tc.in))
+		env, err := wire.ParseEnvelope([]byte(tc.in))
 		code := 0
 		if err != nil {
 			code = err.Code
@@ -64,16 +64,16 @@ func TestParseEnvelope(t *testing.T) {
 func TestFramesRoundTrip(t *testing.T) {
 	params := json.RawMessage(`{"_meta":{"k":[1,2]},"unknown":true}`)
 	for _, f := range [][]byte{
-		translate.RequestFrame(json.RawMessage(`"x"`), "a/b", params),
-		translate.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil),
-		translate.NotificationFrame("session/update", params),
-		translate.ResultFrame(json.RawMessage(`9007199254740993`), params),
-		translate.ErrorFrame(json.RawMessage(`null`), translate.Errorf(-32603, "because %d", 1).JSON()),
+		wire.RequestFrame(json.RawMessage(`"x"`), "a/b", params),
+		wire.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil),
+		wire.NotificationFrame("session/update", params),
+		wire.ResultFrame(json.RawMessage(`9007199254740993`), params),
+		wire.ErrorFrame(json.RawMessage(`null`), wire.Errorf(-32603, "because %d", 1).JSON()),
 	} {
 		if !json.Valid(f) {
 			t.Fatalf("invalid frame %s", f)
 		}
-		env, err := translate.ParseEnvelope(f)
+		env, err := wire.ParseEnvelope(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -81,17 +81,17 @@ func TestFramesRoundTrip(t *testing.T) {
 			t.Errorf("params changed: %s", env.Params)
 		}
 	}
-	if f := translate.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil); string(f) != `{"jsonrpc":"2.0","id":0,"method":"cancelSendMessage"}` {
+	if f := wire.RequestFrame(json.RawMessage(`0`), "cancelSendMessage", nil); string(f) != `{"jsonrpc":"2.0","id":0,"method":"cancelSendMessage"}` {
 		t.Errorf("parameterless request = %s", f)
 	}
 }
 
 func TestErrorIsMatchesCode(t *testing.T) {
-	err := fmt.Errorf("routing: %w", translate.Errorf(translate.CodeInvalidParams, "bad cwd"))
-	if !errors.Is(err, translate.ErrInvalidParams) || errors.Is(err, translate.ErrInternal) {
+	err := fmt.Errorf("routing: %w", wire.Errorf(wire.CodeInvalidParams, "bad cwd"))
+	if !errors.Is(err, wire.ErrInvalidParams) || errors.Is(err, wire.ErrInternal) {
 		t.Errorf("errors.Is by code failed for %v", err)
 	}
-	if got := string(translate.Errorf(-32602, "bad cwd").JSON()); got != `{"code":-32602,"message":"bad cwd","data":{"reason":"bad cwd"}}` {
+	if got := string(wire.Errorf(-32602, "bad cwd").JSON()); got != `{"code":-32602,"message":"bad cwd","data":{"reason":"bad cwd"}}` {
 		t.Errorf("JSON = %s", got)
 	}
 }
@@ -106,14 +106,14 @@ func FuzzParseEnvelope(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"details":"d"}}}`,
 		`[1,2]`, `{"id":{}}`, `{"id":1e400,"method":"m"}`, "{\"a\":\"\\ud800\"}",
 		// Hostile: nesting past the limit, bytes that are not UTF-8.
-		strings.Repeat("[", 2*translate.MaxDepth), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"t\":\"\xc3\"}}",
+		strings.Repeat("[", 2*wire.MaxDepth), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"t\":\"\xc3\"}}",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		env, err := translate.ParseEnvelope(in)
+		env, err := wire.ParseEnvelope(in)
 		if err != nil {
-			if err.Code != translate.CodeParseError && err.Code != translate.CodeInvalidRequest {
+			if err.Code != wire.CodeParseError && err.Code != wire.CodeInvalidRequest {
 				t.Fatalf("unexpected code %d", err.Code)
 			}
 			return
@@ -124,15 +124,15 @@ func FuzzParseEnvelope(f *testing.F) {
 		var rebuilt []byte
 		switch {
 		case env.IsRequest():
-			rebuilt = translate.RequestFrame(env.ID, env.Method, env.Params)
+			rebuilt = wire.RequestFrame(env.ID, env.Method, env.Params)
 		case env.IsNotification():
-			rebuilt = translate.NotificationFrame(env.Method, env.Params)
+			rebuilt = wire.NotificationFrame(env.Method, env.Params)
 		case env.Error != nil:
-			rebuilt = translate.ErrorFrame(env.ID, env.Error)
+			rebuilt = wire.ErrorFrame(env.ID, env.Error)
 		default:
-			rebuilt = translate.ResultFrame(env.ID, env.Result)
+			rebuilt = wire.ResultFrame(env.ID, env.Result)
 		}
-		again, err := translate.ParseEnvelope(rebuilt)
+		again, err := wire.ParseEnvelope(rebuilt)
 		if err != nil || string(again.ID) != string(env.ID) || again.Method != env.Method ||
 			string(again.Params) != string(env.Params) || string(again.Result) != string(env.Result) {
 			t.Fatalf("round trip changed %q into %q (%v)", in, rebuilt, err)
@@ -142,8 +142,8 @@ func FuzzParseEnvelope(f *testing.F) {
 
 func TestFramesQuoteMethods(t *testing.T) {
 	for _, m := range []string{"session/update", "_zed.dev/x", "a\"b", "é", "<&>", "tab\t"} {
-		f := translate.NotificationFrame(m, nil)
-		env, err := translate.ParseEnvelope(f)
+		f := wire.NotificationFrame(m, nil)
+		env, err := wire.ParseEnvelope(f)
 		if err != nil || env.Method != m {
 			t.Errorf("method %q → %s → %q (%v)", m, f, env.Method, err)
 		}
@@ -158,13 +158,13 @@ func TestParseEnvelope_DeepNesting(t *testing.T) {
 		bytes.Repeat([]byte("["), 6_000_000),
 		[]byte(`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat("}", 20001) + `}`),
 	} {
-		_, err := translate.ParseEnvelope(in)
-		if err == nil || err.Code != translate.CodeParseError || !strings.Contains(err.Reason, "nested deeper") {
+		_, err := wire.ParseEnvelope(in)
+		if err == nil || err.Code != wire.CodeParseError || !strings.Contains(err.Reason, "nested deeper") {
 			t.Errorf("ParseEnvelope(%.20s…) = %v, want a -32700 naming the nesting", in, err)
 		}
 	}
-	ok := `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat(`[`, translate.MaxDepth-2) + strings.Repeat(`]`, translate.MaxDepth-2) + `}}`
-	if _, err := translate.ParseEnvelope([]byte(ok)); err != nil {
+	ok := `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":` + strings.Repeat(`[`, wire.MaxDepth-2) + strings.Repeat(`]`, wire.MaxDepth-2) + `}}`
+	if _, err := wire.ParseEnvelope([]byte(ok)); err != nil {
 		t.Errorf("nesting at the limit refused: %v", err)
 	}
 }
@@ -176,10 +176,10 @@ func FuzzValid(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) >= translate.MaxDepth {
+		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) >= wire.MaxDepth {
 			return
 		}
-		got := translate.Valid(b) == nil
+		got := wire.Valid(b) == nil
 		want := json.Valid(b) && utf8.Valid(b)
 		if got != want {
 			t.Errorf("Valid(%q) = %v, want %v", b, got, want)
@@ -206,7 +206,7 @@ func FuzzEnvelopeAgreesWithEncodingJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		env, err := translate.ParseEnvelope(in)
+		env, err := wire.ParseEnvelope(in)
 		if err != nil {
 			return
 		}
@@ -264,7 +264,7 @@ func FuzzEnvelopeRebase(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		from := bytes.Clone(in)
-		env, perr := translate.ParseEnvelope(from)
+		env, perr := wire.ParseEnvelope(from)
 		if perr != nil {
 			return
 		}
@@ -290,34 +290,9 @@ func FuzzEnvelopeRebase(f *testing.F) {
 		for i := range from {
 			from[i] = 'X'
 		}
-		want, _ := translate.ParseEnvelope(to)
+		want, _ := wire.ParseEnvelope(to)
 		if !reflect.DeepEqual(env, want) {
 			t.Fatalf("rebased envelope differs from the copy's own:\n got %+v\nwant %+v", env, want)
 		}
 	})
-}
-
-// An agent's error object is passed on as it came when it is well formed,
-// and put on one line when it is not: a CR between its tokens is a line
-// break to some readers, as a newline is to all (FuzzFromAgent of acpv0
-// found the CR).
-func TestErrorObjectStaysOnOneLine(t *testing.T) {
-	for _, raw := range []string{
-		`{"code":1,"message":"m"}`,
-		"{\"code\":\r0,\"message\":\"\"}",
-		"{\"code\":1,\n\"message\":\"m\"}",
-		"{\"code\":1,\r\n \"message\":\"m\",\"data\":{\"x\":\r1}}",
-		"{\"code\":1.5,\r\"message\":\"m\"}",
-	} {
-		got := translate.ErrorObject(json.RawMessage(raw))
-		if bytes.ContainsAny(got, "\r\n") {
-			t.Errorf("ErrorObject(%q) = %q: a line break in it", raw, got)
-		}
-		if !json.Valid(got) {
-			t.Errorf("ErrorObject(%q) = %q: not JSON", raw, got)
-		}
-	}
-	if raw := `{"code":1,"message":"m"}`; string(translate.ErrorObject(json.RawMessage(raw))) != raw {
-		t.Errorf("a well-formed error object on one line was not passed on as it came")
-	}
 }

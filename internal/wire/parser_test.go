@@ -1,10 +1,10 @@
-package translate_test
+package wire_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/internal/wire"
 )
 
 func chunkFrame(sid, kind, text string) string {
@@ -38,16 +38,16 @@ func FuzzParserAgreesWithParseEnvelope(f *testing.F) {
 		f.Add([]byte(next), []byte(a))
 	}
 	f.Fuzz(func(t *testing.T, first, next []byte) {
-		var p translate.Parser
-		var env translate.Envelope
+		var p wire.Parser
+		var env wire.Envelope
 		p.ParseInto(&env, first)
 		for range 2 {
 			err := p.ParseInto(&env, next)
-			want, werr := translate.ParseEnvelope(next)
+			want, werr := wire.ParseEnvelope(next)
 			if !reflect.DeepEqual(err, werr) {
 				t.Fatalf("after %q, %q: error %v, want %v", first, next, err, werr)
 			}
-			if werr != nil && werr.Code == translate.CodeParseError {
+			if werr != nil && werr.Code == wire.CodeParseError {
 				continue // the envelope of a text that is not JSON means nothing
 			}
 			if !reflect.DeepEqual(env, want) {

@@ -16,8 +16,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/acp-bridge/acp-bridge/bridge/reclaim"
-	"github.com/acp-bridge/acp-bridge/bridge/slab"
+	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
+	"github.com/acp-bridge/acp-bridge/internal/wire/slab"
 )
 
 // DefaultMax is the frame limit used when NewReader is given max <= 0.

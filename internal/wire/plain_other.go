@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package translate
+package wire
 
 // plainPrefix returns how many bytes at the start of b a JSON string holds
 // as they are: printable ASCII but the quote and the backslash.

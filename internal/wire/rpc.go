@@ -1,13 +1,9 @@
-package translate
+package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // Standard JSON-RPC and ACP error codes (acp-spec.md §14).
@@ -177,20 +173,6 @@ func ParseEnvelopeInto(env *Envelope, frame []byte) *Error {
 	return err
 }
 
-// appendQuoted appends s as a JSON string to b. Method names are plain
-// ASCII, which needs no escaping; anything else goes through encoding/json.
-func appendQuoted(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
 // RequestFrame builds a JSON-RPC request. params nil omits the key, which is
 // how the legacy 0.0.x protocol sends parameterless methods.
 func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []byte {
@@ -198,7 +180,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"method":`...)
-	b = appendQuoted(b, method)
+	b = AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -210,7 +192,7 @@ func RequestFrame(id json.RawMessage, method string, params json.RawMessage) []b
 func NotificationFrame(method string, params json.RawMessage) []byte {
 	b := make([]byte, 0, len(params)+len(method)+40)
 	b = append(b, `{"jsonrpc":"2.0","method":`...)
-	b = appendQuoted(b, method)
+	b = AppendString(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -241,28 +223,4 @@ func ErrorFrame(id, errObj json.RawMessage) []byte {
 // IntID is the raw JSON form of a numeric agent-hop id.
 func IntID(n uint64) json.RawMessage {
 	return strconv.AppendUint(make([]byte, 0, 20), n, 10)
-}
-
-// ErrorObject returns raw, an agent's JSON-RPC error object, in a form an
-// editor accepts: raw itself (compacted onto one line) when its "code" is an
-// integer and its "message" a string, exactly as spelled, else a -32603
-// that says the agent's error was malformed and carries it in data. Strict
-// editors reject a whole message whose error object is not well-formed.
-func ErrorObject(raw json.RawMessage) json.RawMessage {
-	code, msg := Get(raw, "code"), Get(raw, "message")
-	if code.Type == gjson.Number && !strings.ContainsAny(code.Raw, ".eE") && msg.Type == gjson.String {
-		if !bytes.ContainsAny(raw, "\r\n") { // (a CR is a line break to some readers too)
-			return raw
-		}
-		var b bytes.Buffer
-		if json.Compact(&b, raw) == nil {
-			return b.Bytes()
-		}
-	}
-	data := json.RawMessage(bytes.Clone(raw))
-	if !json.Valid(data) {
-		data, _ = json.Marshal(string(raw))
-	}
-	return Errorf(CodeInternalError, "the agent answered with a malformed error object (it needs an integer code and a string message): %.200s", raw).
-		With("agentError", data).JSON()
 }

@@ -1,4 +1,4 @@
-package translate
+package wire
 
 // plainPrefix returns how many bytes at the start of b a JSON string holds
 // as they are: printable ASCII but the quote and the backslash. Sixteen

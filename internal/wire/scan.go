@@ -1,4 +1,4 @@
-package translate
+package wire
 
 import (
 	"encoding/binary"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/tidwall/gjson"
 )
 
 // MaxDepth is how deeply arrays and objects may nest in a message. Deeper
@@ -869,17 +867,6 @@ func stringValue(raw []byte) string {
 		}
 	}
 	return string(inner)
-}
-
-// Get is gjson.GetBytes without its copies: the result's Raw and Str share
-// b's memory, so b must not change while they are in use. Translators get
-// frames they own and never modify, which makes this safe on the hot path,
-// where gjson.GetBytes would allocate a copy of every value it finds.
-func Get(b []byte, path string) gjson.Result {
-	if len(b) == 0 {
-		return gjson.Result{}
-	}
-	return gjson.Get(unsafe.String(&b[0], len(b)), path)
 }
 
 // Parser is ParseEnvelopeInto for one stream of messages. A stream is

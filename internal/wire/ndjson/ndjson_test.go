@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/acp-bridge/acp-bridge/bridge/ndjson"
+	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 )
 
 func readAll(t *testing.T, r *ndjson.Reader) (lines []string, errs []error) {
