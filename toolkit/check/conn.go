@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/acp-bridge/acp-bridge/legacy"
 )
 
 // A Dialer opens a fresh connection to the agent under test. check dials
@@ -27,7 +26,8 @@ type Dialer interface {
 
 // Conn is one connection to an agent: raw messages both ways.
 type Conn interface {
-	// Send writes one message; a stdio connection adds the "\n".
+	// Send writes one message; a stdio connection adds the "\n". It is
+	// called from one goroutine at a time.
 	Send(msg []byte) error
 	// Recv returns the next message (a line on stdio, a text frame on a
 	// WebSocket) without its line ending; io.EOF when the agent is gone.
@@ -42,11 +42,11 @@ type Conn interface {
 // Command starts args as a child agent per connection, with env added to
 // this process's environment and dir as its working directory.
 //
-// The agent runs in a process group of its own and is stopped the way the
-// bridge stops its agents (legacy.Process): stdin closed, then SIGTERM to
-// the whole group, then SIGKILL after StopGrace; so a wrapper script's
-// helper that outlives stdin's end cannot keep a run waiting, and a
-// wrapper's own cleanup gets its chance to run.
+// The agent runs as the bridge runs its own (legacy.Process): in a process
+// group of its own, stopped with stdin closed, then SIGTERM to the whole
+// group, then SIGKILL after StopGrace; so a wrapper script's helper that
+// outlives stdin's end cannot keep a run waiting, and a wrapper's own
+// cleanup gets its chance to run.
 type Command struct {
 	Args []string
 	Env  []string
@@ -61,178 +61,101 @@ type Command struct {
 
 func (c Command) String() string { return strings.Join(c.Args, " ") }
 
-const (
-	defaultStopGrace = 2 * time.Second
-	// stdinExitWait is how long Close waits for the agent to exit on its
-	// own once its stdin is closed, before signalling its group.
-	stdinExitWait = 250 * time.Millisecond
-	// reapWait bounds the wait for the kernel to report a SIGKILLed agent.
-	reapWait = time.Second
-)
-
 // Dial starts the agent.
 func (c Command) Dial(ctx context.Context) (Conn, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("no agent command")
 	}
-	if err := ctx.Err(); err != nil {
+	env := c.Env
+	if c.TraceDir != "" {
+		env = append(slices.Clip(env), bridgeTraceEnv(c.TraceDir, scenarioOf(ctx)))
+	}
+	pc := &procConn{}
+	p, err := legacy.Command{
+		Path: c.Args[0], Args: c.Args[1:], Env: env, Dir: c.Dir, StopGrace: c.StopGrace,
+		OnNoise: pc.noisy, OnStderr: pc.stderr.add,
+	}.Start(ctx)
+	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(c.Args[0], c.Args[1:]...)
-	cmd.Env = append(os.Environ(), c.Env...)
-	if c.TraceDir != "" {
-		cmd.Env = append(cmd.Env, bridgeTraceEnv(c.TraceDir, scenarioOf(ctx)))
-	}
-	cmd.Dir = c.Dir
-	setProcessGroup(cmd)
-	// The pipes are *os.File, which the child inherits directly: exec
-	// starts no copying goroutine, so Wait cannot block on a grandchild
-	// that holds stdout or stderr open. WaitDelay caps it anyway.
-	cmd.WaitDelay = time.Second
-	var files []*os.File
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	fail := func(err error) (Conn, error) {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("starting the agent %q: %w", c.Args[0], err)
-	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		return fail(err)
-	}
-	// The child has its own copies; ours would keep the pipes open.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	p := &procConn{cmd: cmd, grace: c.StopGrace, stdin: inW, stdout: outR, stderrR: errR,
-		out: bufio.NewReaderSize(outR, 1<<16), exited: make(chan struct{})}
-	if p.grace <= 0 {
-		p.grace = defaultStopGrace
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	go func() { _, _ = io.Copy(&p.stderr, errR) }()
-	return p, nil
+	pc.p = p
+	p.OnIdle(pc.idle)
+	return pc, nil
 }
 
+// procConn is a Conn on a legacy.Process. The process hands Read only the
+// lines of stdout that are JSON, and the rest to OnNoise; check judges the
+// rest too (stdout-purity), so Recv returns every line, in order: a line
+// skipped before a frame comes before it, and one skipped while the agent
+// goes quiet ends the Read under way (OnIdle), so that it is not held back
+// until the agent's next frame.
 type procConn struct {
-	cmd     *exec.Cmd
-	grace   time.Duration
-	stdin   *os.File
-	stdout  *os.File
-	stderrR *os.File
-	out     *bufio.Reader
-	stderr  tailBuffer
-	exited  chan struct{}
-	waitErr error
-	once    sync.Once
+	p      *legacy.Process
+	stderr tailBuffer
+
+	// Recv's, and the hooks the process calls from Read:
+	noise  [][]byte           // lines skipped and not yet returned
+	frame  []byte             // a frame read after them, not yet returned
+	cancel context.CancelFunc // ends the Read under way
 }
 
-func (p *procConn) Send(msg []byte) error {
-	_, err := p.stdin.Write(append(bytes.Clone(msg), '\n'))
-	return err
-}
+func (c *procConn) Send(msg []byte) error { return c.p.Write(context.Background(), msg) }
 
-func (p *procConn) Recv() ([]byte, error) {
-	line, err := p.out.ReadBytes('\n')
-	if len(line) > 0 {
-		return bytes.TrimSuffix(line, []byte("\n")), nil
-	}
-	if errors.Is(err, os.ErrClosed) {
-		err = io.EOF
-	}
-	return nil, err
-}
-
-// Close stops the agent in stages, as the bridge stops its own: stdin
-// closed; SIGTERM to the process group if the agent is still running
-// after a moment; SIGKILL to the group after the grace. Whatever the agent
-// left behind in its group is killed, and the pipes are closed, so Close
-// returns within about grace+1.5 s whatever the agent and its children do.
-func (p *procConn) Close() error {
-	p.once.Do(func() {
-		p.stdin.Close()
-		if !p.waitExit(stdinExitWait) {
-			_ = terminateGroup(p.cmd.Process)
-			if !p.waitExit(p.grace) {
-				_ = killGroup(p.cmd.Process)
-				p.waitExit(reapWait)
-			}
+func (c *procConn) Recv() ([]byte, error) {
+	for len(c.noise) == 0 && c.frame == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		frame, err := c.p.Read(ctx)
+		cancel()
+		if err != nil && len(c.noise) == 0 {
+			return nil, io.EOF // Diagnostics says how
 		}
-		// The agent has gone; what is left of its group is ours to end.
-		_ = killGroup(p.cmd.Process)
-		p.stdout.Close()
-		p.stderrR.Close()
-	})
-	return nil
+		c.frame = frame
+	}
+	if len(c.noise) > 0 {
+		line := c.noise[0]
+		c.noise = c.noise[1:]
+		return line, nil
+	}
+	frame := c.frame
+	c.frame = nil
+	return frame, nil
 }
 
-func (p *procConn) waitExit(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return true
-	case <-t.C:
-		return false
+func (c *procConn) noisy(line []byte) { c.noise = append(c.noise, bytes.Clone(line)) }
+
+func (c *procConn) idle() {
+	if len(c.noise) > 0 {
+		c.cancel()
 	}
 }
 
-func (p *procConn) Diagnostics() string {
+func (c *procConn) Close() error { return c.p.Close() }
+
+func (c *procConn) Diagnostics() string {
 	var b strings.Builder
-	select {
-	case <-p.exited:
-		fmt.Fprintf(&b, "agent exited: %v\n", exitText(p.waitErr))
-	default:
+	if ps := c.p.ProcessState(); ps != nil {
+		fmt.Fprintf(&b, "agent exited: %v\n", ps)
 	}
-	if s := p.stderr.String(); s != "" {
+	if s := c.stderr.String(); s != "" {
 		fmt.Fprintf(&b, "agent stderr (tail):\n%s", s)
 	}
 	return b.String()
 }
 
-func exitText(err error) string {
-	if err == nil {
-		return "status 0"
-	}
-	return err.Error()
-}
-
-// tailBuffer keeps the last 4 KiB written to it.
+// tailBuffer keeps the last 4 KiB of the lines added to it.
 type tailBuffer struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *tailBuffer) add(line []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
+	t.buf = append(append(t.buf, line...), '\n')
 	if len(t.buf) > 4096 {
 		t.buf = t.buf[len(t.buf)-4096:]
 	}
-	return len(p), nil
 }
 
 func (t *tailBuffer) String() string {
@@ -242,7 +165,7 @@ func (t *tailBuffer) String() string {
 }
 
 // URL dials a WebSocket ACP agent: one JSON-RPC message per text frame
-// (acp-spec.md §15.4).
+// (acp-spec.md §15.4), on the bridge's own client (legacy.WebSocket).
 type URL struct {
 	URL    string
 	Header http.Header
@@ -250,62 +173,54 @@ type URL struct {
 
 func (u URL) String() string { return u.URL }
 
-// Dial connects.
+// Dial connects, within ctx's deadline.
 func (u URL) Dial(ctx context.Context) (Conn, error) {
-	c, _, err := websocket.DefaultDialer.DialContext(ctx, u.URL, u.Header)
+	ws := legacy.WebSocket{
+		URL: u.URL, Header: u.Header,
+		// check bounds each wait on the agent itself (Options.Timeout):
+		// a keepalive would add a failure of its own to the verdicts.
+		PingPeriod: -1,
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		ws.DialTimeout = time.Until(deadline)
+	}
+	c, err := ws.Dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", u.URL, err)
+		return nil, err
 	}
 	return &wsConn{c: c}, nil
 }
 
+// wsConn is a Conn on a legacy.WSConn.
 type wsConn struct {
-	c    *websocket.Conn
-	wmu  sync.Mutex
-	once sync.Once
+	c *legacy.WSConn
 
 	mu  sync.Mutex
-	err error // why the reader stopped
+	err error // why Read stopped
 }
 
-func (w *wsConn) Send(msg []byte) error {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	return w.c.WriteMessage(websocket.TextMessage, msg)
-}
+func (w *wsConn) Send(msg []byte) error { return w.c.Write(context.Background(), msg) }
 
 func (w *wsConn) Recv() ([]byte, error) {
-	for {
-		typ, msg, err := w.c.ReadMessage()
-		if err != nil {
-			w.mu.Lock()
-			w.err = err
-			w.mu.Unlock()
-			return nil, io.EOF
-		}
-		if typ == websocket.TextMessage {
-			return msg, nil
-		}
+	msg, err := w.c.Read(context.Background())
+	if err != nil {
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		return nil, io.EOF
 	}
+	return msg, nil
 }
 
-func (w *wsConn) Close() error {
-	w.once.Do(func() {
-		w.wmu.Lock()
-		_ = w.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-		w.wmu.Unlock()
-		w.c.Close()
-	})
-	return nil
-}
+func (w *wsConn) Close() error { return w.c.Close() }
 
 func (w *wsConn) Diagnostics() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return "connection ended: " + w.err.Error() + "\n"
+	if w.err == nil || errors.Is(w.err, legacy.ErrClosed) { // (closed by check)
+		return ""
 	}
-	return ""
+	return "connection ended: " + w.err.Error() + "\n"
 }
 
 // Pipe is a Dialer for in-process agents (tests): serve runs one agent
