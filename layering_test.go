@@ -52,10 +52,8 @@ type rule struct {
 // wire tree is a leaf too, but for its own subpackages.
 var leaves = layer{"internal/clock", "internal/pipesize", "internal/buildinfo", "internal/hcldecode", "bridge/tap"}
 
-// toolkit is the conformance runs, traces and replay: toolkit/... once
-// they have moved there, bridge/check and bridge/trace until then, so
-// that the rules hold on both sides of the move.
-var toolkit = layer{"toolkit/...", "bridge/check", "bridge/trace"}
+// toolkit is the conformance runs, traces and replay.
+var toolkit = layer{"toolkit/..."}
 
 // engine is the engine and the packages it is made of, which must not
 // depend on how the bridge is launched, served or inspected.
@@ -115,11 +113,7 @@ var rules = []rule{
 // exceptions are edges the rules refuse but the tree still has, each with
 // the reason it is tolerated. An exception no edge needs any more is an
 // error too, so that it is deleted rather than left to excuse a new one.
-var exceptions = []struct{ from, to, why string }{
-	// Until the toolkit moves: bridge/trace's writer is the engine's tap
-	// (bridge.TapEvent); toolkit/trace takes the tap from bridge/tap.
-	{"bridge/trace", "bridge", "until the toolkit moves to toolkit/ and taps the engine through bridge/tap"},
-}
+var exceptions = []struct{ from, to, why string }{}
 
 // broken returns the text of each rule the edge from → to breaks (both
 // module-relative).
@@ -253,16 +247,14 @@ func TestLayeringRules(t *testing.T) {
 		{"bridge/store", "internal/cli", false},
 		{"bridge/config", "bridge/launch", false},
 		{"bridge", "toolkit/trace", false},
-		{"bridge", "bridge/trace", false},
 		{"bridge/launch", "legacy", true},
 		{"toolkit/trace", "bridge/tap", true},
 		{"toolkit/check", "legacy", true},
 		{"toolkit/trace", "bridge", false},
-		{"bridge/check", "bridge", false},
 		{"", "internal/cli", true},
 		{"bridge/demo", "internal/cli", false},
 		{"tests", "tests/fakeagent", true},
-		{"bridge/check", "tests/fakeagent/flawed", false},
+		{"toolkit/check", "tests/fakeagent/flawed", false},
 		{"tools/release", "internal/buildinfo", true},
 		{"internal/cli", "tools/release", false},
 	} {

@@ -170,53 +170,6 @@ func (b Binding) displayName() string {
 	return b.Name
 }
 
-// Hop says which side of the bridge a tapped message crossed.
-type Hop int
-
-const (
-	// EditorHop is the ACP stream on stdio.
-	EditorHop Hop = iota + 1
-	// AgentHop is one agent link, in its dialect's own format.
-	AgentHop
-	// BridgeHop is the engine itself: Note events.
-	BridgeHop
-)
-
-func (h Hop) String() string {
-	switch h {
-	case EditorHop:
-		return "editor"
-	case AgentHop:
-		return "agent"
-	case BridgeHop:
-		return "bridge"
-	}
-	return "?"
-}
-
-// TapEvent is one message seen by Bridge.Tap.
-type TapEvent struct {
-	Hop Hop
-	// Inbound is true for a message the bridge received (from the editor
-	// or from an agent), false for one it sent.
-	Inbound bool
-	// Link identifies the agent link (AgentHop), counting from 1; 0 on the
-	// editor hop.
-	Link int
-	// Session is the ACP session the message belongs to, when the engine
-	// knows it without parsing (often empty on the agent hop). Like
-	// Message it may share a frame's memory: clone it to keep it.
-	Session string
-	// Message is the whole message as it crossed the hop (borrowed: valid
-	// only during the call). Empty for notes.
-	Message []byte
-	// Note names the engine's decision for BridgeHop events: a repair (see
-	// the Repair constants) or another event such as "cancel-grace".
-	Note string
-	// Detail says more about a note, for a person.
-	Detail string
-}
-
 // SessionEventKind says what happened to a session.
 type SessionEventKind int
 

@@ -97,6 +97,11 @@ type Command struct {
 	// OnNoise, if not nil, is called from Read with every non-JSON line
 	// skipped (valid only during the call).
 	OnNoise func(line []byte)
+	// OnStderr, if not nil, is called with every line of the child's
+	// stderr as it is logged (the head of an over-long one), from the
+	// goroutine reading stderr (valid only during the call): for a caller
+	// that reports what the agent said, as acp-bridge check does.
+	OnStderr func(line []byte)
 }
 
 // Process is a running agent child process, made by Command.Start. It has the
@@ -126,6 +131,7 @@ type Process struct {
 	stdoutErr  error         // Read's: why stdout ended, nil at EOF
 	stderrDone chan struct{} // closed when the stderr logger stops
 	stderrTail stderrTail    // the child's last stderr lines
+	onStderr   func([]byte)  // Command.OnStderr
 	exited     chan struct{} // closed once the child is reaped; the two below set first
 	exitState  *os.ProcessState
 	waitErr    error // from exec.Cmd.Wait
@@ -204,6 +210,7 @@ func (c Command) Start(ctx context.Context) (*Process, error) {
 		out:        stdoutLines{split: lineSplitter{max: c.MaxLine}, noiseLimit: c.NoiseLimit, onNoise: c.OnNoise},
 		stdoutDone: make(chan struct{}),
 		stderrDone: make(chan struct{}),
+		onStderr:   c.OnStderr,
 		exited:     make(chan struct{}),
 		closed:     make(chan struct{}),
 	}
@@ -265,6 +272,17 @@ func startPiped(cmd *exec.Cmd) (inW, outR, errR *os.File, err error) {
 
 // Pid returns the child's process id (also its process group id on Unix).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// ProcessState reports how the child ended, as exec.Cmd.ProcessState does
+// once Wait has returned, or nil while it runs.
+func (p *Process) ProcessState() *os.ProcessState {
+	select {
+	case <-p.exited:
+		return p.exitState
+	default:
+		return nil
+	}
+}
 
 // Skipped reports how many stdout lines were skipped so far: lines that are
 // not a JSON object or array, and lines over MaxLine.
@@ -566,11 +584,17 @@ func (p *Process) logStderr() {
 			head := snippet(tooLong.Head, maxQuoted)
 			p.log.Info(head + " (line truncated)")
 			p.stderrTail.add(head)
+			if p.onStderr != nil {
+				p.onStderr(tooLong.Head)
+			}
 		case err != nil:
 			return
 		default:
 			p.log.Info(string(bytes.TrimRight(line, " \t")))
 			p.stderrTail.add(snippet(line, maxTailLine))
+			if p.onStderr != nil {
+				p.onStderr(line)
+			}
 		}
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -172,6 +174,47 @@ func TestProcessLogsStderr(t *testing.T) {
 		if !strings.Contains(l, want) {
 			t.Errorf("log lacks %q:\n%s", want, l)
 		}
+	}
+}
+
+// OnStderr sees every stderr line whole, as it is logged, for a caller
+// that reports more of it than Read's error quotes.
+func TestProcessOnStderr(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	p, _ := startChild(t, "stderr", func(c *legacy.Command) {
+		c.OnStderr = func(line []byte) {
+			mu.Lock()
+			lines = append(lines, string(line))
+			mu.Unlock()
+		}
+	})
+	expectFrame(t, p, `{"ready":true}`)
+	p.Close() // waits for the stderr reader to drain
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"hello from the agent's stderr", "second stderr line"}
+	if !slices.Equal(lines, want) {
+		t.Errorf("OnStderr saw %q, want %q", lines, want)
+	}
+}
+
+// ProcessState is nil while the child runs and says how it ended once it
+// has been reaped.
+func TestProcessState(t *testing.T) {
+	p, _ := startChild(t, "exit3", nil)
+	expectFrame(t, p, `{"bye":true}`)
+	if _, err := readWithin(t, p, 5*time.Second); err == nil {
+		t.Fatal("Read succeeded after the exit")
+	}
+	ps := p.ProcessState() // Read's error came after the reaping
+	if ps == nil || ps.ExitCode() != 3 {
+		t.Fatalf("ProcessState() = %v, want exit status 3", ps)
+	}
+
+	running, _ := startChild(t, "echo", nil)
+	if ps := running.ProcessState(); ps != nil {
+		t.Errorf("ProcessState() of a running child = %v, want nil", ps)
 	}
 }
 

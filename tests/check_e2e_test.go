@@ -17,8 +17,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent/flawed"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 type checkReport struct {

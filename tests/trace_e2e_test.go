@@ -13,7 +13,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 // stopBridge ends a bridge the way an editor does, closing its input, and

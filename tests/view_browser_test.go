@@ -19,7 +19,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 // recordTrace runs a session with a normal turn and an ignored cancel

@@ -14,7 +14,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/acp"
 )
@@ -247,7 +246,7 @@ func (r *Report) Finish(w io.Writer) error {
 		}
 		// "%p" is the process id: one report per bridge when a harness
 		// starts many with the same flags.
-		return os.WriteFile(trace.ExpandPID(r.shim.ReportFile), append(b, '\n'), 0o600)
+		return os.WriteFile(expandPID(r.shim.ReportFile), append(b, '\n'), 0o600)
 	}
 	fmt.Fprintf(w, "acp-bridge compliance shim report for agent %s (shim %s):\n", r.agent, r.mode())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -2,12 +2,15 @@ package launch
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 )
 
 // Trace flags: --trace FILE records every message on both hops (see package
-// bridge/trace), "%p" in FILE standing for the process id; --trace-append
+// toolkit/trace), "%p" in FILE standing for the process id; --trace-append
 // adds to an existing FILE, which is refused otherwise; --trace-max caps
 // the file.
 const (
@@ -29,4 +32,11 @@ func TraceMax(s string) (int64, error) {
 		return 0, Usagef("--%s: %v", FlagTraceMax, err)
 	}
 	return n, nil
+}
+
+// expandPID replaces every "%p" in name by the process id, as the trace
+// writer does for --trace FILE; it is repeated here so that launch, which
+// the engine's tools build on, does not import the toolkit.
+func expandPID(name string) string {
+	return strings.ReplaceAll(name, "%p", strconv.Itoa(os.Getpid()))
 }

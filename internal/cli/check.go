@@ -7,11 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/acp-bridge/acp-bridge/bridge/check"
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/toolkit/check"
+	"github.com/urfave/cli/v2"
 )
 
 // checkCommand is `acp-bridge check`: drive an ACP agent as an editor does

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/acp-bridge/acp-bridge/bridge/check"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
+	"github.com/acp-bridge/acp-bridge/toolkit/check"
+	"github.com/urfave/cli/v2"
 )
 
 // compareCommand is `acp-bridge compare`: the same scripted session against

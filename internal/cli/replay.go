@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 	"github.com/gorilla/websocket"
 	"github.com/urfave/cli/v2"
 )

@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/check"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/check"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 	"github.com/tidwall/gjson"
 )
 

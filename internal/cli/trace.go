@@ -7,7 +7,7 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )

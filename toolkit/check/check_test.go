@@ -37,9 +37,10 @@ func runCheck(t *testing.T, o Options) *Report {
 	return rep
 }
 
-func dump(rep *Report) string {
+// dump is what WriteText writes of a Report or a Comparison.
+func dump(x interface{ WriteText(io.Writer) error }) string {
 	var b bytes.Buffer
-	rep.WriteText(&b)
+	x.WriteText(&b)
 	return b.String()
 }
 

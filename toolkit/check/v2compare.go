@@ -1,10 +1,8 @@
 package check
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -20,72 +18,30 @@ import (
 // plan, and the stop reason (or error code). Those outcomes are compared;
 // the way they were streamed is not.
 
-// compareOutcomes is Compare when a side speaks v2.
-func compareOutcomes(ctx context.Context, o CompareOptions) (*Comparison, error) {
-	base := Options{Timeout: o.Timeout, Quiet: o.Quiet, CancelAfter: o.CancelAfter, Cwd: o.Cwd}
-	cleanup, err := base.defaults()
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	var c Comparison
-	var wg sync.WaitGroup
-	for _, side := range []struct {
-		d        Dialer
-		protocol int
-		rec      *Recording
-	}{{o.A, o.AProtocol, &c.A}, {o.B, o.BProtocol, &c.B}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opts := base
-			opts.Dialer = side.d
-			*side.rec = recordOutcomes(ctx, &opts, o, side.protocol == 2)
-		}()
-	}
-	wg.Wait()
-	c.Differences = diff(&c.A, &c.B, o)
-	return &c, nil
-}
-
-// recordOutcomes plays the session on one side and records each turn's
-// outcome. Capabilities are not recorded: v1 and v2 name and nest them
-// differently.
-func recordOutcomes(ctx context.Context, opts *Options, o CompareOptions, v2 bool) Recording {
-	rec := Recording{Agent: opts.Dialer.String(), Capabilities: []string{}, Turns: []Turn{}}
-	p, err := dialPeer(ctx, opts)
-	if err != nil {
-		rec.Error = err.Error()
-		return rec
-	}
-	defer p.close()
-	r := &run{peer: p, v2: v2}
+// recordOutcomes plays o's session in the run's version and records each
+// turn's outcome. Capabilities are not recorded: v1 and v2 name and nest
+// them differently.
+func (r *run) recordOutcomes(rec *Recording, o CompareOptions) {
 	if _, err := r.initialize(); err != nil {
 		rec.Error = err.Error()
-		return rec
+		return
 	}
 	if _, err := r.newSession(); err != nil {
 		rec.Error = err.Error()
-		return rec
+		return
 	}
 	ids := map[string]string{}
 	for _, text := range o.Prompts {
-		var turn playedTurn
-		if v2 {
-			turn, err = r.turnV2(text)
-		} else {
-			turn, err = r.turnV1(text)
-		}
+		turn, err := r.playTurn(text)
 		msgs := r.messages()[turn.from:]
 		turn.Events = outcomeOf(msgs, r.sid, turn.end, ids, o.Text)
 		turn.FirstUpdate = firstUpdate(msgs, r.sid, turn.end)
 		rec.Turns = append(rec.Turns, turn.Turn)
 		if err != nil {
 			rec.Error = err.Error()
-			return rec
+			return
 		}
 	}
-	return rec
 }
 
 // playedTurn is a Turn with the transcript span it was played in.
@@ -95,63 +51,28 @@ type playedTurn struct {
 	end  int // the transcript index of the turn's end (answer or idle)
 }
 
-// turnV1 plays one prompt in v1: the answer ends the turn.
-func (r *run) turnV1(text string) (playedTurn, error) {
+// playTurn plays one prompt to the end of its turn (protocol.turnEnded).
+func (r *run) playTurn(text string) (playedTurn, error) {
 	t := playedTurn{Turn: Turn{Prompt: text}, from: len(r.messages())}
 	cancel := strings.HasPrefix(text, CancelPrefix)
 	id, err := r.request("session/prompt", textPrompt(r.sid, strings.TrimPrefix(text, CancelPrefix)))
 	if err != nil {
 		return t, err
 	}
-	if cancel {
-		r.cancelAfterFirst(func(m Msg) bool { return m.IsResponse() && m.id == id })
-	}
-	resp, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return m.IsResponse() && m.id == id
-	})
-	r.holdPermissions = false
-	if err != nil {
-		return t, fmt.Errorf("prompt %q: %s", text, waitErr("no answer", err))
-	}
-	r.settle()
-	t.end = resp.N
-	t.End = resp.At - r.messages()[t.from].At
-	t.ErrorCode = resp.Get("error.code").Int()
-	t.StopReason = resp.Get("result.stopReason").Str
-	return t, nil
-}
-
-// turnV2 plays one prompt in v2: the answer acknowledges it, an idle
-// state_update ends the turn.
-func (r *run) turnV2(text string) (playedTurn, error) {
-	t := playedTurn{Turn: Turn{Prompt: text}, from: len(r.messages())}
-	cancel := strings.HasPrefix(text, CancelPrefix)
-	id, err := r.request("session/prompt", textPrompt(r.sid, strings.TrimPrefix(text, CancelPrefix)))
-	if err != nil {
-		return t, err
-	}
-	ended := func(m Msg) bool { return isState(m, r.sid, "idle") || (m.IsError() && m.id == id) }
+	ended := func(m Msg) bool { return r.proto.turnEnded(r, m, id) }
 	if cancel {
 		r.cancelAfterFirst(ended)
 	}
-	end, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return ended(m)
-	})
+	end, err := r.awaitCancelled(r.opts.Timeout, ended)
 	r.holdPermissions = false
 	if err != nil {
-		return t, fmt.Errorf("prompt %q: %s", text, waitErr("no idle state_update", err))
+		return t, fmt.Errorf("prompt %q: %s", text, waitErr("no "+r.proto.turnEnd, err))
 	}
 	r.settle()
 	t.end = end.N
 	t.End = end.At - r.messages()[t.from].At
 	t.ErrorCode = end.Get("error.code").Int()
-	t.StopReason = end.Get("params.update.stopReason").Str
+	t.StopReason = end.Get(r.proto.stopReason).Str
 	return t, nil
 }
 

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/tap"
 	"github.com/acp-bridge/acp-bridge/internal/wire"
 	"github.com/tidwall/gjson"
 )
@@ -119,7 +119,7 @@ type Writer struct {
 
 type event struct {
 	at time.Time
-	ev bridge.TapEvent
+	ev tap.Event
 }
 
 // Create creates the trace file path (mode 0600) and returns a Writer on
@@ -208,7 +208,7 @@ func NewWriter(w io.Writer, opt Options) *Writer {
 
 // Tap records ev; it has Bridge.Tap's signature. The borrowed bytes are
 // copied. After Close it does nothing.
-func (w *Writer) Tap(ev bridge.TapEvent) {
+func (w *Writer) Tap(ev tap.Event) {
 	ev.Message = bytes.Clone(ev.Message)
 	ev.Session = strings.Clone(ev.Session)
 	at := w.opt.Now()
@@ -264,7 +264,7 @@ func (w *Writer) record(e event) Record {
 		Link:    ev.Link,
 		Session: ev.Session,
 	}
-	if ev.Hop == bridge.BridgeHop {
+	if ev.Hop == tap.BridgeHop {
 		r.Kind, r.Note, r.Detail = KindNote, ev.Note, ev.Detail
 		return r
 	}

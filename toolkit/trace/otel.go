@@ -106,7 +106,7 @@ func WriteOTLP(w io.Writer, service string, recs []Record) error {
 	req := map[string]any{"resourceSpans": []any{map[string]any{
 		"resource": map[string]any{"attributes": attrs("service.name", service)},
 		"scopeSpans": []any{map[string]any{
-			"scope": map[string]any{"name": "github.com/acp-bridge/acp-bridge/bridge/trace"},
+			"scope": map[string]any{"name": "github.com/acp-bridge/acp-bridge/toolkit/trace"},
 			"spans": spans,
 		}},
 	}}}

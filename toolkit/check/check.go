@@ -239,22 +239,57 @@ func fail(lines []int, format string, args ...any) verdict {
 	return verdict{status: Fail, reason: fmt.Sprintf(format, args...), lines: lines}
 }
 
+// A protocol is what a run depends on in the ACP version its scenarios
+// speak: the scenarios, the schema, and the steps that version changed.
+// v1 and v2 runs share everything else.
+type protocol struct {
+	name      string // "v1", "v2"
+	scenarios []Scenario
+	// unknown names a scenario id in errors: "scenario".
+	unknown string
+	// notApplicable are the scenarios reported SKIP without dialling the
+	// agent, with why.
+	notApplicable map[string]string
+	// initParams are the params of initialize, which asks for version;
+	// capabilities is the member of its result the agent's capabilities
+	// are in, versionRule what the spec says of the answer's version.
+	version      int
+	initParams   map[string]any
+	capabilities string
+	versionRule  string
+	loadSchema   func() (*Schema, error)
+	// validate checks one message the agent wrote against the schema.
+	validate func(r *run, s *Schema, m Msg) []string
+	// turnEnded reports whether m ends the turn of the prompt promptID:
+	// in v1 the prompt's answer, in v2 an idle state_update (or an error
+	// answer). turnEnd names that message, stopReason the gjson path of
+	// the stop reason in it.
+	turnEnded  func(r *run, m Msg, promptID string) bool
+	turnEnd    string
+	stopReason string
+}
+
+// protocolOf returns the protocol of ACP version v: 1 (or 0) or 2.
+func protocolOf(v int) *protocol {
+	if v == 2 {
+		return protocolV2
+	}
+	return protocolV1
+}
+
 // Run runs the scenarios o selects, each on a fresh connection, and
 // returns the report. An unknown id in o.Only is an error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Dialer == nil {
 		return nil, fmt.Errorf("check: no agent to check")
 	}
-	switch o.Protocol {
-	case 0, 1:
-	case 2:
-		return runV2(ctx, o)
-	default:
+	if o.Protocol < 0 || o.Protocol > 2 {
 		return nil, fmt.Errorf("check: protocol version %d: check speaks ACP 1 and 2", o.Protocol)
 	}
+	proto := protocolOf(o.Protocol)
 	for _, id := range o.Only {
-		if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
-			return nil, fmt.Errorf("check: unknown scenario %q (known: %s)", id, strings.Join(ids(), ", "))
+		if !slices.ContainsFunc(proto.scenarios, func(s Scenario) bool { return s.ID == id }) {
+			return nil, fmt.Errorf("check: unknown %s %q (known: %s)", proto.unknown, id, strings.Join(ids(proto.scenarios), ", "))
 		}
 	}
 	cleanup, err := o.defaults()
@@ -266,14 +301,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// Every message of every scenario is validated against the schema;
 	// the schema scenario, which runs last, reports what the others saw.
 	var seen []finding
-	for _, s := range scenarios {
+	for _, s := range proto.scenarios {
 		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		res, found := runOne(ctx, &o, s, seen)
+		if why, ok := proto.notApplicable[s.ID]; ok {
+			rep.Results = append(rep.Results, Result{ID: s.ID, Tier: s.Tier, Title: s.Title, Status: Skip,
+				Reason: "not applicable to ACP " + proto.name + ": " + why})
+			continue
+		}
+		res, found := runOne(ctx, &o, proto, s, seen)
 		rep.Results = append(rep.Results, res)
 		seen = append(seen, found...)
 	}
@@ -284,15 +324,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func ids() []string {
+func ids(list []Scenario) []string {
 	var out []string
-	for _, s := range scenarios {
+	for _, s := range list {
 		out = append(out, s.ID)
 	}
 	return out
 }
 
-func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res Result, found []finding) {
+func runOne(ctx context.Context, o *Options, proto *protocol, s Scenario, prior []finding) (res Result, found []finding) {
 	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
@@ -302,7 +342,7 @@ func runOne(ctx context.Context, o *Options, s Scenario, prior []finding) (res R
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
 		return res, nil
 	}
-	r := &run{peer: p, prior: prior}
+	r := &run{peer: p, proto: proto, prior: prior}
 	v := s.run(r)
 	p = r.peer                   // a scenario may move to a second connection
 	diag := p.conn.Diagnostics() // before close: how the agent ended on its own
@@ -405,7 +445,7 @@ func ParseBaseline(r io.Reader) ([]string, error) {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		for _, id := range strings.Fields(line) {
 			if !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.ID == id }) {
-				return nil, fmt.Errorf("line %d: unknown scenario %q (known: %s)", n, id, strings.Join(ids(), ", "))
+				return nil, fmt.Errorf("line %d: unknown scenario %q (known: %s)", n, id, strings.Join(ids(scenarios), ", "))
 			}
 			expected = append(expected, id)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/tap"
 )
 
 // fakeClock advances by one millisecond per reading.
@@ -20,17 +20,17 @@ func TestWriterRecordsBothHopsAndNotes(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Options{Now: fakeClock()})
 	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s-1"}}`)
-	w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Inbound: true, Message: msg})
+	w.Tap(tap.Event{Hop: tap.EditorHop, Inbound: true, Message: msg})
 	msg[0] = 'X' // borrowed bytes: the writer must have copied them
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Link: 1, Session: "s-1", Message: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{}}`)})
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Link: 1, Message: []byte(`{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`)})
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Link: 1, Message: []byte(`not json`)})
-	w.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "cancel-grace", Detail: "ended by the bridge"})
-	w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Message: []byte(`{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Link: 1, Session: "s-1", Message: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{}}`)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Inbound: true, Link: 1, Message: []byte(`{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Inbound: true, Link: 1, Message: []byte(`not json`)})
+	w.Tap(tap.Event{Hop: tap.BridgeHop, Note: "cancel-grace", Detail: "ended by the bridge"})
+	w.Tap(tap.Event{Hop: tap.EditorHop, Message: []byte(`{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`)})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Message: []byte(`{}`)}) // after Close: ignored
+	w.Tap(tap.Event{Hop: tap.EditorHop, Message: []byte(`{}`)}) // after Close: ignored
 	recs, err := Read(&buf)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestWriterCap(t *testing.T) {
 	const max = 2000
 	w := NewWriter(&buf, Options{Max: max, Now: fakeClock()})
 	for i := 0; i < 100; i++ {
-		w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Inbound: true, Message: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`)})
+		w.Tap(tap.Event{Hop: tap.EditorHop, Inbound: true, Message: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`)})
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -105,8 +105,8 @@ func TestWriterCap(t *testing.T) {
 func TestWriterScrubs(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Options{Scrub: func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("hunter2"), []byte("<redacted>")) }})
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(`{"jsonrpc":"2.0","method":"x","params":{"token":"hunter2"}}`)})
-	w.Tap(bridge.TapEvent{Hop: bridge.BridgeHop, Note: "n", Detail: "saw hunter2"})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Message: []byte(`{"jsonrpc":"2.0","method":"x","params":{"token":"hunter2"}}`)})
+	w.Tap(tap.Event{Hop: tap.BridgeHop, Note: "n", Detail: "saw hunter2"})
 	w.Close()
 	if strings.Contains(buf.String(), "hunter2") {
 		t.Errorf("secret in trace:\n%s", buf.String())
@@ -167,10 +167,10 @@ func TestWriterKeepsBytes(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Options{})
 	exact := `{"jsonrpc":"2.0","method":"x","params":{"html":"<b>&amp;</b>","n":1.50,"big":12345678901234567890}}`
-	w.Tap(bridge.TapEvent{Hop: bridge.EditorHop, Message: []byte(exact)})
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Message: []byte("{\n  \"type\": \"chunk\",\n  \"text\": \"a\\nb\"\n}")})
+	w.Tap(tap.Event{Hop: tap.EditorHop, Message: []byte(exact)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Inbound: true, Message: []byte("{\n  \"type\": \"chunk\",\n  \"text\": \"a\\nb\"\n}")})
 	raw := "bin\x00\x1f\"\\\xff\u2028 <tag>"
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Inbound: true, Message: []byte(raw)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Inbound: true, Message: []byte(raw)})
 	w.Close()
 	if n := strings.Count(buf.String(), "\n"); n != 3 {
 		t.Fatalf("%d lines, want 3:\n%s", n, buf.String())
@@ -202,7 +202,7 @@ func TestReadDeepestMessage(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Options{})
-	w.Tap(bridge.TapEvent{Hop: bridge.AgentHop, Message: []byte(msg)})
+	w.Tap(tap.Event{Hop: tap.AgentHop, Message: []byte(msg)})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -361,6 +361,20 @@ func (p *peer) answerHeld() {
 	p.held = nil
 }
 
+// awaitCancelled answers "cancelled" the permission requests held, and
+// those that come meanwhile, and consumes messages until one satisfies
+// pred, for at most d: a client seeing a cancelled turn to its end. With
+// no request held back it is await.
+func (p *peer) awaitCancelled(d time.Duration, pred func(Msg) bool) (Msg, error) {
+	p.answerHeld()
+	return p.await(d, func(m Msg) bool {
+		if m.method == "session/request_permission" {
+			p.answerHeld()
+		}
+		return pred(m)
+	})
+}
+
 // messages returns a copy of the transcript.
 func (p *peer) messages() []Msg {
 	p.mu.Lock()

@@ -1,10 +1,7 @@
 package check
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +29,7 @@ func initParamsV2(version int) map[string]any {
 
 var v2Scenarios = []Scenario{
 	{"initialize", Mandatory, "initialize asking for version 2 is answered 2", scV2Initialize},
-	{"reinitialize", Advisory, "a second initialize is answered", scV2Reinitialize},
+	{"reinitialize", Advisory, "a second initialize is answered", scReinitialize},
 	{"session-new", Mandatory, "session/new answers a sessionId, no update before it", scSessionNew},
 	{"prompt-stream", Mandatory, "a prompt is acknowledged with a messageId, streams, and ends with an idle state_update", scV2PromptStream},
 	{"stop-reason", Advisory, "the idle state_update that ends a turn names its stop reason", scV2StopReason},
@@ -44,11 +41,30 @@ var v2Scenarios = []Scenario{
 	{"malformed-json", Mandatory, "malformed JSON is answered -32700 and the agent keeps working", scMalformed},
 	{"invalid-request", Mandatory, "an invalid request is answered -32600", scInvalidRequest},
 	{"unknown-session", Mandatory, "a prompt for an unknown session is an error whose data, if any, is SessionNotFoundErrorData", scV2UnknownSession},
-	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scV2StdoutPurity},
+	{"stdout-purity", Mandatory, "every line the agent writes is one JSON message", scStdoutPurity},
 	{"set-mode", Capability, "session/set_mode answers an object", nil},
 	{"client-requests", Capability, "agent→client requests are well formed", nil},
 	// Last: it reports the schema findings of every scenario before it.
-	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v2 schema", scV2Schema},
+	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v2 schema", scSchema},
+}
+
+// protocolV2 runs the v2 scenarios.
+var protocolV2 = &protocol{
+	name:          "v2",
+	scenarios:     v2Scenarios,
+	unknown:       "ACP v2 scenario",
+	notApplicable: v2NotApplicable,
+	version:       2,
+	initParams:    initParamsV2(2),
+	capabilities:  "capabilities",
+	versionRule:   "a v2 agent answers 2",
+	loadSchema:    acpschema.LoadSchemaV2,
+	validate:      (*run).validateV2,
+	turnEnded: func(r *run, m Msg, promptID string) bool {
+		return isState(m, r.sid, "idle") || m.IsError() && m.id == promptID
+	},
+	turnEnd:    "idle state_update",
+	stopReason: "params.update.stopReason",
 }
 
 // v2NotApplicable are the v1 scenarios whose subject v2 removed, with why;
@@ -65,114 +81,15 @@ func V2Scenarios() []Scenario {
 	return out
 }
 
-// runV2 is Run for Options.Protocol 2.
-func runV2(ctx context.Context, o Options) (*Report, error) {
-	list := V2Scenarios()
-	for _, id := range o.Only {
-		if !slices.ContainsFunc(list, func(s Scenario) bool { return s.ID == id }) {
-			var known []string
-			for _, s := range list {
-				known = append(known, s.ID)
-			}
-			return nil, fmt.Errorf("check: unknown ACP v2 scenario %q (known: %s)", id, strings.Join(known, ", "))
-		}
-	}
-	cleanup, err := o.defaults()
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	rep := &Report{Agent: o.Dialer.String()}
-	var seen []finding
-	for _, s := range list {
-		if len(o.Only) > 0 && !slices.Contains(o.Only, s.ID) {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		if why, ok := v2NotApplicable[s.ID]; ok {
-			rep.Results = append(rep.Results, Result{ID: s.ID, Tier: s.Tier, Title: s.Title, Status: Skip, Reason: "not applicable to ACP v2: " + why})
-			continue
-		}
-		res, found := runOneV2(ctx, &o, s, seen)
-		rep.Results = append(rep.Results, res)
-		seen = append(seen, found...)
-	}
-	return rep, nil
-}
-
-// runOneV2 is runOne with the v2 schema.
-func runOneV2(ctx context.Context, o *Options, s Scenario, prior []finding) (res Result, found []finding) {
-	res = Result{ID: s.ID, Tier: s.Tier, Title: s.Title}
-	start := time.Now()
-	defer func() { res.Duration = time.Since(start) }()
-	dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	p, err := dialPeer(dctx, o)
-	if err != nil {
-		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()
-		return res, nil
-	}
-	r := &run{peer: p, prior: prior, v2: true}
-	v := s.run(r)
-	p = r.peer
-	diag := p.conn.Diagnostics()
-	p.close()
-	if s.ID != "schema" {
-		found = r.findingsV2(s.ID)
-	}
-	res.Status, res.Reason = v.status, v.reason
-	if v.status == Fail || v.status == NotRun {
-		if len(v.lines) > 0 || len(v.extra) == 0 {
-			res.Transcript = excerpt(p.messages(), v.lines)
-		}
-		res.Transcript = append(res.Transcript, v.extra...)
-		res.Diagnostics = diag
-	}
-	return res, found
-}
-
-// findingsV2 validates every message the agent wrote on this connection
-// against the v2 schema.
-func (r *run) findingsV2(scenario string) []finding {
-	s, err := acpschema.LoadSchemaV2()
-	if err != nil {
-		return nil
-	}
-	var out []finding
-	for _, m := range r.messages() {
-		if m.Out || !m.obj {
-			continue
-		}
-		if p := r.validateV2(s, m); len(p) > 0 {
-			out = append(out, finding{scenario, m.N, FormatLine(m), p})
-		}
-	}
-	return out
-}
-
 // validateV2 checks one message from the agent: what the v2 schema says of
 // it, and what only the transcript knows (which request a response
 // answers).
 func (r *run) validateV2(s *Schema, m Msg) []string {
-	var probs []string
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(m.Raw, &obj)
-	for k := range obj {
-		if !envelopeKeys[k] {
-			probs = append(probs, fmt.Sprintf("unexpected top-level member %q", k))
-		}
-	}
+	probs := unexpectedMembers(m)
 	answered := ""
 	if m.IsResponse() {
-		method, ours := r.methodOf(m.id)
-		switch {
-		case m.id == "null" && !m.IsError():
-			probs = append(probs, "id: null is only for an error answering a request whose id could not be read")
-		case !ours && m.id != "null":
-			probs = append(probs, fmt.Sprintf("id: %s answers no request of the client (was a notification answered?)", m.id))
-		}
+		p, method := r.answered(m)
+		probs = append(probs, p...)
 		if !strings.HasPrefix(method, "acp-check/") {
 			answered = method
 		}
@@ -180,50 +97,12 @@ func (r *run) validateV2(s *Schema, m Msg) []string {
 	return append(probs, s.ValidateToClient(m.Raw, answered)...)
 }
 
-func scV2Schema(r *run) verdict {
-	if v, ok := r.basicSessionV2(); !ok {
+func scV2Initialize(r *run) verdict {
+	m, v, ok := r.initializeChecked()
+	if !ok {
 		return v
 	}
-	if _, err := acpschema.LoadSchemaV2(); err != nil {
-		return notRun("%v", err)
-	}
-	own := r.findingsV2("schema")
-	return r.schemaVerdict(own, "v2")
-}
-
-func scV2Initialize(r *run) verdict {
-	m, err := r.call("initialize", initParamsV2(2))
-	if err != nil {
-		return fail(nil, "%s", waitErr("initialize", err))
-	}
-	if m.IsError() {
-		return fail([]int{m.N}, "initialize asking for version 2 answered an error")
-	}
-	v := m.Get("result.protocolVersion")
-	if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE") {
-		return fail([]int{m.N}, "result.protocolVersion is %s, want the integer 2", orAbsent(v))
-	}
-	if v.Int() != 2 {
-		return fail([]int{m.N}, "result.protocolVersion is %d for a client that asked for 2; a v2 agent answers 2", v.Int())
-	}
-	if c := m.Get("result.capabilities"); c.Exists() && !c.IsObject() {
-		return fail([]int{m.N}, "result.capabilities is not an object")
-	}
 	return pass("protocolVersion 2; agent %q", m.Get("result.info.name").Str)
-}
-
-func scV2Reinitialize(r *run) verdict {
-	if _, err := r.initialize(); err != nil {
-		return notRun("initialize failed: %v", err)
-	}
-	m, err := r.call("initialize", initParamsV2(2))
-	if err != nil {
-		return fail(nil, "%s", waitErr("second initialize", err))
-	}
-	if m.IsError() || !m.Get("result").IsObject() {
-		return fail([]int{m.N}, "a second initialize was answered %s; editors re-initialize after a reconnect or a settings change", m.Get("error").Raw+m.Get("result").Raw)
-	}
-	return pass("answered again")
 }
 
 // isState reports a state_update of session sid, in state state ("" for
@@ -252,6 +131,20 @@ func (r *run) promptV2(text string) (Msg, error) {
 		}
 	}
 	return m, nil
+}
+
+// openTurnV2 opens a session and sends a prompt of text, called what in
+// reasons. ok false means the session could not be opened or the prompt
+// was not acknowledged: v is the scenario's NOT RUN.
+func (r *run) openTurnV2(what, text string) (ack Msg, v verdict, ok bool) {
+	if v, ok := r.setup(); !ok {
+		return ack, v, false
+	}
+	ack, err := r.promptV2(text)
+	if err != nil || ack.IsError() {
+		return ack, notRun("%s was not acknowledged: %v %s", what, err, ack.Get("error").Raw), false
+	}
+	return ack, verdict{}, true
 }
 
 // awaitIdle waits for the session's idle state_update.
@@ -304,12 +197,8 @@ func scV2PromptStream(r *run) verdict {
 // update that ends foreground work (StateUpdate); without it the editor
 // cannot tell a finished turn from a refusal or an error.
 func scV2StopReason(r *run) verdict {
-	if v, ok := r.setup(); !ok {
+	if _, v, ok := r.openTurnV2("the prompt", r.opts.Prompt); !ok {
 		return v
-	}
-	ack, err := r.promptV2(r.opts.Prompt)
-	if err != nil || ack.IsError() {
-		return notRun("the prompt was not acknowledged: %v %s", err, ack.Get("error").Raw)
 	}
 	idle, err := r.awaitIdle(r.opts.Timeout)
 	if err != nil {
@@ -344,13 +233,7 @@ func scV2Cancel(r *run) verdict {
 	if err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
-	r.answerHeld()
-	idle, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return isState(m, r.sid, "idle")
-	})
+	idle, err := r.awaitCancelled(r.opts.Timeout, func(m Msg) bool { return isState(m, r.sid, "idle") })
 	if err != nil {
 		return fail([]int{cn.N}, "%s", waitErr(fmt.Sprintf("no idle state_update within %s of session/cancel", r.opts.Timeout), err))
 	}
@@ -362,13 +245,9 @@ func scV2Cancel(r *run) verdict {
 }
 
 func scV2CancelPermission(r *run) verdict {
-	if v, ok := r.setup(); !ok {
-		return v
-	}
 	r.holdPermissions = true
-	ack, err := r.promptV2(r.opts.PermissionPrompt)
-	if err != nil || ack.IsError() {
-		return notRun("the prompt was not acknowledged: %v %s", err, ack.Get("error").Raw)
+	if _, v, ok := r.openTurnV2("the prompt", r.opts.PermissionPrompt); !ok {
+		return v
 	}
 	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
 		return m.method == "session/request_permission" || isState(m, r.sid, "idle")
@@ -383,13 +262,7 @@ func scV2CancelPermission(r *run) verdict {
 	if err != nil {
 		return notRun("sending session/cancel: %v", err)
 	}
-	r.answerHeld() // the client answers the pending request "cancelled"
-	idle, err := r.await(r.opts.Timeout, func(x Msg) bool {
-		if x.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return isState(x, r.sid, "idle")
-	})
+	idle, err := r.awaitCancelled(r.opts.Timeout, func(m Msg) bool { return isState(m, r.sid, "idle") })
 	if err != nil {
 		return fail([]int{m.N, cn.N}, "%s", waitErr("no idle state_update after session/cancel and the permission request answered \"cancelled\"", err))
 	}
@@ -400,12 +273,9 @@ func scV2CancelPermission(r *run) verdict {
 }
 
 func scV2ConcurrentPrompt(r *run) verdict {
-	if v, ok := r.setup(); !ok {
+	ackA, v, ok := r.openTurnV2("the long prompt", r.opts.LongPrompt)
+	if !ok {
 		return v
-	}
-	ackA, err := r.promptV2(r.opts.LongPrompt)
-	if err != nil || ackA.IsError() {
-		return notRun("the long prompt was not acknowledged: %v %s", err, ackA.Get("error").Raw)
 	}
 	if first, err := r.await(r.opts.CancelAfter, func(m Msg) bool { return isUpdate(m, r.sid) && !isState(m, r.sid, "running") }); err == nil && isState(first, r.sid, "idle") {
 		return notRun("the turn for %q ended before a second prompt could be sent (--long-prompt)", r.opts.LongPrompt)
@@ -539,35 +409,4 @@ func scV2UnknownSession(r *run) verdict {
 		return fail([]int{m.N}, "error.data.sessionId is %q, not the unknown session %q the prompt named", got, sid)
 	}
 	return pass("error -32002 with data.sessionId %q", sid)
-}
-
-// basicSessionV2 is basicSession in v2: initialize, session/new, one
-// prompt to its idle state_update, settle.
-func (r *run) basicSessionV2() (verdict, bool) {
-	if _, err := r.call("initialize", initParamsV2(2)); err != nil {
-		return notRun("initialize: %v", err), false
-	}
-	if _, err := r.newSession(); err == nil {
-		if ack, err := r.promptV2(r.opts.Prompt); err == nil && !ack.IsError() {
-			_, _ = r.awaitIdle(r.opts.Timeout)
-		}
-	}
-	r.settle()
-	return verdict{}, true
-}
-
-func scV2StdoutPurity(r *run) verdict {
-	if v, ok := r.basicSessionV2(); !ok {
-		return v
-	}
-	var bad []int
-	for _, m := range r.messages() {
-		if !m.Out && !m.obj {
-			bad = append(bad, m.N)
-		}
-	}
-	if len(bad) > 0 {
-		return fail(bad, "%d line(s) on the agent's stdout are not JSON-RPC messages; stdout must carry only ACP (log to stderr)", len(bad))
-	}
-	return pass("%d messages, all JSON objects", len(r.messages()))
 }

@@ -97,10 +97,13 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 			return nil, fmt.Errorf("compare: protocol version %d: compare speaks ACP 1 and 2", v)
 		}
 	}
+	// A session of turns normalised to their shape, in v1; when either
+	// side speaks v2, the turns' outcomes (v2compare.go).
+	play := (*run).record
 	if o.AProtocol == 2 || o.BProtocol == 2 {
-		return compareOutcomes(ctx, o)
+		play = (*run).recordOutcomes
 	}
-	base := Options{Timeout: o.Timeout, Quiet: o.Quiet, CancelAfter: o.CancelAfter, Cwd: o.Cwd}
+	base := Options{Timeout: o.Timeout, Quiet: o.Quiet, CancelAfter: o.CancelAfter, Cwd: o.Cwd, TraceDir: o.TraceDir}
 	cleanup, err := base.defaults()
 	if err != nil {
 		return nil, err
@@ -109,17 +112,18 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	var c Comparison
 	var wg sync.WaitGroup
 	for _, side := range []struct {
-		name string
-		d    Dialer
-		rec  *Recording
-	}{{"a", o.A, &c.A}, {"b", o.B, &c.B}} {
+		name     string
+		d        Dialer
+		protocol int
+		rec      *Recording
+	}{{"a", o.A, o.AProtocol, &c.A}, {"b", o.B, o.BProtocol, &c.B}} {
+		proto := protocolOf(side.protocol)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			opts := base
 			opts.Dialer = side.d
-			opts.TraceDir = o.TraceDir
-			*side.rec = record(withScenario(ctx, side.name), &opts, o)
+			*side.rec = playSide(withScenario(ctx, side.name), &opts, proto, func(r *run, rec *Recording) { play(r, rec, o) })
 		}()
 	}
 	wg.Wait()
@@ -127,7 +131,9 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 	return &c, nil
 }
 
-func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
+// playSide dials one side of a comparison and plays its session with
+// play, keeping the transcript under opts.TraceDir when set.
+func playSide(ctx context.Context, opts *Options, proto *protocol, play func(*run, *Recording)) Recording {
 	rec := Recording{Agent: opts.Dialer.String(), Capabilities: []string{}, Setup: []string{}, Turns: []Turn{}}
 	p, err := dialPeer(ctx, opts)
 	if err != nil {
@@ -135,22 +141,26 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 		return rec
 	}
 	defer p.close()
+	play(&run{peer: p, proto: proto}, &rec)
 	if opts.TraceDir != "" {
-		defer func() {
-			if err := writeTranscript(opts.TraceDir, scenarioOf(ctx), p.start, p.messages()); err != nil && rec.Error == "" {
-				rec.Error = err.Error()
-			}
-		}()
+		if err := writeTranscript(opts.TraceDir, scenarioOf(ctx), p.start, p.messages()); err != nil && rec.Error == "" {
+			rec.Error = err.Error()
+		}
 	}
-	r := &run{peer: p}
+	return rec
+}
+
+// record plays o's session in v1 and records its capabilities, its setup
+// and the shape of each turn.
+func (r *run) record(rec *Recording, o CompareOptions) {
 	m, err := r.call("initialize", initParams(1))
 	if err != nil {
 		rec.Error = err.Error()
-		return rec
+		return
 	}
 	if m.IsError() {
 		rec.Capabilities = append(rec.Capabilities, fmt.Sprintf("initialize error=%d", m.Get("error.code").Int()))
-		return rec
+		return
 	}
 	flatten("protocolVersion", m.Get("result.protocolVersion"), &rec.Capabilities)
 	flatten("agentCapabilities", m.Get("result.agentCapabilities"), &rec.Capabilities)
@@ -158,7 +168,7 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 	nm, err := r.newSession()
 	if err != nil {
 		rec.Error = err.Error()
-		return rec
+		return
 	}
 	r.settle()
 	ids := map[string]string{} // toolCallId → tcN
@@ -194,10 +204,9 @@ func record(ctx context.Context, opts *Options, o CompareOptions) Recording {
 		rec.Turns = append(rec.Turns, turn)
 		if err != nil {
 			rec.Error = err.Error()
-			return rec
+			return
 		}
 	}
-	return rec
 }
 
 // turn plays one prompt and normalises what happened.
@@ -228,12 +237,7 @@ func (r *run) turn(text string, ids map[string]string) (Turn, error) {
 		r.holdPermissions = true
 		r.answerHeld()
 	}
-	resp, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if cancel && m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return m.IsResponse() && m.id == id
-	})
+	resp, err := r.awaitCancelled(r.opts.Timeout, func(m Msg) bool { return m.IsResponse() && m.id == id })
 	r.holdPermissions = false
 	if err != nil {
 		return t, fmt.Errorf("prompt %q: %s", text, waitErr("no answer", err))
@@ -581,7 +585,5 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 		*Comparison
 		Incomplete bool `json:"incomplete"`
 	}{c, c.Incomplete()}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }

@@ -56,9 +56,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		*Report
 		Failed bool `json:"failed"`
 	}{r, r.Failed()}
+	return writeJSON(w, out)
+}
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }
 
 // JUnit shapes, as CI systems read them.

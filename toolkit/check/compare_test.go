@@ -25,16 +25,10 @@ func compareFlawed(t *testing.T, a, b flawed.Set, prompts ...string) *Comparison
 	return c
 }
 
-func text(c *Comparison) string {
-	var b bytes.Buffer
-	c.WriteText(&b)
-	return b.String()
-}
-
 func TestCompare_IdenticalAgentsDoNotDiffer(t *testing.T) {
 	c := compareFlawed(t, nil, nil, "hello", DefaultFilePrompt, DefaultPermissionPrompt, CancelPrefix+"wait-cancel")
 	if len(c.Differences) != 0 {
-		t.Fatalf("identical agents differ:\n%s", text(c))
+		t.Fatalf("identical agents differ:\n%s", dump(c))
 	}
 	// The recordings are real: the permission turn holds the tool call's
 	// lifecycle and the permission request, renumbered.
@@ -73,12 +67,12 @@ func TestCompare_OneKnownDifference(t *testing.T) {
 			if tc.name == "capabilities" {
 				// protocolVersion differs: one line per side.
 				if len(c.Differences) != 2 || c.Differences[0].B != "protocolVersion=99" && c.Differences[1].B != "protocolVersion=99" {
-					t.Fatalf("differences:\n%s", text(c))
+					t.Fatalf("differences:\n%s", dump(c))
 				}
 				return
 			}
 			if len(c.Differences) != 1 || c.Differences[0] != want {
-				t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, text(c))
+				t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, dump(c))
 			}
 		})
 	}
@@ -94,7 +88,7 @@ func TestCompare_JSONRoundTrip(t *testing.T) {
 	// schema-violation adds a chunk whose content is a string: the shape
 	// differs (a second chunk event) whatever the text.
 	if len(c.Differences) != 1 {
-		t.Fatalf("differences:\n%s", text(c))
+		t.Fatalf("differences:\n%s", dump(c))
 	}
 	var b bytes.Buffer
 	if err := c.WriteJSON(&b); err != nil {
@@ -141,6 +135,6 @@ func TestCompare_SetupUpdatesCompared(t *testing.T) {
 	c := compareFlawed(t, nil, flawed.Set{flawed.EarlyUpdates: true}, "hello")
 	want := Difference{"session setup", "-", "#1 early available_commands_update"}
 	if len(c.Differences) != 1 || c.Differences[0] != want {
-		t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, text(c))
+		t.Fatalf("differences %+v, want exactly %+v\n%s", c.Differences, want, dump(c))
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge/trace"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 // scenarioKey carries the scenario a connection is dialled for.

@@ -21,8 +21,8 @@ type run struct {
 	prior []finding
 	// authenticated is set once check has called authenticate.
 	authenticated bool
-	// v2 speaks ACP v2 (v2check.go).
-	v2 bool
+	// proto is the ACP version the run speaks.
+	proto *protocol
 }
 
 // finding is one message that does not match the schema.
@@ -33,9 +33,10 @@ type finding struct {
 	probs    []string
 }
 
-// findings validates every message the agent wrote on this connection.
+// findings validates every message the agent wrote on this connection
+// against the schema of the run's version.
 func (r *run) findings(scenario string) []finding {
-	s, err := LoadSchema()
+	s, err := r.proto.loadSchema()
 	if err != nil {
 		return nil
 	}
@@ -44,7 +45,7 @@ func (r *run) findings(scenario string) []finding {
 		if m.Out || !m.obj {
 			continue // stdout-purity judges non-JSON lines
 		}
-		if p := r.validate(s, m); len(p) > 0 {
+		if p := r.proto.validate(r, s, m); len(p) > 0 {
 			out = append(out, finding{scenario, m.N, FormatLine(m), p})
 		}
 	}
@@ -69,11 +70,7 @@ func initParams(version int) map[string]any {
 
 // initialize runs initialize; an error is the reason it did not work.
 func (r *run) initialize() (Msg, error) {
-	params := initParams(1)
-	if r.v2 {
-		params = initParamsV2(2)
-	}
-	m, err := r.call("initialize", params)
+	m, err := r.call("initialize", r.proto.initParams)
 	if err != nil {
 		return m, err
 	}
@@ -243,6 +240,24 @@ func waitErr(what string, err error) string {
 
 var stopReasons = map[string]bool{"end_turn": true, "max_tokens": true, "max_turn_requests": true, "refusal": true, "cancelled": true}
 
+// protocolV1 runs the scenarios below.
+var protocolV1 = &protocol{
+	name:         "v1",
+	scenarios:    scenarios,
+	unknown:      "scenario",
+	version:      1,
+	initParams:   initParams(1),
+	capabilities: "agentCapabilities",
+	versionRule:  "the agent must answer 1 when it supports it, and a client speaking only 1 has to disconnect",
+	loadSchema:   LoadSchema,
+	validate:     (*run).validate,
+	turnEnded: func(r *run, m Msg, promptID string) bool {
+		return m.IsResponse() && m.id == promptID
+	},
+	turnEnd:    "answer",
+	stopReason: "result.stopReason",
+}
+
 var scenarios = []Scenario{
 	{"initialize", Mandatory, "initialize and protocol version negotiation", scInitialize},
 	{"reinitialize", Advisory, "a second initialize is answered", scReinitialize},
@@ -269,23 +284,35 @@ var scenarios = []Scenario{
 	{"schema", Mandatory, "every message the agent writes, in every scenario, matches the ACP v1 schema", scSchema},
 }
 
-func scInitialize(r *run) verdict {
-	m, err := r.call("initialize", initParams(1))
+// initializeChecked runs initialize asking for the run's version and
+// checks the answer: that version, as an integer, and capabilities that
+// are an object. ok false means v is the scenario's verdict.
+func (r *run) initializeChecked() (m Msg, v verdict, ok bool) {
+	want := r.proto.version
+	m, err := r.call("initialize", r.proto.initParams)
 	if err != nil {
-		return fail(nil, "%s", waitErr("initialize", err))
+		return m, fail(nil, "%s", waitErr("initialize", err)), false
 	}
 	if m.IsError() {
-		return fail([]int{m.N}, "initialize answered an error")
+		return m, fail([]int{m.N}, "initialize asking for version %d answered an error", want), false
 	}
-	v := m.Get("result.protocolVersion")
-	if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE") {
-		return fail([]int{m.N}, "protocolVersion is %s, want the integer 1", v.Raw)
+	got := m.Get("result.protocolVersion")
+	if got.Type != gjson.Number || strings.ContainsAny(got.Raw, ".eE") {
+		return m, fail([]int{m.N}, "result.protocolVersion is %s, want the integer %d", orAbsent(got), want), false
 	}
-	if v.Int() != 1 {
-		return fail([]int{m.N}, "protocolVersion is %d for a client that asked for 1; the agent must answer 1 when it supports it, and a client speaking only 1 has to disconnect", v.Int())
+	if got.Int() != int64(want) {
+		return m, fail([]int{m.N}, "result.protocolVersion is %d for a client that asked for %d; %s", got.Int(), want, r.proto.versionRule), false
 	}
-	if c := m.Get("result.agentCapabilities"); c.Exists() && !c.IsObject() {
-		return fail([]int{m.N}, "agentCapabilities is not an object")
+	if c := m.Get("result." + r.proto.capabilities); c.Exists() && !c.IsObject() {
+		return m, fail([]int{m.N}, "result.%s is not an object", r.proto.capabilities), false
+	}
+	return m, verdict{}, true
+}
+
+func scInitialize(r *run) verdict {
+	m, v, ok := r.initializeChecked()
+	if !ok {
+		return v
 	}
 	// Negotiation: asked for a version it cannot know, the agent answers
 	// the latest version it supports, which is at most the one asked for.
@@ -312,7 +339,7 @@ func scReinitialize(r *run) verdict {
 	if _, err := r.initialize(); err != nil {
 		return notRun("initialize failed: %v", err)
 	}
-	m, err := r.call("initialize", initParams(1))
+	m, err := r.call("initialize", r.proto.initParams)
 	if err != nil {
 		return fail(nil, "%s", waitErr("second initialize", err))
 	}
@@ -383,9 +410,13 @@ func scPromptStream(r *run) verdict {
 	return pass("%d update(s), then %s", len(ups), stop)
 }
 
-// startLong sends the long prompt and waits for its first update (or
-// CancelAfter). ok is false when the turn has already ended.
+// startLong opens a session, sends the long prompt and waits for its
+// first update (or CancelAfter). ok is false when the session could not
+// be opened or the turn has already ended: v is the scenario's verdict.
 func (r *run) startLong() (id string, v verdict, ok bool) {
+	if v, ok := r.setup(); !ok {
+		return "", v, false
+	}
 	id, err := r.request("session/prompt", textPrompt(r.sid, r.opts.LongPrompt))
 	if err != nil {
 		return "", notRun("sending the prompt: %v", err), false
@@ -403,9 +434,6 @@ func (r *run) startLong() (id string, v verdict, ok bool) {
 }
 
 func scCancel(r *run) verdict {
-	if v, ok := r.setup(); !ok {
-		return v
-	}
 	id, v, ok := r.startLong()
 	if !ok {
 		return v
@@ -416,13 +444,7 @@ func scCancel(r *run) verdict {
 		return notRun("sending session/cancel: %v", err)
 	}
 	cancelN := cn.N
-	r.answerHeld() // the client answers pending permission requests "cancelled"
-	m, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return m.IsResponse() && m.id == id
-	})
+	m, err := r.awaitCancelled(r.opts.Timeout, func(m Msg) bool { return m.IsResponse() && m.id == id })
 	if err != nil {
 		return fail([]int{cancelN}, "%s", waitErr(fmt.Sprintf("no answer to the cancelled prompt within %s", r.opts.Timeout), err))
 	}
@@ -486,22 +508,13 @@ func scCancelPermission(r *run) verdict {
 		}
 		return fail([]int{permN, x.N}, "the turn ended while its session/request_permission (id %s) was still unanswered; the agent should wait for the client's \"cancelled\" outcome, or withdraw the request with $/cancel_request first", m.id)
 	}
-	r.answerHeld()
-	if _, err := r.await(r.opts.Timeout, func(m Msg) bool {
-		if m.method == "session/request_permission" {
-			r.answerHeld()
-		}
-		return m.IsResponse() && m.id == id
-	}); err != nil {
+	if _, err := r.awaitCancelled(r.opts.Timeout, func(m Msg) bool { return m.IsResponse() && m.id == id }); err != nil {
 		return fail([]int{permN}, "%s", waitErr("no answer to the cancelled prompt after the permission request was answered \"cancelled\"", err))
 	}
 	return pass("the turn ended after the permission request was answered")
 }
 
 func scConcurrentPrompt(r *run) verdict {
-	if v, ok := r.setup(); !ok {
-		return v
-	}
 	idA, v, ok := r.startLong()
 	if !ok {
 		return v
@@ -674,14 +687,14 @@ func scUnknownSession(r *run) verdict {
 }
 
 // basicSession is the session schema and stdout-purity watch: initialize,
-// session/new, one prompt, settle.
+// session/new, one prompt to the end of its turn, settle.
 func (r *run) basicSession() (verdict, bool) {
-	if _, err := r.call("initialize", initParams(1)); err != nil {
+	if _, err := r.call("initialize", r.proto.initParams); err != nil {
 		return notRun("initialize: %v", err), false
 	}
 	if _, err := r.newSession(); err == nil {
 		if id, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt)); err == nil {
-			_, _ = r.response(id, r.opts.Timeout)
+			_, _ = r.await(r.opts.Timeout, func(m Msg) bool { return r.proto.turnEnded(r, m, id) })
 		}
 	}
 	r.settle()
@@ -708,17 +721,11 @@ func scSchema(r *run) verdict {
 	if v, ok := r.basicSession(); !ok {
 		return v
 	}
-	if _, err := LoadSchema(); err != nil {
+	if _, err := r.proto.loadSchema(); err != nil {
 		return notRun("%v", err)
 	}
-	own := r.findings("schema")
-	return r.schemaVerdict(own, "v1")
-}
-
-// schemaVerdict is the schema scenario's verdict on this session's
-// findings and those of the scenarios before it, against ACP version.
-func (r *run) schemaVerdict(own []finding, version string) verdict {
-	all := append(append([]finding(nil), r.prior...), own...)
+	// This session's findings and those of the scenarios before it.
+	all := append(append([]finding(nil), r.prior...), r.findings("schema")...)
 	if len(all) == 0 {
 		return pass("%d messages of this session and every message of the scenarios before match", len(r.messages()))
 	}
@@ -734,7 +741,7 @@ func (r *run) schemaVerdict(own []finding, version string) verdict {
 	if len(all) > 5 {
 		probs = append(probs, fmt.Sprintf("… and %d more", len(all)-5))
 	}
-	v := fail(nil, "%d message(s) do not match the ACP %s schema: %s", len(all), version, strings.Join(probs, " | "))
+	v := fail(nil, "%d message(s) do not match the ACP %s schema: %s", len(all), r.proto.name, strings.Join(probs, " | "))
 	v.extra = extra
 	return v
 }
@@ -744,14 +751,7 @@ var envelopeKeys = map[string]bool{"jsonrpc": true, "id": true, "method": true, 
 // validate checks one message from the agent: the JSON-RPC envelope, then
 // its params, result or error against the schema.
 func (r *run) validate(s *Schema, m Msg) []string {
-	var probs []string
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(m.Raw, &obj)
-	for k := range obj {
-		if !envelopeKeys[k] {
-			probs = append(probs, fmt.Sprintf("unexpected top-level member %q", k))
-		}
-	}
+	probs := unexpectedMembers(m)
 	if v := m.Get("jsonrpc"); v.Str != "2.0" {
 		probs = append(probs, fmt.Sprintf(`jsonrpc: want "2.0", got %s`, orAbsent(v)))
 	}
@@ -768,13 +768,8 @@ func (r *run) validate(s *Schema, m Msg) []string {
 		if hasR == hasE {
 			probs = append(probs, "a response must carry exactly one of result and error")
 		}
-		method, ours := r.methodOf(m.id)
-		switch {
-		case m.id == "null" && !hasE:
-			probs = append(probs, "id: null is only for an error answering a request whose id could not be read")
-		case !ours && m.id != "null":
-			probs = append(probs, fmt.Sprintf("id: %s answers no request of the client", m.id))
-		}
+		answered, method := r.answered(m)
+		probs = append(probs, answered...)
 		if hasE {
 			probs = append(probs, prefix("error.", s.Validate("Error", []byte(m.Get("error").Raw)))...)
 		} else if def := s.ResultDef(method); hasR && def != "" {
@@ -799,6 +794,33 @@ func (r *run) validate(s *Schema, m Msg) []string {
 		probs = append(probs, "neither a request, a response nor a notification")
 	}
 	return probs
+}
+
+// unexpectedMembers lists m's top-level members that JSON-RPC does not
+// have.
+func unexpectedMembers(m Msg) []string {
+	var probs []string
+	var obj map[string]json.RawMessage
+	_ = json.Unmarshal(m.Raw, &obj)
+	for k := range obj {
+		if !envelopeKeys[k] {
+			probs = append(probs, fmt.Sprintf("unexpected top-level member %q", k))
+		}
+	}
+	return probs
+}
+
+// answered checks the id of m, a response, against the client's requests,
+// and returns the method of the request it answers ("" for none).
+func (r *run) answered(m Msg) (probs []string, method string) {
+	method, ours := r.methodOf(m.id)
+	switch {
+	case m.id == "null" && !m.IsError():
+		probs = append(probs, "id: null is only for an error answering a request whose id could not be read")
+	case !ours && m.id != "null":
+		probs = append(probs, fmt.Sprintf("id: %s answers no request of the client (was a notification answered?)", m.id))
+	}
+	return probs, method
 }
 
 // agentSent reports whether the agent sent a request with raw id before
@@ -940,23 +962,36 @@ func (r *run) sessionParams() map[string]any {
 	return map[string]any{"sessionId": r.sid, "cwd": r.opts.Cwd, "mcpServers": []any{}}
 }
 
-func scSessionLoad(r *run) verdict {
+// reopen opens a session, plays one prompt in it and calls method
+// (session/load, session/resume) on it, which the agent advertises with
+// capability in agentCapabilities, as advertised reads it. It returns the
+// transcript index of the call's first message and its answer; ok false
+// means v is the scenario's verdict.
+func (r *run) reopen(method, capability string, advertised func(gjson.Result) bool) (from int, m Msg, v verdict, ok bool) {
 	if v, ok := r.setup(); !ok {
-		return v
+		return 0, m, v, false
 	}
-	if !r.init.Get("agentCapabilities.loadSession").Bool() {
-		return skip("the agent does not advertise loadSession")
+	if !advertised(r.init.Get("agentCapabilities." + capability)) {
+		return 0, m, skip("the agent does not advertise %s", capability), false
 	}
 	if _, err := r.promptOnce(); err != nil {
-		return notRun("%s", waitErr("the prompt before session/load", err))
+		return 0, m, notRun("%s", waitErr("the prompt before "+method, err)), false
 	}
-	from := len(r.messages())
-	m, err := r.call("session/load", r.sessionParams())
+	from = len(r.messages())
+	m, err := r.call(method, r.sessionParams())
 	if err != nil {
-		return fail(nil, "%s", waitErr("session/load", err))
+		return from, m, fail(nil, "%s", waitErr(method, err)), false
 	}
 	if m.IsError() {
-		return fail([]int{m.N}, "session/load of the session just used failed although loadSession is advertised")
+		return from, m, fail([]int{m.N}, "%s of the session just used failed although %s is advertised", method, capability), false
+	}
+	return from, m, verdict{}, true
+}
+
+func scSessionLoad(r *run) verdict {
+	from, m, v, ok := r.reopen("session/load", "loadSession", gjson.Result.Bool)
+	if !ok {
+		return v
 	}
 	if res := m.Get("result"); res.Exists() && res.Type != gjson.Null && !res.IsObject() {
 		return fail([]int{m.N}, "session/load answered result %s, want an object", res.Raw)
@@ -969,22 +1004,9 @@ func scSessionLoad(r *run) verdict {
 }
 
 func scSessionResume(r *run) verdict {
-	if v, ok := r.setup(); !ok {
+	from, m, v, ok := r.reopen("session/resume", "sessionCapabilities.resume", gjson.Result.Exists)
+	if !ok {
 		return v
-	}
-	if !r.init.Get("agentCapabilities.sessionCapabilities.resume").Exists() {
-		return skip("the agent does not advertise sessionCapabilities.resume")
-	}
-	if _, err := r.promptOnce(); err != nil {
-		return notRun("%s", waitErr("the prompt before session/resume", err))
-	}
-	from := len(r.messages())
-	m, err := r.call("session/resume", r.sessionParams())
-	if err != nil {
-		return fail(nil, "%s", waitErr("session/resume", err))
-	}
-	if m.IsError() {
-		return fail([]int{m.N}, "session/resume of the session just used failed although sessionCapabilities.resume is advertised")
 	}
 	if replayed := r.turnContentBetween(r.sid, from-1, m.N); len(replayed) > 0 {
 		return fail(append(replayed, m.N), "session/resume replayed %d update(s) of the conversation; unlike session/load it must not (the editor would show it twice)", len(replayed))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/tap"
 )
 
 var sink []byte
@@ -20,7 +20,7 @@ var sink []byte
 // µs), written ≈ 10-14x (3.5-5.5 µs/msg: 180,000-280,000 messages/s).
 func BenchmarkTap(b *testing.B) {
 	msg := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a chunk of model output, about a line long"}}}}`)
-	ev := bridge.TapEvent{Hop: bridge.EditorHop, Message: msg}
+	ev := tap.Event{Hop: tap.EditorHop, Message: msg}
 	n := max(b.N, 100_000)
 
 	t0 := time.Now()
