@@ -234,6 +234,27 @@ func (r *relay) await(id int) (answer []byte, updates int) {
 	}
 }
 
+// turn sends a prompt for a short streamed turn and returns how long the
+// first update and the answer took to come, measured from before the
+// prompt was written.
+func (r *relay) turn(updates, size int) (first, answer time.Duration) {
+	t0 := time.Now()
+	id := r.send("session/prompt", fmt.Sprintf(`{"sessionId":"s1","prompt":[{"type":"text","text":"stream %d %d"}]}`, updates, size))
+	want := []byte(`"id":` + strconv.Itoa(id) + `,`)
+	for {
+		l := r.line()
+		if bytes.HasPrefix(l, updatePrefix) {
+			if first == 0 {
+				first = time.Since(t0)
+			}
+			continue
+		}
+		if i := bytes.Index(l, want); i >= 0 && i < 40 {
+			return first, time.Since(t0)
+		}
+	}
+}
+
 func (r *relay) call(method, params string) []byte {
 	a, _ := r.await(r.send(method, params))
 	return a
@@ -284,6 +305,7 @@ func (r *relay) memory() (rss, hwm int64) {
 type load struct {
 	updates, size int // the streamed turn
 	echoes        int // sequential round trips
+	turns         int // sequential short turns of 10 updates
 	big           int // bytes of the large echo (0: none)
 	huge          int // bytes of the message RSS must come back after (0: none)
 	settle        time.Duration
@@ -296,11 +318,14 @@ type figures struct {
 	updatesPerSec float64
 	cpuPerUpdate  time.Duration
 	p50, p99      time.Duration
-	bigTime       time.Duration
-	bigBefore     int64 // RSS just before the big echo
-	bigPeak       int64
-	hugeRSS       int64         // RSS once back under idle + 16 MB, or at the deadline
-	hugeBack      time.Duration // how long that took; -1: not within settle
+	// firstChunk and answered are the medians, over short turns, of the
+	// time from a prompt to its first update and to its answer.
+	firstChunk, answered time.Duration
+	bigTime              time.Duration
+	bigBefore            int64 // RSS just before the big echo
+	bigPeak              int64
+	hugeRSS              int64         // RSS once back under idle + 16 MB, or at the deadline
+	hugeBack             time.Duration // how long that took; -1: not within settle
 }
 
 const rssSlack = 16 << 20
@@ -334,6 +359,15 @@ func measure(tb testing.TB, p relayPath, ld load) figures {
 		}
 	}
 	f.p50, f.p99 = percentile(rtts, 50), percentile(rtts, 99)
+
+	var firsts, answers []time.Duration
+	for i := range ld.turns + ld.turns/10 {
+		first, answer := r.turn(10, ld.size)
+		if i >= ld.turns/10 { // the first tenth warms up
+			firsts, answers = append(firsts, first), append(answers, answer)
+		}
+	}
+	f.firstChunk, f.answered = percentile(firsts, 50), percentile(answers, 50)
 
 	if ld.big > 0 {
 		f.bigBefore, _ = r.memory()
@@ -463,6 +497,11 @@ func report(logf func(string, ...any), res map[string][]pair, ld load) {
 			col(func(p pair) float64 { return us(p.bridge.p50 - p.naive.p50) }),
 			col(func(p pair) float64 { return us(p.bridge.p50) }), col(func(p pair) float64 { return us(p.bridge.p99) }),
 			col(func(p pair) float64 { return us(p.naive.p50) }), col(func(p pair) float64 { return us(p.naive.p99) }))
+		logf("  turn added: first chunk       %v µs, answer %v µs   bridge %v / %v µs, naive %v / %v µs",
+			col(func(p pair) float64 { return us(p.bridge.firstChunk - p.naive.firstChunk) }),
+			col(func(p pair) float64 { return us(p.bridge.answered - p.naive.answered) }),
+			col(func(p pair) float64 { return us(p.bridge.firstChunk) }), col(func(p pair) float64 { return us(p.bridge.answered) }),
+			col(func(p pair) float64 { return us(p.naive.firstChunk) }), col(func(p pair) float64 { return us(p.naive.answered) }))
 		logf("  spawn → initialize added      %v ms   bridge %v ms, naive %v ms",
 			col(func(p pair) float64 { return ms(p.bridge.init - p.naive.init) }),
 			col(func(p pair) float64 { return ms(p.bridge.init) }), col(func(p pair) float64 { return ms(p.naive.init) }))
@@ -496,7 +535,7 @@ func report(logf func(string, ...any), res map[string][]pair, ld load) {
 // prints its ratios; timings on a shared CI machine are reported, not
 // asserted.
 func TestProcessBench(t *testing.T) {
-	ld := load{updates: 20000, size: 64, echoes: 100, big: 4 << 20}
+	ld := load{updates: 20000, size: 64, echoes: 100, turns: 20, big: 4 << 20}
 	res := runPairs(t, 1, ld)
 	for tr, ps := range res {
 		for _, p := range ps {
@@ -522,7 +561,7 @@ func TestProcessBench(t *testing.T) {
 // without the session store).
 func BenchmarkProcess(b *testing.B) {
 	reps, updates := envInt("ACP_BENCH_REPS", 5), envInt("ACP_BENCH_UPDATES", 200000)
-	ld := load{updates: updates, size: 64, echoes: 1000, big: 32 << 20, huge: 60 << 20, settle: 10 * time.Second}
+	ld := load{updates: updates, size: 64, echoes: 1000, turns: 200, big: 32 << 20, huge: 60 << 20, settle: 10 * time.Second}
 	res := runPairs(b, reps, ld)
 	// On stdout rather than b.Logf, which cuts a benchmark's log short.
 	report(func(format string, args ...any) { fmt.Printf(format+"\n", args...) }, res, ld)
