@@ -10,7 +10,8 @@ import (
 // those it made and has neither seen answered nor withdrawn. Each holds the
 // dialect's record T of what the call is for, typically the agent's request
 // it answers and what the editor was offered. The zero value is an empty
-// table whose first call gets Ref 1.
+// table whose first call gets Ref 1; a dialect sets Dialect, to be named in
+// the errors it returns.
 //
 // A dialect uses it the same way whatever its agent's wire format:
 //
@@ -33,6 +34,10 @@ import (
 // Ref that is not outstanding is a bug of the editor or the engine, and Take
 // says so.
 type Calls[T any] struct {
+	// Dialect prefixes Take's errors, as a dialect prefixes its own:
+	// "acp-v0: editor answered call 3, which is not outstanding".
+	Dialect string
+
 	last      Ref
 	pending   map[Ref]pendingCall[T]
 	withdrawn map[Ref]bool
@@ -57,10 +62,10 @@ func (c *Calls[T]) Call(session, method string, params json.RawMessage, record T
 }
 
 // Take removes the call the editor answered with a Response for ref and
-// returns its record, with ok true. For a call that was withdrawn, it
-// returns ok false and a nil error: the answer crossed the
-// $/cancel_request and is to be dropped. For any other ref it returns an
-// error saying the call is not outstanding.
+// returns its record, with ok true. When ok is false the dialect returns
+// err as it is: it is nil for a call that was withdrawn, whose answer
+// crossed the $/cancel_request and is dropped, and otherwise says that the
+// call is not outstanding.
 func (c *Calls[T]) Take(ref Ref) (record T, ok bool, err error) {
 	if p, found := c.pending[ref]; found {
 		delete(c.pending, ref)
@@ -70,7 +75,11 @@ func (c *Calls[T]) Take(ref Ref) (record T, ok bool, err error) {
 		delete(c.withdrawn, ref)
 		return record, false, nil
 	}
-	return record, false, fmt.Errorf("editor answered call %d, which is not outstanding", ref)
+	err = fmt.Errorf("editor answered call %d, which is not outstanding", ref)
+	if c.Dialect != "" {
+		err = fmt.Errorf("%s: %w", c.Dialect, err)
+	}
+	return record, false, err
 }
 
 // Withdraw withdraws every outstanding call whose record match reports true

@@ -58,6 +58,16 @@ func TestCallsTake(t *testing.T) {
 	}
 }
 
+// Dialect names the translator in the error, as its own errors do.
+func TestCallsTakeDialect(t *testing.T) {
+	c := translate.Calls[request]{Dialect: "acp-v0"}
+	_, ok, err := c.Take(3)
+	const want = "acp-v0: editor answered call 3, which is not outstanding"
+	if ok || err == nil || err.Error() != want {
+		t.Errorf("Take(3) = %v, %v; want false and error %q", ok, err, want)
+	}
+}
+
 func TestCallsWithdraw(t *testing.T) {
 	var c translate.Calls[request]
 	// Enough calls that map order would show if Withdraw relied on it.

@@ -230,6 +230,7 @@ func newTranslator(protocolVersion string) *translator {
 	return &translator{
 		protocolVersion: protocolVersion,
 		requests:        make(map[uint64]*agentRequest),
+		calls:           translate.Calls[*editorCall]{Dialect: "acp-v0"},
 		tools:           make(map[uint64]bool),
 	}
 }

@@ -397,12 +397,10 @@ func (t *translator) abandon(ref translate.Ref) []translate.Out {
 // editorResponse handles the editor's answer to a Call.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	c, ok, err := t.calls.Take(m.Ref)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("acp-v0: %w", err)
-	case !ok:
-		// A late answer to a permission request already withdrawn.
-		return nil, nil
+	if !ok {
+		// No error for a late answer to a permission request already
+		// withdrawn: it is dropped.
+		return nil, err
 	}
 	switch c.kind {
 	case callPermission:

@@ -382,6 +382,7 @@ func newTranslator(o Options) *translator {
 		mode:    o.PermissionMode,
 		model:   o.Model,
 		ctl:     make(map[string]*ctlRequest),
+		perms:   translate.Calls[*permission]{Dialect: "claude"},
 		dropped: make(map[string]bool),
 		tools:   make(map[string]*tool),
 	}

@@ -815,12 +815,10 @@ func (t *translator) exitPlanChoices() []permissionOption {
 // editorResponse handles the editor's answer to a permission request.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 	p, ok, err := t.perms.Take(m.Ref)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("claude: %w", err)
-	case !ok:
-		// A late answer to a permission request already withdrawn.
-		return nil, nil
+	if !ok {
+		// No error for a late answer to a permission request already
+		// withdrawn: it is dropped.
+		return nil, err
 	}
 	var r struct {
 		Outcome struct {
