@@ -203,11 +203,10 @@ type translator struct {
 	nextAgentID uint64
 	requests    map[uint64]*agentRequest
 
-	nextCallRef translate.Ref
-	calls       map[translate.Ref]*editorCall
-	// stale holds Calls the translator cancelled (CancelCall) whose late
-	// answers are ignored.
-	stale map[translate.Ref]bool
+	// calls are the Calls to the editor still waiting for its answer. Like
+	// every output of this translator they name no session: the link
+	// serves one.
+	calls translate.Calls[*editorCall]
 
 	init         initState
 	initErr      json.RawMessage
@@ -231,8 +230,7 @@ func newTranslator(protocolVersion string) *translator {
 	return &translator{
 		protocolVersion: protocolVersion,
 		requests:        make(map[uint64]*agentRequest),
-		calls:           make(map[translate.Ref]*editorCall),
-		stale:           make(map[translate.Ref]bool),
+		calls:           translate.Calls[*editorCall]{Dialect: "acp-v0"},
 		tools:           make(map[uint64]bool),
 	}
 }
@@ -248,9 +246,7 @@ func (t *translator) sendAgent(kind agentRequestKind, ref translate.Ref, method 
 
 // callEditor returns a new Call to the editor and records it.
 func (t *translator) callEditor(c *editorCall, method string, params any) translate.Out {
-	t.nextCallRef++
-	t.calls[t.nextCallRef] = c
-	return translate.Out{Kind: translate.Call, Ref: t.nextCallRef, Method: method, Body: marshal(params)}
+	return t.calls.Call("", method, marshal(params), c)
 }
 
 func reply(ref translate.Ref, result any) translate.Out {

@@ -357,23 +357,10 @@ func (t *translator) cancelTurn() []translate.Out {
 // (the agent sends no update after a cancel, legacy-formats.md §1.4), and the
 // outcome "cancel" to the agent.
 func (t *translator) cancelPermissions() []translate.Out {
-	var refs []translate.Ref
-	for ref, c := range t.calls {
-		if c.kind == callPermission {
-			refs = append(refs, ref)
-		}
-	}
-	slices.Sort(refs)
-	var outs []translate.Out
-	for _, ref := range refs {
-		c := t.calls[ref]
-		delete(t.calls, ref)
-		t.stale[ref] = true
-		outs = append(outs, translate.Out{Kind: translate.CancelCall, Ref: ref})
-		outs = append(outs, t.toolStatus(c.toolID, "failed"))
-		outs = append(outs, answerAgent(c.agentID, confirmationResult{c.toolID, "cancel"})...)
-	}
-	return outs
+	return t.calls.Withdraw(func(c *editorCall) bool { return c.kind == callPermission }, func(c *editorCall) []translate.Out {
+		outs := []translate.Out{t.toolStatus(c.toolID, "failed")}
+		return append(outs, answerAgent(c.agentID, confirmationResult{c.toolID, "cancel"})...)
+	})
 }
 
 // forgetTurn drops the running turn; the legacy answer to its
@@ -409,16 +396,12 @@ func (t *translator) abandon(ref translate.Ref) []translate.Out {
 
 // editorResponse handles the editor's answer to a Call.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
-	if t.stale[m.Ref] {
-		// A late answer to a permission request already withdrawn.
-		delete(t.stale, m.Ref)
-		return nil, nil
-	}
-	c, ok := t.calls[m.Ref]
+	c, ok, err := t.calls.Take(m.Ref)
 	if !ok {
-		return nil, fmt.Errorf("acp-v0: editor answered call %d, which is not outstanding", m.Ref)
+		// No error for a late answer to a permission request already
+		// withdrawn: it is dropped.
+		return nil, err
 	}
-	delete(t.calls, m.Ref)
 	switch c.kind {
 	case callPermission:
 		outcome := permissionOutcome(m, c.offered)

@@ -153,8 +153,6 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 		outs = append(outs, t.announce(toolID, name, input))
 	}
 	v := t.viewTool(name, input)
-	t.nextCall++
-	ref := t.nextCall
 	p := &permission{requestID: requestID, toolID: toolID, toolName: name, input: input, exitPlan: name == "ExitPlanMode"}
 	options := permissionOptions
 	if p.exitPlan {
@@ -164,26 +162,19 @@ func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.
 	if s := req.Get("permission_suggestions"); s.IsArray() {
 		p.suggestions = compactJSON([]byte(s.Raw))
 	}
-	t.perms[ref] = p
-	return append(outs, translate.Out{Kind: translate.Call, Ref: ref, Method: "session/request_permission", Session: t.session, Body: marshal(struct {
+	return append(outs, t.perms.Call(t.session, "session/request_permission", marshal(struct {
 		Options   []permissionOption `json:"options"`
 		SessionID string             `json:"sessionId"`
 		ToolCall  toolCall           `json:"toolCall"`
-	}{options, t.session, toolCall{ToolCallID: toolID, Title: &v.title, Kind: v.kind, Content: v.content, Locations: v.locations, RawInput: input}})})
+	}{options, t.session, toolCall{ToolCallID: toolID, Title: &v.title, Kind: v.kind, Content: v.content, Locations: v.locations, RawInput: input}}), p))
 }
 
 // controlCancel handles the CLI withdrawing one of its control requests: a
-// pending permission request is withdrawn from the editor as well.
+// pending permission request is withdrawn from the editor as well. The CLI
+// no longer waits, so it gets no answer.
 func (t *translator) controlCancel(msg gjson.Result) []translate.Out {
 	id := msg.Get("request_id").Str
-	for ref, p := range t.perms {
-		if p.requestID == id {
-			delete(t.perms, ref)
-			t.stale[ref] = true
-			return []translate.Out{{Kind: translate.CancelCall, Ref: ref, Session: t.session}}
-		}
-	}
-	return nil
+	return t.perms.Withdraw(func(p *permission) bool { return p.requestID == id }, nil)
 }
 
 // system handles system messages: init reports the session's permission

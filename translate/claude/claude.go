@@ -354,11 +354,9 @@ type translator struct {
 	nextCtl uint64
 	ctl     map[string]*ctlRequest
 
-	nextCall translate.Ref
-	perms    map[translate.Ref]*permission
-	// stale holds permission Calls withdrawn with CancelCall whose late
-	// answers are ignored.
-	stale map[translate.Ref]bool
+	// perms are the permission requests to the editor still waiting for
+	// its answer.
+	perms translate.Calls[*permission]
 
 	turn *turn
 	// staleTurns counts abandoned turns the CLI has not ended yet, whose
@@ -384,8 +382,7 @@ func newTranslator(o Options) *translator {
 		mode:    o.PermissionMode,
 		model:   o.Model,
 		ctl:     make(map[string]*ctlRequest),
-		perms:   make(map[translate.Ref]*permission),
-		stale:   make(map[translate.Ref]bool),
+		perms:   translate.Calls[*permission]{Dialect: "claude"},
 		dropped: make(map[string]bool),
 		tools:   make(map[string]*tool),
 	}

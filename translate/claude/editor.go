@@ -56,7 +56,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		t.turn = nil
 		t.staleTurns = 0
 		t.queue = nil
-		clear(t.perms)
+		t.perms.Clear()
 		clear(t.ctl)
 		t.closed = true
 		return nil, nil
@@ -524,20 +524,9 @@ func (t *translator) cancelTurn() []translate.Out {
 // withdrawPermissions withdraws every outstanding permission request, in
 // Ref order: $/cancel_request to the editor and a deny to the CLI.
 func (t *translator) withdrawPermissions(why string, interrupt bool) []translate.Out {
-	refs := make([]translate.Ref, 0, len(t.perms))
-	for ref := range t.perms {
-		refs = append(refs, ref)
-	}
-	slices.Sort(refs)
-	var outs []translate.Out
-	for _, ref := range refs {
-		p := t.perms[ref]
-		delete(t.perms, ref)
-		t.stale[ref] = true
-		outs = append(outs, translate.Out{Kind: translate.CancelCall, Ref: ref, Session: t.session})
-		outs = append(outs, controlSuccess(p.requestID, deny(why, interrupt)))
-	}
-	return outs
+	return t.perms.Withdraw(nil, func(p *permission) []translate.Out {
+		return []translate.Out{controlSuccess(p.requestID, deny(why, interrupt))}
+	})
 }
 
 // abandon forgets an editor request the engine answered itself.
@@ -825,16 +814,12 @@ func (t *translator) exitPlanChoices() []permissionOption {
 
 // editorResponse handles the editor's answer to a permission request.
 func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
-	if t.stale[m.Ref] {
-		// A late answer to a permission request already withdrawn.
-		delete(t.stale, m.Ref)
-		return nil, nil
-	}
-	p, ok := t.perms[m.Ref]
+	p, ok, err := t.perms.Take(m.Ref)
 	if !ok {
-		return nil, fmt.Errorf("claude: editor answered call %d, which is not outstanding", m.Ref)
+		// No error for a late answer to a permission request already
+		// withdrawn: it is dropped.
+		return nil, err
 	}
-	delete(t.perms, m.Ref)
 	var r struct {
 		Outcome struct {
 			Outcome  string `json:"outcome"`
