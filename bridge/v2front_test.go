@@ -65,8 +65,9 @@ func TestEditorProtocol_Negotiation(t *testing.T) {
 	}
 }
 
-// A v2 editor's prompt is acknowledged before the agent has answered, and
-// the agent's answer becomes the closing state_update; the engine-hop id
+// A v2 editor's prompt is acknowledged before the agent has answered and
+// echoed under the acknowledgement's messageId, and the agent's answer
+// becomes the closing state_update; the engine-hop id
 // is the front's, not the editor's.
 func TestEditorProtocol_V2PromptThroughEngine(t *testing.T) {
 	h := newHarness(t, nil)
@@ -82,11 +83,17 @@ func TestEditorProtocol_V2PromptThroughEngine(t *testing.T) {
 	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"s"}}`)
 	h.recv()
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"hi"}]}}`)
-	if ack := h.recv(); gjson.Get(ack, "id").Raw != "1" || gjson.Get(ack, "result.messageId").Str == "" {
+	ack := h.recv()
+	if gjson.Get(ack, "id").Raw != "1" || gjson.Get(ack, "result.messageId").Str == "" {
 		t.Fatalf("prompt acknowledgement %s", ack)
 	}
 	if running := h.recv(); gjson.Get(running, "params.update.state").Str != "running" {
 		t.Fatalf("want running, got %s", running)
+	}
+	// v2 agents echo the prompt under the acknowledgement's messageId.
+	if echo := gjson.Get(h.recv(), "params.update"); echo.Get("sessionUpdate").Str != "user_message" ||
+		echo.Get("messageId").Str != gjson.Get(ack, "result.messageId").Str || echo.Get("content.0.text").Str != "hi" {
+		t.Fatalf("want the prompt echoed as a user_message under %s, got %s", ack, echo.Raw)
 	}
 	req = h.agentRecv()
 	h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"yo"}}}}`)

@@ -34,7 +34,7 @@ func TestCheckV2_SDKAgent(t *testing.T) {
 			t.Errorf("%s: %s %s", r.ID, r.Status, r.Reason)
 		}
 	}
-	for _, id := range []string{"initialize", "prompt-stream", "stop-reason", "cancel", "cancel-permission", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
+	for _, id := range []string{"initialize", "prompt-stream", "prompt-echo", "stop-reason", "cancel", "cancel-permission", "concurrent-prompt", "unknown-method", "notification", "unknown-session", "schema"} {
 		if rep.status(id) != "PASS" {
 			t.Errorf("scenario %s: %s, want PASS", id, rep.status(id))
 		}
@@ -55,6 +55,11 @@ func TestCheckV2_SeededDefects(t *testing.T) {
 		{"no-stop-reason", "prompt-stream,stop-reason,cancel", map[string]string{
 			"stop-reason": "params.update.stopReason of the idle state_update is nothing",
 			"cancel":      "params.update.stopReason of the idle state_update after session/cancel is nothing, want \"cancelled\"",
+		}, 1},
+		// v2 agents must echo the prompt under the acknowledgement's
+		// messageId (a MUST: the run fails on it).
+		{"no-echo", "prompt-stream,prompt-echo", map[string]string{
+			"prompt-echo": "no user_message or user_message_chunk with messageId",
 		}, 1},
 		{"answer-notification", "notification,unknown-method", map[string]string{
 			"notification": "a notification was answered",

@@ -86,6 +86,7 @@ type v2EditorTurn struct {
 	Error      json.RawMessage `json:"error"`
 	Text       string          `json:"text"`
 	MessageIDs []string        `json:"messageIds"`
+	Echo       *string         `json:"echo"`
 	Kinds      []string        `json:"kinds"`
 }
 
@@ -176,12 +177,19 @@ func runV2Editor(t *testing.T, tr Transport, args []string, cwd string, steps st
 }
 
 // wantTurn checks a turn's outline: acknowledged with a message id, the
-// running state first, one message id for the agent's text, and the stop
-// reason.
+// prompt echoed under it, the running state first, one message id for the
+// agent's text, and the stop reason.
 func wantV2Turn(t *testing.T, tr v2EditorTurn, stopReason, textHas string) {
 	t.Helper()
 	if gjson.GetBytes(tr.Ack, "messageId").Str == "" {
 		t.Errorf("%q: the prompt answer %s has no messageId", tr.Prompt, tr.Ack)
+	}
+	// v2: the user message the prompt inserted is echoed under that id.
+	switch {
+	case tr.Echo == nil:
+		t.Errorf("%q: no user_message or user_message_chunk under the acknowledgement's messageId %s; updates %v", tr.Prompt, tr.Ack, tr.Kinds)
+	case *tr.Echo != tr.Prompt:
+		t.Errorf("%q: the prompt was echoed as %q", tr.Prompt, *tr.Echo)
 	}
 	var states []string
 	for _, k := range tr.Kinds {

@@ -32,6 +32,7 @@ var v2Scenarios = []Scenario{
 	{"reinitialize", Advisory, "a second initialize is answered", scReinitialize},
 	{"session-new", Mandatory, "session/new answers a sessionId, no update before it", scSessionNew},
 	{"prompt-stream", Mandatory, "a prompt is acknowledged with a messageId, streams, and ends with an idle state_update", scV2PromptStream},
+	{"prompt-echo", Mandatory, "the prompt is echoed as a user message under the messageId its acknowledgement named", scV2PromptEcho},
 	{"stop-reason", Advisory, "the idle state_update that ends a turn names its stop reason", scV2StopReason},
 	{"cancel", Mandatory, "session/cancel ends the turn: an idle state_update with stop reason cancelled", scV2Cancel},
 	{"cancel-permission", Advisory, "a turn cancelled while its permission request is pending ends idle with cancelled once the request is answered", scV2CancelPermission},
@@ -191,6 +192,58 @@ func scV2PromptStream(r *run) verdict {
 	}
 	r.settle()
 	return pass("acknowledged %s, %d message update(s), then idle", ack.Get("result.messageId").Raw, content)
+}
+
+// scV2PromptEcho: the messageId of a prompt's acknowledgement names the
+// user message the prompt inserted, and the user-message update that
+// carries that id must be sent during the live session (before or after
+// the acknowledgement; PromptResponse.messageId). Without it an editor
+// that draws the conversation from updates never shows what the user
+// said. The echo must say what the user said: its text holds the prompt.
+func scV2PromptEcho(r *run) verdict {
+	ack, v, ok := r.openTurnV2("the prompt", r.opts.Prompt)
+	if !ok {
+		return v
+	}
+	id := ack.Get("result.messageId").Str
+	idle, err := r.awaitIdle(r.opts.Timeout)
+	if err != nil {
+		return notRun("%s", waitErr("the turn never ended: no idle state_update", err))
+	}
+	r.settle() // an echo written with the turn's end is in the transcript too
+	var lines []int
+	var kinds []string
+	var text strings.Builder
+	for _, m := range r.messages() {
+		if !isUpdate(m, r.sid) || m.Get("params.update.messageId").Str != id {
+			continue
+		}
+		u := m.Get("params.update")
+		switch kind := u.Get("sessionUpdate").Str; kind {
+		case "user_message":
+			// A whole-message upsert: its content replaces what came
+			// before; an omitted content leaves it.
+			if c := u.Get("content"); c.Exists() {
+				text.Reset()
+				for _, b := range c.Array() {
+					text.WriteString(b.Get("text").Str)
+				}
+			}
+		case "user_message_chunk":
+			text.WriteString(u.Get("content.text").Str)
+		default:
+			continue
+		}
+		lines = append(lines, m.N)
+		kinds = append(kinds, u.Get("sessionUpdate").Str)
+	}
+	if len(lines) == 0 {
+		return fail([]int{ack.N, idle.N}, "no user_message or user_message_chunk with messageId %q, the id the prompt's acknowledgement named: a v2 agent must echo the user's message during the live session, or the editor never shows it", id)
+	}
+	if !strings.Contains(text.String(), r.opts.Prompt) {
+		return fail(lines, "the echo under messageId %q reads %q, which does not hold the prompt sent (%q)", id, text.String(), r.opts.Prompt)
+	}
+	return pass("echoed under %q as %s", id, strings.Join(kinds, ", "))
 }
 
 // scV2StopReason: the agent SHOULD include a stop reason on the idle

@@ -173,7 +173,7 @@ type message struct {
 }
 
 type block struct {
-	text   string
+	text   []byte
 	isText bool
 	raw    json.RawMessage // a non-text block, compacted
 }

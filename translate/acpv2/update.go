@@ -160,16 +160,22 @@ func (s *session) message(id, kind string) *message {
 func contentBlock(raw json.RawMessage) block {
 	if gjson.GetBytes(raw, "type").Str == "text" {
 		if text := gjson.GetBytes(raw, "text"); text.Type == gjson.String {
-			return block{text: text.Str, isText: true}
+			return block{text: []byte(text.Str), isText: true}
 		}
 	}
 	return block{raw: compact(raw)}
 }
 
+// append adds b to what the editor has of m. Text joins the text before
+// it in place: a message streamed as many chunks costs each chunk its own
+// length, not the message's.
 func (m *message) append(b block) {
 	if n := len(m.blocks); n > 0 && b.isText && m.blocks[n-1].isText {
-		m.blocks[n-1].text += b.text
+		m.blocks[n-1].text = append(m.blocks[n-1].text, b.text...)
 		return
+	}
+	if b.isText {
+		b.text = bytes.Clone(b.text) // m's own, to grow in place
 	}
 	m.blocks = append(m.blocks, b)
 }
@@ -204,7 +210,7 @@ func (t *Translator) upsert(sid string, s *session, kind string, u object) []tra
 	for i, b := range add {
 		content := b.raw
 		if b.isText {
-			content = marshal(object{"type": quoted("text"), "text": quoted(b.text)})
+			content = marshal(object{"type": quoted("text"), "text": quoted(string(b.text))})
 		}
 		chunk := object{"sessionUpdate": quoted(kind), "content": content}
 		if id != "" {
@@ -230,14 +236,14 @@ func extends(sent, next []block) ([]block, bool) {
 		n := next[i]
 		switch {
 		case s.isText && n.isText && i == len(sent)-1:
-			if !strings.HasPrefix(n.text, s.text) {
+			if !bytes.HasPrefix(n.text, s.text) {
 				return nil, false
 			}
-			if suffix := n.text[len(s.text):]; suffix != "" {
+			if suffix := n.text[len(s.text):]; len(suffix) > 0 {
 				add = append(add, block{text: suffix, isText: true})
 			}
 		case s.isText && n.isText:
-			if s.text != n.text {
+			if !bytes.Equal(s.text, n.text) {
 				return nil, false
 			}
 		case s.isText || n.isText || !bytes.Equal(s.raw, n.raw):

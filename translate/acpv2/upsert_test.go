@@ -46,7 +46,7 @@ func TestUpsertsNeverDuplicate(t *testing.T) {
 				if len(m.blocks) == 0 {
 					continue
 				}
-				m.blocks = []block{{text: "rewritten " + randomText(r), isText: true}}
+				m.blocks = []block{{text: []byte("rewritten " + randomText(r)), isText: true}}
 				rewritten[id] = true
 				u = map[string]any{"sessionUpdate": "agent_message", "messageId": id, "content": contentJSON(m.blocks, r)}
 			}
@@ -92,12 +92,12 @@ func randomBlock(r *rand.Rand) block {
 	if r.IntN(6) == 0 {
 		return block{raw: json.RawMessage(fmt.Sprintf(`{"type":"resource_link","name":"f","uri":"file:///%d"}`, r.IntN(3)))}
 	}
-	return block{text: randomText(r), isText: true}
+	return block{text: []byte(randomText(r)), isText: true}
 }
 
 func blockJSON(b block) any {
 	if b.isText {
-		return map[string]any{"type": "text", "text": b.text}
+		return map[string]any{"type": "text", "text": string(b.text)}
 	}
 	return json.RawMessage(b.raw)
 }

@@ -212,6 +212,10 @@ func (f *Front) updateToV2(sid string, s *session, u gjson.Result) (json.RawMess
 	kind := u.Get("sessionUpdate").Str
 	switch kind {
 	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk":
+		if kind == "user_message_chunk" && s.running > 0 {
+			f.note(RepairDroppedPromptEcho, sid, "a user_message_chunk while a prompt ran")
+			return nil, false
+		}
 		if id := u.Get("messageId"); id.Type == gjson.String {
 			s.msgKind, s.msgID = kind, id.Str
 			return json.RawMessage(u.Raw), true

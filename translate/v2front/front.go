@@ -10,7 +10,9 @@
 //
 //   - The v2 session/prompt answer only acknowledges the prompt: the Front
 //     answers it at once with a fresh user messageId, sends a running
-//     state_update, and turns the v1 prompt answer into the closing idle
+//     state_update and the user_message that echoes the prompt under that
+//     id (a v1 agent's own live echo, a user_message_chunk while a prompt
+//     runs, is dropped and counted), and turns the v1 prompt answer into the closing idle
 //     state_update carrying the stop reason (an error answer becomes the
 //     stop reason "error" with the error object).
 //   - v1 chunks become v2 chunks with stable message ids (one id per run of
@@ -72,6 +74,11 @@ const (
 	// RepairDroppedSSE: the agent's SSE MCP transport capability has no v2
 	// equivalent and was left out of the capabilities.
 	RepairDroppedSSE = "v2-dropped-sse-capability"
+	// RepairDroppedPromptEcho: a v1 agent's user_message_chunk while a
+	// prompt ran was dropped: the Front echoed the prompt itself, under the
+	// messageId its acknowledgement named, and the agent's echo would show
+	// it twice.
+	RepairDroppedPromptEcho = "v2-dropped-prompt-echo"
 )
 
 // Out is one output of the Front.
@@ -243,11 +250,13 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 		}
 		// v2: the answer acknowledges the prompt; the turn's end comes
 		// as an idle state_update (see engineResponse).
-		ack, _ := json.Marshal(map[string]string{"messageId": f.messageID()})
+		msgID := f.messageID()
+		ack, _ := json.Marshal(map[string]string{"messageId": msgID})
 		f.emit(ToEditor, translate.ResultFrame(r.editorID, ack), sid)
 		if s.running++; s.running == 1 {
 			f.notify(sid, map[string]any{"sessionUpdate": "state_update", "state": "running"})
 		}
+		f.echo(sid, msgID, params)
 		s.msgKind, s.msgID = "", ""
 	case "session/set_config_option":
 		params = f.setConfigToV1(r, params)
@@ -260,6 +269,17 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 		f.byEditor[string(r.editorID)] = mint
 	}
 	f.emit(ToEngine, translate.RequestFrame(quoteJSON(mint), r.sent, params), sid)
+}
+
+// echo sends the user message a prompt inserted, under the messageId its
+// acknowledgement named: v2 agents must echo it during the live session,
+// and a v1 agent does not (a v1 editor shows the prompt it sent).
+func (f *Front) echo(sid, msgID string, params json.RawMessage) {
+	update := map[string]any{"sessionUpdate": "user_message", "messageId": msgID}
+	if prompt := gjson.GetBytes(params, "prompt"); prompt.IsArray() {
+		update["content"] = json.RawMessage(prompt.Raw)
+	}
+	f.notify(sid, update)
 }
 
 // resumeToV1 picks the v1 method for a v2 session/resume: session/load when

@@ -17,8 +17,10 @@ import (
 // order, with results, errors and session updates of every kind. Whatever
 // the sequence: every editor request is answered exactly once under its
 // byte-exact id (once the engine has answered everything it was sent), every
-// message for the editor is one line of JSON, and every message built from
-// well-formed v1 input is valid v2.
+// acknowledged prompt's user message is echoed under the acknowledgement's
+// messageId before its session goes idle, every message for the editor is
+// one line of JSON, and every message built from well-formed v1 input is
+// valid v2.
 func FuzzFront(f *testing.F) {
 	for _, file := range []string{"turn", "cancel-error", "resume", "loadonly", "overlap"} {
 		src, err := os.ReadFile("testdata/" + file + ".txt")
@@ -92,6 +94,18 @@ func runSequence(t *testing.T, choices []byte) {
 	answered := map[string]int{}
 	sent := map[string]int{}
 	nextCall := 100
+	// The messageIds of acknowledged prompts by session, until the
+	// session's idle, and the ids of the user messages echoed.
+	acked := map[string][]string{}
+	echoed := map[string]bool{}
+	wantEchoed := func(sid string) {
+		for _, id := range acked[sid] {
+			if !echoed[id] {
+				t.Fatalf("prompt acknowledged with messageId %q in session %s: no user_message carrying that id reached the editor", id, sid)
+			}
+		}
+		delete(acked, sid)
+	}
 
 	check := func(outs []Out) {
 		for _, o := range outs {
@@ -101,6 +115,17 @@ func runSequence(t *testing.T, choices []byte) {
 					t.Fatalf("not one line of JSON for the editor: %q", o.Frame)
 				}
 				r := gjson.ParseBytes(o.Frame)
+				if id := r.Get("result.messageId"); id.Exists() && v.methods[r.Get("id").Raw] == "session/prompt" {
+					acked[o.Session] = append(acked[o.Session], id.Str)
+				}
+				switch u := r.Get("params.update"); u.Get("sessionUpdate").Str {
+				case "user_message", "user_message_chunk":
+					echoed[u.Get("messageId").Str] = true
+				case "state_update":
+					if u.Get("state").Str == "idle" {
+						wantEchoed(r.Get("params.sessionId").Str)
+					}
+				}
 				if r.Get("method").Exists() {
 					if r.Get("id").Exists() {
 						calls = append(calls, r.Get("id").Raw)
@@ -198,6 +223,9 @@ func runSequence(t *testing.T, choices []byte) {
 		p := pending[0]
 		pending = pending[1:]
 		check(fr.FromEngine([]byte(engineAnswer(p, "s1", 0))))
+	}
+	for sid := range acked {
+		wantEchoed(sid)
 	}
 	for id, n := range sent {
 		if id == "null" {

@@ -48,6 +48,8 @@
 //                        not a content block
 //   short-message        the whole-message upsert that ends a reply drops
 //                        its last word (valid v2, a different answer)
+//   no-echo              a prompt is never echoed (no user_message under the
+//                        acknowledgement's messageId)
 //   overlap              a prompt during a turn runs alongside it
 //   mute-initialize      initialize is never answered
 import { Readable, Writable } from "node:stream";
@@ -93,7 +95,9 @@ const idle = (stopReason, extra = {}) => ({ sessionUpdate: "state_update", state
 async function runTurn(client, sessionId, s, text, userMessageId, turn) {
   const say = (update) => send(client, sessionId, update);
   await say({ sessionUpdate: "state_update", state: "running" });
-  await say({ sessionUpdate: "user_message", messageId: userMessageId, content: [{ type: "text", text }] });
+  if (!defects.has("no-echo")) {
+    await say({ sessionUpdate: "user_message", messageId: userMessageId, content: [{ type: "text", text }] });
+  }
   const m = `m-${++messages}`;
   const chunk = (t) => say({ sessionUpdate: "agent_message_chunk", messageId: m, content: { type: "text", text: t } });
   switch (text.trim()) {

@@ -16,7 +16,9 @@
 //               with a replay of its history when V2E_REPLAY is 1
 //   V2E_RESULT  file the outcome is written to, as JSON: the initialize
 //               answer, the session, each step's result (a turn's
-//               acknowledgement, stop reason, chunk texts and message ids),
+//               acknowledgement, stop reason, chunk texts and message ids,
+//               the text of the user message echoed under the
+//               acknowledgement's messageId, null when none was),
 //               the permission requests, every raw line received, and the
 //               first error.
 import { Readable, Writable } from "node:stream";
@@ -128,6 +130,17 @@ try {
       const end = await ended;
       const turn = result.updates.slice(from);
       const chunks = turn.filter((u) => u.sessionUpdate === "agent_message_chunk");
+      // The user message the prompt inserted, as echoed under the
+      // acknowledgement's messageId: an upsert replaces, a chunk appends.
+      let echo = null;
+      for (const u of turn) {
+        if (u.messageId !== ack.messageId) continue;
+        if (u.sessionUpdate === "user_message") {
+          echo = u.content === undefined ? (echo ?? "") : (u.content ?? []).map((b) => b.text ?? "").join("");
+        } else if (u.sessionUpdate === "user_message_chunk") {
+          echo = (echo ?? "") + (u.content.text ?? "");
+        }
+      }
       result.steps.push({
         prompt: step.prompt,
         ack,
@@ -135,6 +148,7 @@ try {
         error: end.error ?? null,
         text: chunks.map((u) => u.content.text ?? "").join(""),
         messageIds: [...new Set(chunks.map((u) => u.messageId))],
+        echo,
         kinds: turn.map((u) => u.sessionUpdate + (u.state ? ":" + u.state : "")),
       });
     }
