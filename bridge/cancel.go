@@ -52,7 +52,8 @@ func (e *engine) armCancelGrace(sid string) {
 }
 
 // graceExpired answers a cancelled prompt the agent did not end in time and
-// drops what the agent still sends for that turn.
+// drops what the agent still sends for that turn, unless another turn of
+// the session is open.
 func (e *engine) graceExpired(req *request, s *session, d time.Duration) {
 	if req.retired {
 		return
@@ -62,8 +63,11 @@ func (e *engine) graceExpired(req *request, s *session, d time.Duration) {
 		Detail: "the agent did not end the cancelled turn within " + d.String() + "; the bridge answered stopReason cancelled"})
 	e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
 	if e.sessions[s.id] == s {
-		s.draining = true
 		e.abandoned[req.ref] = s.id
+		// Another prompt still open on the session (an agent that queues
+		// them) may be what the agent's updates are for: they are dropped
+		// only once no turn of the session is open.
+		s.draining = len(s.prompts) == 0
 	}
 	if req.link != nil && req.link.down == nil {
 		e.feed(req.link, translate.Msg{Kind: translate.Abandon, Ref: req.ref})

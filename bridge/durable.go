@@ -124,6 +124,9 @@ type durableSessions struct {
 	// held are sessions taken in the store for a load that the agent
 	// serves itself (its own session/load), until it answers.
 	held map[string]bool
+	// closed are the sessions the editor closed in this process and has
+	// not loaded or resumed since: their requests are refused (closedTo).
+	closed map[string]bool
 	// lines gathers streamed updates for the store on the loop, with no
 	// lock per update; the loop flushes it after every event it handles,
 	// and store() before anything else reaches the store (order).
@@ -394,6 +397,7 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 		d.listSessions(req, env.Params)
 		return true
 	case "session/load", "session/resume":
+		delete(d.closed, req.session)
 		req.params = env.Params
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
 		if err := d.e.v2.v2ReplayFrom(req); err != nil {
@@ -406,6 +410,10 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 		return d.closeSession(req, env, false)
 	case "session/delete":
 		return d.closeSession(req, env, true)
+	}
+	if d.closed[req.session] && d.e.sessions[req.session] == nil {
+		d.closedTo(req)
+		return true
 	}
 	s := d.e.sessions[req.session]
 	if s == nil || s.b == nil {
@@ -446,6 +454,17 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 		d.e.feed(s.link, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: method, Body: body})
 	})
 	return true
+}
+
+// closedTo answers req, a request for a session the editor closed: ACP's
+// session/close frees the session, which is no longer active until
+// session/load or session/resume opens it again. Serving it anyway would
+// open the session behind the editor's back, or send the agent an id it
+// was told is gone.
+func (d *durableSessions) closedTo(req *request) {
+	d.e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+		"session %s was closed (session/close), so it takes no %s: open it again with session/load or session/resume first, or start a new session",
+		req.session, req.method).With("sessionId", req.session))
 }
 
 // shadowed returns the session whose backend id on the agent's shared link

@@ -300,6 +300,14 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 		d.forget(s)
 		d.onSession(SessionEvent{Kind: SessionClosed, Session: s.id})
 	}
+	if del {
+		delete(d.closed, req.session)
+	} else if s != nil {
+		if d.closed == nil {
+			d.closed = map[string]bool{}
+		}
+		d.closed[req.session] = true
+	}
 	if !del {
 		if s != nil {
 			d.e.answer(req, json.RawMessage("{}"))

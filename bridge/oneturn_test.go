@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/tidwall/gjson"
@@ -89,5 +90,42 @@ func TestOneTurn_AgentThatQueuesGetsTheSecondPrompt(t *testing.T) {
 			t.Fatalf("%s: the agent got %s, want the second prompt", where, second)
 		}
 		h.close()
+	}
+}
+
+// initializeQueueing performs the handshake with an agent that queues
+// prompts itself (claude-agent-acp's promptQueueing).
+func (h *harness) initializeQueueing() {
+	h.t.Helper()
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	init := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(init, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{"_meta":{"claudeCode":{"promptQueueing":true}}}}}`)
+	h.recv()
+}
+
+// When the cancel grace of one prompt runs out while a later prompt of the
+// session is open and was not cancelled (an agent that queues prompts), the
+// bridge answers the cancelled one itself but keeps the open turn's
+// updates: they may be that turn's, and dropping them loses its text.
+func TestOneTurn_CancelGraceKeepsAnOpenTurnsUpdates(t *testing.T) {
+	h := newHarness(t, func(b *bridge.Bridge) { b.CancelGrace = 50 * time.Millisecond })
+	h.initializeQueueing()
+	sid := h.newSession("1")
+	h.send(promptLine("2", sid))
+	h.agentRecv()
+	h.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}`)
+	h.agentRecv()
+	h.send(promptLine("3", sid))
+	second := h.agentRecv()
+	if got := h.recv(); gjson.Get(got, "id").Raw != "2" || gjson.Get(got, "result.stopReason").Str != "cancelled" {
+		t.Fatalf("got %s, want the cancelled prompt answered by the grace period", got)
+	}
+	h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"queued turn"}}}}`)
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(second, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "params.update.content.text").Str != "queued turn" {
+		t.Fatalf("got %s, want the open turn's update", got)
+	}
+	if got := h.recv(); gjson.Get(got, "id").Raw != "3" || gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("got %s, want the second prompt's answer", got)
 	}
 }

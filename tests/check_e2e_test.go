@@ -148,7 +148,7 @@ func TestCheck_Bridge(t *testing.T) {
 		// (it keeps no session table); the relay passes that on.
 		{name: "acp-sdk-fake", env: []string{"FAKE_AGENT=acp"},
 			prompts: []string{"--long-prompt", "wait-cancel"},
-			pass:    []string{"reinitialize"},
+			pass:    []string{"reinitialize", "session-close"},
 			fail:    []string{"unknown-session"}},
 		{name: "acp-v0", env: []string{"FAKE_AGENT=acp-v0"}, bridge: []string{"--dialect", "acp-v0"},
 			prompts: []string{"--long-prompt", "slow", "--permission-prompt", "run echo please"},
@@ -227,6 +227,25 @@ func TestCheck_BridgeRepairOfADanglingPermission(t *testing.T) {
 	bridged, _, out := runCheck(t, env, "--only", "cancel-permission", "--", BridgeBin, "--", exe)
 	if s := bridged.status("cancel-permission"); s != "PASS" {
 		t.Fatalf("behind the bridge: cancel-permission %s, want PASS\n%s", s, out)
+	}
+}
+
+// TestCheck_BridgeClosedSession: a session closed through the bridge
+// takes no prompt until it is loaded or resumed, whatever the agent behind
+// does with its side of it (the flawed agent's close-keeps-serving serves
+// it; the SDK-based fake never forgets a session), so check's
+// session-close passes behind the bridge on its own defaults.
+func TestCheck_BridgeClosedSession(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	for _, env := range [][]string{
+		{"FAKE_AGENT=flawed", flawed.EnvDefects + "=" + string(flawed.CloseKeepsServing)},
+		{"FAKE_AGENT=acp"},
+	} {
+		bridged, _, out := runCheck(t, env, "--only", "session-close", "--", BridgeBin, "--", exe)
+		if s := bridged.status("session-close"); s != "PASS" {
+			t.Errorf("%q behind the bridge: session-close %s, want PASS\n%s", env, s, out)
+		}
 	}
 }
 

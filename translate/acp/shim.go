@@ -151,8 +151,10 @@ type Shim struct {
 
 	// methods are the editor requests in flight on the agent, by Ref.
 	methods map[translate.Ref]string
-	// prompts maps a prompt's Ref to its session.
-	prompts  map[translate.Ref]string
+	// prompts are the prompts in flight, by Ref. Several may be open on
+	// one session: an agent that queues prompts (claude-agent-acp's
+	// promptQueueing) is handed the next while a turn runs.
+	prompts  map[translate.Ref]*openPrompt
 	sessions map[string]*turnState
 	// canTerminal is the editor's terminal capability, known once
 	// initialize was seen (capsKnown).
@@ -176,13 +178,21 @@ type Shim struct {
 	lastTurn *turnState
 }
 
-// turnState is what the shim knows of one session.
+// turnState is what the shim knows of one session. Every rule that reasons
+// about "the turn" asks it whether any prompt is still open: an update
+// that comes while one is belongs to a turn that has not ended, whichever
+// of the open prompts it is for.
 type turnState struct {
-	running   bool // a prompt is in flight
-	cancelled bool // the editor cancelled the running turn
-	ended     bool // a turn was answered and no other started since
-	loading   bool // session/load in flight: its updates replay history
-	holding   bool // its turn's answer waits for the quiet period's Tick
+	open    int  // prompts in flight
+	ended   bool // a turn was answered and none is open or started since
+	loading bool // session/load in flight: its updates replay history
+	holding bool // its last turn's answer waits for the quiet period's Tick
+}
+
+// openPrompt is a prompt in flight.
+type openPrompt struct {
+	session   string
+	cancelled bool // a session/cancel came while it was open
 }
 
 // NewShim returns the relay with the rules of opt in front of it.
@@ -202,7 +212,7 @@ func (s *Shim) Unwrap() translate.Translator { return s.r }
 
 func (s *Shim) reset() {
 	s.methods = map[translate.Ref]string{}
-	s.prompts = map[translate.Ref]string{}
+	s.prompts = map[translate.Ref]*openPrompt{}
 	s.sessions = map[string]*turnState{}
 	s.permits = map[translate.Ref]string{}
 	s.withdrawn = map[translate.Ref]bool{}
@@ -236,8 +246,18 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			s.elicitation = []byte(caps.Get("elicitation").Raw)
 		case "session/prompt":
 			sid := gjson.GetBytes(m.Body, "sessionId").Str
-			s.prompts[m.Ref] = sid
-			*s.session(sid) = turnState{running: true}
+			s.prompts[m.Ref] = &openPrompt{session: sid}
+			t := s.session(sid)
+			t.open++
+			t.ended = false
+			if t.holding {
+				// What the agent sends from now on may be the new turn's:
+				// the previous turn's answer goes out first, in the order
+				// the agent sent it.
+				held := s.releaseHeld(sid)
+				outs, err := s.r.FromEditor(m)
+				return take(held, outs), err
+			}
 		case "session/new", "session/resume", "session/fork":
 			s.opening++
 		case "session/load":
@@ -245,8 +265,12 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		}
 	case translate.Notification:
 		if m.Method == "session/cancel" {
-			if t := s.sessions[gjson.GetBytes(m.Body, "sessionId").Str]; t != nil && t.running {
-				t.cancelled = true
+			// The cancel covers every prompt open on the session.
+			sid := gjson.GetBytes(m.Body, "sessionId").Str
+			for _, p := range s.prompts {
+				if p.session == sid {
+					p.cancelled = true
+				}
 			}
 		}
 	case translate.Response:
@@ -263,7 +287,7 @@ func (s *Shim) FromEditor(m translate.Msg) ([]translate.Out, error) {
 		for _, o := range out {
 			if t := s.sessions[o.Session]; t != nil {
 				t.holding = false
-				t.ended = !t.running
+				t.ended = t.open == 0
 			}
 		}
 		return out, nil
@@ -375,11 +399,15 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 	o := outs[0]
 	clear(outs) // the relay's reused slice: see take
 	var post []translate.Out
-	sid := s.prompts[ref]
-	delete(s.prompts, ref)
+	var sid string
+	cancelled := false
+	if p := s.prompts[ref]; p != nil {
+		sid, cancelled = p.session, p.cancelled
+		delete(s.prompts, ref)
+	}
 	if o.Kind == translate.Reply {
 		var notes []translate.Out
-		o.Body, notes = s.repairResult(method, sid, o.Body)
+		o.Body, notes = s.repairResult(method, sid, cancelled, o.Body)
 		pre = append(pre, notes...)
 	} else if o.Kind == translate.Fail && s.on[iMethodNotFound] && !knownMethod(method) {
 		if code := gjson.GetBytes(o.Body, "code"); code.Int() != translate.CodeMethodNotFound && unknownTo(method, o.Body) {
@@ -408,7 +436,16 @@ func (s *Shim) response(f []byte, env *translate.Envelope, pre []translate.Out) 
 		}
 	case "session/prompt":
 		t := s.session(sid)
-		t.running = false
+		if t.open > 0 {
+			t.open--
+		}
+		if t.open > 0 {
+			// Another prompt of the session is open (an agent that
+			// queues them): what comes next may be its turn's, so this
+			// answer is neither held nor the end of the session's turns,
+			// and the permission requests pending may be the other's.
+			break
+		}
 		pre = s.withdraw(sid, pre)
 		if s.on[iLateUpdates] && s.opt.Quiet >= 0 && o.Kind == translate.Reply {
 			// Updates that come during the quiet period still belong to
@@ -450,7 +487,8 @@ func (s *Shim) soleUnknown() (uint64, bool) {
 }
 
 // repairResult applies the rules that look inside a successful answer.
-func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawMessage, []translate.Out) {
+// cancelled says the editor cancelled the prompt that body answers.
+func (s *Shim) repairResult(method, sid string, cancelled bool, body json.RawMessage) (json.RawMessage, []translate.Out) {
 	var notes []translate.Out
 	if t := bytes.TrimSpace(body); (len(t) == 0 || string(t) == "null") && objectResult[method] {
 		if s.on[iObjectResults] {
@@ -484,7 +522,7 @@ func (s *Shim) repairResult(method, sid string, body json.RawMessage) (json.RawM
 			body = splice(body, v, `"cancelled"`)
 			v = gjson.GetBytes(body, "stopReason")
 		}
-		if t := s.sessions[sid]; t != nil && t.cancelled && v.Str != "cancelled" && s.on[iCancelledStopReason] {
+		if cancelled && v.Str != "cancelled" && s.on[iCancelledStopReason] {
 			notes = append(notes, note(RuleCancelledStopReason, sid, "a cancelled turn ended with stopReason %s", v.Raw))
 			if v.Exists() {
 				body = splice(body, v, `"cancelled"`)
@@ -518,6 +556,24 @@ func splice(body []byte, v gjson.Result, raw string) []byte {
 	out = append(out, body[:v.Index]...)
 	out = append(out, raw...)
 	return append(out, body[v.Index+len(v.Raw):]...)
+}
+
+// releaseHeld takes the prompt answers of session sid out of the quiet
+// period's hold, in order, for a new prompt on the session.
+func (s *Shim) releaseHeld(sid string) []translate.Out {
+	var out []translate.Out
+	keep := s.held[:0]
+	for _, o := range s.held {
+		if o.Session == sid {
+			out = append(out, o)
+			continue
+		}
+		keep = append(keep, o)
+	}
+	clear(s.held[len(keep):])
+	s.held = keep
+	s.session(sid).holding = false
+	return out
 }
 
 // release appends the held early updates for session id (all of them when
@@ -659,7 +715,7 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 		s.early = append(s.early, f)
 		return append(pre, note(RuleEarlyUpdates, sid, "a %q update came before the session's session/new answer; held", kind)), nil
 	}
-	if t != nil && (t.holding || t.ended && !t.running && !t.loading) && turnVariant(kind) {
+	if t != nil && (t.holding || t.ended && !t.loading) && turnVariant(kind) {
 		s.lateSeen = true // from now on its answers are held the full quiet period
 	}
 	if t != nil && t.holding && turnVariant(kind) && s.on[iLateUpdates] {
@@ -667,7 +723,7 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 		// is written before the answer, where it belongs.
 		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer, within the quiet period; written before the answer", kind))
 	}
-	if t != nil && t.ended && !t.running && !t.loading && turnVariant(kind) && s.on[iLateUpdates] {
+	if t != nil && t.ended && !t.loading && turnVariant(kind) && s.on[iLateUpdates] {
 		pre = append(pre, note(RuleLateUpdates, sid, "a %q update came after its turn's answer", kind))
 		if !s.opt.ForwardLate {
 			return pre, nil
