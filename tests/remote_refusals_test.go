@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -205,5 +206,51 @@ func TestServeHTTP2(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || resp.Header.Get("Acp-Connection-Id") == "" {
 		t.Errorf("initialize over h2c: %s %d %s", resp.Proto, resp.StatusCode, b)
+	}
+}
+
+// TestServeSameOrigin: a web client served from the endpoint's own host
+// (a reverse proxy that serves both) is served, over POST and WebSocket,
+// without --allow-origin, as browsers and gorilla/websocket judge
+// same-origin; a foreign origin is still refused on both, and so is a page
+// that rebinds its own name to the loopback endpoint, whose requests are
+// same-origin too.
+func TestServeSameOrigin(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--no-sessions"}, agent.Args...), agent.Env)
+	u, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := "http://" + u.Host
+	wsURL := "ws://" + u.Host + u.Path
+	if status, _, body := servePost(t, srv.Endpoint, http.Header{"Origin": {own}}, initializeBody); status != http.StatusOK {
+		t.Errorf("POST from the endpoint's own origin %s: %d %s", own, status, body)
+	}
+	if _, status, body := serveDialWS(t, wsURL, http.Header{"Origin": {own}}); status != http.StatusSwitchingProtocols {
+		t.Errorf("WebSocket from the endpoint's own origin %s: %d %s", own, status, body)
+	}
+	const foreign = "http://editor.example"
+	if status, _, body := servePost(t, srv.Endpoint, http.Header{"Origin": {foreign}}, initializeBody); status != http.StatusForbidden {
+		t.Errorf("POST from a foreign origin: %d %s, want 403", status, body)
+	}
+	if _, status, body := serveDialWS(t, wsURL, http.Header{"Origin": {foreign}}); status != http.StatusForbidden {
+		t.Errorf("WebSocket from a foreign origin: %d %s, want 403", status, body)
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.Endpoint, strings.NewReader(initializeBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = "rebound.example:" + u.Port()
+	req.Header.Set("Origin", "http://"+req.Host)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a same-origin request for the rebound host %s: %d %s, want 403", req.Host, resp.StatusCode, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -57,8 +58,10 @@ type Server struct {
 	// every request.
 	Token string
 	// AllowOrigins lists the Origin values (scheme://host[:port]) whose
-	// requests are served; a request with any other Origin is refused.
-	// "*" allows every origin.
+	// requests are served besides the endpoint's own origin (an Origin
+	// whose host is the request's Host, as browsers and gorilla/websocket
+	// judge same-origin); a request with any other Origin is refused. "*"
+	// allows every origin.
 	AllowOrigins []string
 	// MaxConnections bounds the open connections; 0 means 64.
 	MaxConnections int
@@ -138,7 +141,7 @@ func refuse(w http.ResponseWriter, status int, format string, args ...any) {
 
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
+	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) && !s.originAllowed(origin) {
 		s.log().Warn("refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
 		refuse(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
 		return
@@ -173,6 +176,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		refuse(w, http.StatusMethodNotAllowed, "method %s is not part of the ACP remote transport: POST messages, GET the SSE stream or a WebSocket, DELETE the connection", r.Method)
 	}
+}
+
+// sameOrigin reports whether origin is the endpoint's own: its host and
+// port are the request's Host. A page served from the endpoint's host (a
+// reverse proxy that serves both the web client and the endpoint) is not
+// a foreign page. A page that rebinds its own name to this address is
+// same-origin too; on a loopback listener without a token, the Host check
+// in front of the server refuses it first.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 func (s *Server) originAllowed(origin string) bool {
