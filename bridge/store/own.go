@@ -76,7 +76,9 @@ func (s *Store) Create(sid string, m Meta) error {
 		if metaErr != nil {
 			s.log.Warn("session listing data not written; retried at the next flush", "session", sid, "error", metaErr)
 		}
-		s.retain(sid)
+		if s.retainDue() {
+			s.retain(sid)
+		}
 	}})
 	s.mu.Unlock()
 	signal(s.urgent)

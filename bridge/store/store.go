@@ -75,8 +75,10 @@
 // reaches MaxSessionBytes takes no more records except its metadata, agent
 // switches and backend changes (one "cap" record marks the spot). At Open,
 // sessions not updated for MaxAge, and the oldest beyond MaxSessions, are
-// deleted (never one another process holds); MaxSessions is enforced again
-// whenever a session is created.
+// deleted (never one another process holds), and again by a retention pass
+// when a session is created, at most once per RetainEvery: the pass reads
+// every session's listing data, so a burst of new sessions costs one pass,
+// not one per session.
 package store
 
 import (
@@ -172,6 +174,10 @@ type Options struct {
 	// FlushEvery is the longest a written record waits for its fsync; 0
 	// means 1 s.
 	FlushEvery time.Duration
+	// RetainEvery is the least time between two retention passes that
+	// creating sessions makes (MaxAge, MaxSessions, tombstones); 0 means a
+	// minute, negative means a pass at every creation.
+	RetainEvery time.Duration
 	// FS holds the transcripts and sidecars; nil means the operating
 	// system's.
 	FS     FS
@@ -255,9 +261,10 @@ type Store struct {
 	unowned   int64 // records dropped: their session is not held
 
 	// writer-owned
-	owned map[string]*claim // as held, in the writer's order
-	files map[string]*file
-	now   time.Time // when the batch being written was taken
+	lastRetain time.Time         // the last retention pass (retainDue)
+	owned      map[string]*claim // as held, in the writer's order
+	files      map[string]*file
+	now        time.Time // when the batch being written was taken
 	// nowText is now, formatted once per batch.
 	nowText []byte
 }
@@ -331,6 +338,9 @@ func Open(o Options) (*Store, error) {
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 4 << 20
 	}
+	if o.RetainEvery == 0 {
+		o.RetainEvery = time.Minute
+	}
 	if o.FlushEvery <= 0 {
 		o.FlushEvery = time.Second
 	}
@@ -350,6 +360,7 @@ func Open(o Options) (*Store, error) {
 	s.arena = make([]byte, 0, idleArena)
 	s.sy = syncer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.retain("")
+	s.lastRetain = clock.Now()
 	go s.sy.run(s)
 	go s.run()
 	return s, nil
@@ -1499,6 +1510,17 @@ func (s *Store) list(cwd, agent, cur string, limit int) ([]Meta, string, error) 
 		page = append(page, m)
 	}
 	return page, "", nil
+}
+
+// retainDue reports whether a session just created makes a retention pass:
+// the last was at least RetainEvery ago. Called from the writer.
+func (s *Store) retainDue() bool {
+	now := clock.Now()
+	if s.o.RetainEvery > 0 && now.Sub(s.lastRetain) < s.o.RetainEvery {
+		return false
+	}
+	s.lastRetain = now
+	return true
 }
 
 // retain deletes sessions beyond the age and count limits, never keep, one

@@ -235,7 +235,8 @@ func TestStore_Retention(t *testing.T) {
 		s.Append(fmt.Sprintf("s%d", i), Record{Kind: KindMeta, Cwd: "/w", At: now.Add(time.Duration(i) * time.Second), Sync: true})
 	}
 	s.Close()
-	s2 := open(t, Options{Dir: dir, MaxAge: 24 * time.Hour, MaxSessions: 3})
+	// (A retention pass at every creation: the count is checked at once.)
+	s2 := open(t, Options{Dir: dir, MaxAge: 24 * time.Hour, MaxSessions: 3, RetainEvery: -1})
 	m, _ := list(t, s2, "", "", 0)
 	var ids []string
 	for _, x := range m {
@@ -617,5 +618,71 @@ func TestStore_ArenasSmallBeforeATurn(t *testing.T) {
 	s.mu.Unlock()
 	if !streamed {
 		t.Fatal("a turn's stream did not make the arenas stream-sized")
+	}
+}
+
+// readCounter is an FS that counts the directory listings and the
+// read-only opens of listing data (.json), the work of a retention pass.
+type readCounter struct {
+	FS
+	mu             sync.Mutex
+	lists, listing int
+}
+
+func (c *readCounter) ReadDir(name string) ([]fs.DirEntry, error) {
+	c.mu.Lock()
+	c.lists++
+	c.mu.Unlock()
+	return c.FS.ReadDir(name)
+}
+
+func (c *readCounter) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR) == 0 && strings.HasSuffix(name, ".json") {
+		c.mu.Lock()
+		c.listing++
+		c.mu.Unlock()
+	}
+	return c.FS.OpenFile(name, flag, perm)
+}
+
+func (c *readCounter) counts() (lists, listing int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists, c.listing
+}
+
+// Creating a session costs no pass over the state directory: with many
+// sessions on disk, a burst of new ones reads the directory and the other
+// sessions' listing data once at most (the retention pass, at most once
+// per RetainEvery), not once per session, which made a burst quadratic in
+// the sessions on disk (serve with 1,000 sessions took 10-35 s to exit
+// after 300 session/new).
+func TestStore_CreateIsO1InSessionsOnDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	const onDisk, burst = 300, 100
+	now := clock.Now()
+	for i := range onDisk {
+		sid := fmt.Sprintf("old%d", i)
+		create(t, s, sid, Meta{CreatedAt: now})
+		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w", At: now, Sync: true})
+	}
+	s.Close()
+	c := &readCounter{FS: osFS{}}
+	s2 := open(t, Options{Dir: dir, FS: c})
+	lists0, listing0 := c.counts()
+	if listing0 < onDisk {
+		t.Fatalf("Open read %d listing files of %d sessions: the counter misses the retention pass", listing0, onDisk)
+	}
+	for i := range burst {
+		create(t, s2, fmt.Sprintf("new%d", i), Meta{CreatedAt: now})
+	}
+	done := make(chan struct{})
+	s2.Written(func() { close(done) })
+	<-done
+	lists, listing := c.counts()
+	if lists != lists0 || listing-listing0 >= onDisk {
+		t.Errorf("%d new sessions listed the directory %d times and read %d listing files, with %d sessions on disk: a pass per session",
+			burst, lists-lists0, listing-listing0, onDisk)
 	}
 }
