@@ -34,10 +34,12 @@ import (
 // connection is gone (the agent restarted, or the credentials were
 // refused): the link fails, and the bridge's supervisor dials a new one,
 // which initializes a new connection and re-attaches sessions with
-// session/load or session/resume, as for any lost agent. A failed
-// initialize is answered 200 with a connection id on which a second
-// initialize is refused, so an initialize frame always opens a new
-// connection.
+// session/load or session/resume, as for any lost agent. Servers refuse
+// initialize on an existing connection (400), so a repeated initialize is
+// answered by the transport with the connection's own initialize result,
+// the connection and its sessions going on; after a failed initialize
+// (answered 200 with a connection id all the same) the next one opens a
+// new connection, the old one's stream ending without failing the link.
 type HTTPStream struct {
 	// URL is the agent's http:// or https:// endpoint. A user:password in it
 	// is sent as HTTP Basic authorization unless Header has one.
@@ -92,8 +94,11 @@ type HTTPConn struct {
 
 	mu       sync.Mutex
 	connID   string
-	sessions map[string]bool   // sessions whose stream is open
-	replies  map[string]string // agent request id → the session it came on
+	connCtx  context.Context    // the connection's streams; ends when it is left
+	leave    context.CancelFunc // ends connCtx
+	initDone json.RawMessage    // the result of the connection's initialize, when it succeeded
+	sessions map[string]bool    // sessions whose stream is open
+	replies  map[string]string  // agent request id → the session it came on
 }
 
 const (
@@ -206,6 +211,18 @@ func (c *HTTPConn) Write(ctx context.Context, frame []byte) error {
 	}
 	env := routing(frame, "params")
 	if env.Method == "initialize" && env.ID != nil {
+		c.mu.Lock()
+		result := c.initDone
+		c.mu.Unlock()
+		if result != nil {
+			// The transport has no second initialize on a connection
+			// (servers refuse it with 400), and a new connection would
+			// leave the agent's sessions behind: the connection's own
+			// answer is the answer, as on a WebSocket the agent gives
+			// one and keeps its sessions.
+			c.log.Debug("agent HTTP: a repeated initialize answered with the connection's")
+			return c.push(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, env.ID, result))
+		}
 		return c.initialize(ctx, frame)
 	}
 	c.mu.Lock()
@@ -299,11 +316,18 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// initialize opens a new connection with frame, leaving any earlier one.
+// initialize opens a new connection with frame, leaving any earlier one
+// (whose initialize failed): its streams end without failing the link.
 func (c *HTTPConn) initialize(ctx context.Context, frame []byte) error {
 	c.mu.Lock()
 	old := c.connID
 	c.connID = ""
+	if c.leave != nil {
+		c.leave()
+		c.connCtx, c.leave = nil, nil
+	}
+	c.sessions = map[string]bool{}
+	c.replies = map[string]string{}
 	c.mu.Unlock()
 	if old != "" {
 		c.deleteConn(old)
@@ -326,11 +350,17 @@ func (c *HTTPConn) initialize(ctx context.Context, frame []byte) error {
 	case id == "":
 		return c.fail(&linkError{msg: c.what + ": the initialize answer has no Acp-Connection-Id: is this an ACP remote endpoint? " + snippet(body, 200), err: errors.New("no connection id")})
 	}
+	line := oneJSONLine(body)
 	c.mu.Lock()
 	c.connID = id
+	c.connCtx, c.leave = context.WithCancel(c.ctx)
+	var answer map[string]json.RawMessage
+	if json.Unmarshal(line, &answer) == nil && answer["result"] != nil && answer["error"] == nil {
+		c.initDone = answer["result"]
+	}
 	c.mu.Unlock()
 	c.log.Info("agent HTTP connected", "url", c.where, "connection_id", id)
-	if err := c.push(oneJSONLine(body)); err != nil {
+	if err := c.push(line); err != nil {
 		return err
 	}
 	return c.openStream("")
@@ -340,14 +370,14 @@ func (c *HTTPConn) initialize(ctx context.Context, frame []byte) error {
 // session's, unless it is open.
 func (c *HTTPConn) openStream(session string) error {
 	c.mu.Lock()
-	id := c.connID
+	id, ctx := c.connID, c.connCtx
 	if c.sessions[session] || id == "" {
 		c.mu.Unlock()
 		return nil
 	}
 	c.sessions[session] = true
 	c.mu.Unlock()
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return err
 	}
@@ -359,6 +389,9 @@ func (c *HTTPConn) openStream(session string) error {
 	}
 	resp, err := c.stream.Do(req)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the connection was left meanwhile
+		}
 		c.forget(session)
 		return c.fail(&linkError{msg: c.what + ": opening the event stream failed: " + dialCause(err), err: err})
 	}
@@ -374,7 +407,7 @@ func (c *HTTPConn) openStream(session string) error {
 		return c.fail(c.refusal("opening the event stream refused", resp))
 	}
 	c.wg.Add(1)
-	go c.readStream(resp.Body, session)
+	go c.readStream(ctx, resp.Body, session)
 	return nil
 }
 
@@ -384,8 +417,9 @@ func (c *HTTPConn) forget(session string) {
 	c.mu.Unlock()
 }
 
-// readStream reads one SSE stream until it ends.
-func (c *HTTPConn) readStream(body io.ReadCloser, session string) {
+// readStream reads one SSE stream of the connection whose streams live in
+// ctx, until it ends.
+func (c *HTTPConn) readStream(ctx context.Context, body io.ReadCloser, session string) {
 	defer c.wg.Done()
 	defer body.Close()
 	wait := c.cfg.PongWait
@@ -395,6 +429,9 @@ func (c *HTTPConn) readStream(body io.ReadCloser, session string) {
 	var watchdog *time.Timer
 	if wait > 0 && session == "" {
 		watchdog = time.AfterFunc(wait, func() {
+			if ctx.Err() != nil {
+				return
+			}
 			c.fail(&linkError{msg: fmt.Sprintf("%s: nothing on the event stream for %s (not even a keep-alive)", c.what, wait), err: errors.New("stream silent")})
 			body.Close()
 		})
@@ -408,10 +445,8 @@ func (c *HTTPConn) readStream(body io.ReadCloser, session string) {
 	for {
 		data, err := r.Next()
 		if err != nil {
-			select {
-			case <-c.ctx.Done():
-				return
-			default:
+			if ctx.Err() != nil {
+				return // closed, or the connection was left
 			}
 			if session != "" {
 				// A session's stream may end; the next message for the

@@ -5,12 +5,15 @@ package tests
 // the editor must cross both hops as it crosses one.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coder/acp-go-sdk"
 )
 
 // TestBridgeToBridgeClientMethods: a v1 editor with a file system and
@@ -86,5 +89,53 @@ func TestBridgeToBridgeClientMethodsV2Editor(t *testing.T) {
 			wantV2Turn(t, res.turn(t, 2), "end_turn", "permission:selected:allow-once")
 			wantV2Turn(t, res.turn(t, 3), "end_turn", "ext-error:-32601")
 		})
+	}
+}
+
+// TestURLRepeatedInitialize: an editor that initializes again on the same
+// connection is answered, and its session goes on, whichever way the
+// bridge reaches the remote end: Streamable HTTP or WebSocket, to
+// acp-bridge serve or to the TypeScript SDK's AcpServer. Both servers
+// refuse initialize on an existing HTTP connection, so over HTTP the bridge
+// answers with the connection's initialize; over a WebSocket the message
+// reaches the server, and its answer is relayed as it is: serve's engine
+// answers it, the SDK's AcpServer refuses it (-32600), and either way the
+// connection and the session stay.
+func TestURLRepeatedInitialize(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	ends := map[string]string{
+		"serve":      StartServe(t, append([]string{"--no-sessions"}, agent.Args...), agent.Env).Endpoint,
+		"sdk-server": StartSDKServer(t),
+	}
+	for _, end := range []string{"serve", "sdk-server"} {
+		for _, scheme := range []string{"http", "ws"} {
+			t.Run(end+"/"+scheme, func(t *testing.T) {
+				url := scheme + strings.TrimPrefix(ends[end], "http")
+				e := NewEditor(t, urlTransport(url), EditorOptions{Args: []string{"--no-sessions", "--log-level", "debug"}})
+				first := e.Initialize(t)
+				sid := e.NewSession(t, "")
+				turn := func(text string) {
+					t.Helper()
+					res, err := e.Prompt(ctxT(t), sid, text)
+					if err != nil || res.StopReason != acp.StopReasonEndTurn {
+						t.Fatalf("prompt %q: %+v, %v", text, res, err)
+					}
+				}
+				turn("stream 2")
+				again, err := e.Conn.Initialize(ctxT(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+				if end == "sdk-server" && scheme == "ws" {
+					var re *acp.RequestError
+					if !errors.As(err, &re) || re.Code != -32600 {
+						t.Errorf("the SDK server's answer to a repeated initialize: %+v, %v; want its -32600 relayed", again, err)
+					}
+				} else if err != nil || again.ProtocolVersion != first.ProtocolVersion || again.AgentInfo == nil || first.AgentInfo == nil || again.AgentInfo.Name != first.AgentInfo.Name {
+					t.Errorf("the repeated initialize was answered %+v, %v; the first %+v", again, err, first)
+				}
+				turn("stream 3")
+				if log := e.Stderr(); strings.Contains(log, "agent link lost") {
+					t.Errorf("the link was lost on the repeated initialize:\n%s", log)
+				}
+			})
+		}
 	}
 }
