@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 )
@@ -137,5 +138,51 @@ func TestURLRepeatedInitialize(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestBridgeToBridgeLoadReplaysFirst: a durable session recorded through
+// serve is loaded by a second editor through acp-bridge --url http(s)
+// speaking v1 to serve (so the hop carries session/load itself): the
+// editor is sent the session's whole history, then the answer.
+func TestBridgeToBridgeLoadReplaysFirst(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	serve := StartServe(t, append([]string{"--state-dir", t.TempDir()}, agent.Args...), agent.Env)
+	args := EditorOptions{Args: []string{"--no-sessions", "--agent-protocol", "1"}}
+	first := NewEditor(t, urlTransport(serve.Endpoint), args)
+	first.Initialize(t)
+	cwd := t.TempDir()
+	sid := first.NewSession(t, cwd)
+	const n = 300
+	promptTurn(t, first, sid, n)
+	stopBridge(t, first.Bridge)
+	// serve's connection ends with its client: the session is free once
+	// serve says it ended.
+	deadline := time.Now().Add(WaitTimeout)
+	for !strings.Contains(serve.Stderr(), "session ended") {
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not end the first editor's session")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	second := NewEditor(t, urlTransport(serve.Endpoint), args)
+	second.Initialize(t)
+	id := second.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	answer := second.Out.Response(t, id)
+	if _, failed := answer.ErrorCode(); failed {
+		t.Fatalf("session/load: %s", answer)
+	}
+	var replayed []string
+	for _, l := range second.Out.Lines() {
+		if l.ID() == id && l.IsResponse() {
+			break
+		}
+		if l.Method() == "session/update" && l.Get("params.update.sessionUpdate").Str == "agent_message_chunk" {
+			replayed = append(replayed, l.Get("params.update.content.text").Str)
+		}
+	}
+	if len(replayed) != n || replayed[0] != "chunk-0000" || replayed[n-1] != fmt.Sprintf("chunk-%04d", n-1) {
+		t.Errorf("before the load's answer the editor was replayed %d chunks, want the %d of the session's history", len(replayed), n)
 	}
 }
