@@ -34,9 +34,16 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
 		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
+	caps := params
+	if e.v2.trying {
+		// A v2 editor's initialize goes out as written; what the editor
+		// serves is what the Front's translation announces (v2 has no fs,
+		// but v1's members beside v2's may claim it).
+		caps = e.v2.v1Params
+	}
 	e.editorCaps = clientCaps{
-		fsRead:  gjson.GetBytes(params, "clientCapabilities.fs.readTextFile").Bool(),
-		fsWrite: gjson.GetBytes(params, "clientCapabilities.fs.writeTextFile").Bool(),
+		fsRead:  gjson.GetBytes(caps, "clientCapabilities.fs.readTextFile").Bool(),
+		fsWrite: gjson.GetBytes(caps, "clientCapabilities.fs.writeTextFile").Bool(),
 	}
 	if e.init == initDone && !e.b.Dialect.Relay {
 		e.answer(req, bytes.Clone(e.initResult))

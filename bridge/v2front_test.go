@@ -2,11 +2,17 @@ package bridge_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/acp"
+	"github.com/acp-bridge/acp-bridge/translate/acpv2"
 	"github.com/tidwall/gjson"
 )
 
@@ -147,5 +153,80 @@ func TestEditorProtocol_TapSeesV2(t *testing.T) {
 	}
 	if len(out) != 2 || gjson.Get(out[0], "result.protocolVersion").Raw != "2" || gjson.Get(out[1], "result.sessionId").Str != "s" {
 		t.Errorf("tapped to the editor: %q", out)
+	}
+}
+
+// A v2 editor has no client file system or terminals, unless it announces
+// v1's under capabilities._meta["acp-bridge"] (as acp-bridge does in front
+// of a v1 editor). The engine serves a v1 agent's fs calls from disk for
+// the first, whatever v1 members ride beside v2's in its initialize (the
+// Front says what the editor serves), and refuses its terminal calls, each
+// request on its own; the second gets both, as v2 extension methods.
+func TestEditorProtocol_V2ClientMethods(t *testing.T) {
+	v1Beside := `"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}`
+	marker := `"capabilities":{"_meta":{"acp-bridge":{"v1ClientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}}`
+	for _, c := range []struct {
+		name, params string
+		relayed      bool
+	}{
+		{"plain v2", `"capabilities":{}`, false},
+		{"v1 members beside", `"capabilities":{},` + v1Beside, false},
+		{"announced under _meta", marker + `,` + v1Beside, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(b *bridge.Bridge) {
+				newTr, diags := acp.Dialect.Configure(nil)
+				if diags.HasErrors() {
+					t.Fatal(diags)
+				}
+				b.NewTranslator = func() translate.Translator { return acpv2.NewNegotiator(0, newTr) }
+			})
+			h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2,"info":{"name":"e","version":"1"},` + c.params + `}}`)
+			req := h.agentRecv()
+			h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{},"agentInfo":{"name":"a","version":"1"}}}`)
+			h.recv()
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("on disk"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":` + strconv.Quote(dir) + `}}`)
+			req = h.agentRecv()
+			h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"sessionId":"s"}}`)
+			h.recv()
+			path := strconv.Quote(filepath.Join(dir, "a.txt"))
+			h.agentSend(`{"jsonrpc":"2.0","id":"r","method":"fs/read_text_file","params":{"sessionId":"s","path":` + path + `}}`)
+			if c.relayed {
+				call := h.recv()
+				if m := gjson.Get(call, "method").Str; m != "_acp-bridge/v1/fs/read_text_file" {
+					t.Fatalf("the editor got %s, want _acp-bridge/v1/fs/read_text_file", call)
+				}
+				h.send(`{"jsonrpc":"2.0","id":` + gjson.Get(call, "id").Raw + `,"result":{"content":"in the editor"}}`)
+			}
+			got := h.agentRecv()
+			want := "on disk"
+			if c.relayed {
+				want = "in the editor"
+			}
+			if gjson.Get(got, "id").Raw != `"r"` || gjson.Get(got, "result.content").Str != want {
+				t.Errorf("the agent's fs/read_text_file was answered %s, want content %q", got, want)
+			}
+			h.agentSend(`{"jsonrpc":"2.0","id":"t","method":"terminal/create","params":{"sessionId":"s","command":"make"}}`)
+			if c.relayed {
+				call := h.recv()
+				if m := gjson.Get(call, "method").Str; m != "_acp-bridge/v1/terminal/create" {
+					t.Fatalf("the editor got %s, want _acp-bridge/v1/terminal/create", call)
+				}
+				h.send(`{"jsonrpc":"2.0","id":` + gjson.Get(call, "id").Raw + `,"result":{"terminalId":"t-1"}}`)
+			}
+			got = h.agentRecv()
+			switch {
+			case gjson.Get(got, "id").Raw != `"t"`:
+				t.Errorf("the agent's terminal/create was answered %s", got)
+			case c.relayed && gjson.Get(got, "result.terminalId").Str != "t-1":
+				t.Errorf("the agent's terminal/create was answered %s, want the editor's terminal", got)
+			case !c.relayed && gjson.Get(got, "error.code").Int() != -32601:
+				t.Errorf("the agent's terminal/create was answered %s, want -32601", got)
+			}
+		})
 	}
 }

@@ -34,10 +34,12 @@ import (
 // connection is gone (the agent restarted, or the credentials were
 // refused): the link fails, and the bridge's supervisor dials a new one,
 // which initializes a new connection and re-attaches sessions with
-// session/load or session/resume, as for any lost agent. A failed
-// initialize is answered 200 with a connection id on which a second
-// initialize is refused, so an initialize frame always opens a new
-// connection.
+// session/load or session/resume, as for any lost agent. Servers refuse
+// initialize on an existing connection (400), so a repeated initialize is
+// answered by the transport with the connection's own initialize result,
+// the connection and its sessions going on; after a failed initialize
+// (answered 200 with a connection id all the same) the next one opens a
+// new connection, the old one's stream ending without failing the link.
 type HTTPStream struct {
 	// URL is the agent's http:// or https:// endpoint. A user:password in it
 	// is sent as HTTP Basic authorization unless Header has one.

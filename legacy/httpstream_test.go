@@ -234,3 +234,92 @@ func TestHTTPStreamReadLimit(t *testing.T) {
 		t.Errorf("Read of an oversized event: %v", err)
 	}
 }
+
+// TestHTTPStreamRepeatedInitialize: the transport has no initialize on an
+// existing connection (servers refuse it with 400), yet an editor may
+// initialize again at any time and must be answered. After a successful
+// initialize the connection's answer is the answer, and the connection, its
+// streams and its sessions go on; after a failed one a new connection is
+// opened, and the end of the old one's stream does not fail the link.
+func TestHTTPStreamRepeatedInitialize(t *testing.T) {
+	failFirst := func(ctx context.Context, id string, in io.Reader, out io.Writer) error {
+		r, w := io.Pipe()
+		go func() {
+			sc := bufio.NewScanner(in)
+			for sc.Scan() {
+				line := sc.Text()
+				if strings.Contains(line, `"initialize"`) && strings.Contains(line, `"fail":true`) {
+					var m struct{ ID json.RawMessage }
+					_ = json.Unmarshal(sc.Bytes(), &m)
+					io.WriteString(out, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32603,"message":"not today"}}`+"\n")
+					continue
+				}
+				io.WriteString(w, line+"\n")
+			}
+			w.Close()
+		}()
+		return echoEngine(ctx, id, r, out)
+	}
+	for _, c := range []struct {
+		name  string
+		first string
+		want  string
+	}{
+		{"after a success", `{"protocolVersion":1,"n":1}`, `{"jsonrpc":"2.0","id":"again","result":{"protocolVersion":1,"n":1}}`},
+		{"after a failure", `{"protocolVersion":1,"fail":true}`, `{"jsonrpc":"2.0","id":"again","result":{"protocolVersion":1,"n":2}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := &remote.Server{Engine: failFirst}
+			ts := httptest.NewServer(srv)
+			defer ts.Close()
+			defer srv.Shutdown(context.Background())
+			ctx := context.Background()
+			conn, err := HTTPStream{URL: ts.URL}.Dial(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":`+c.first+`}`)); err != nil {
+				t.Fatal(err)
+			}
+			readFrame(t, conn)
+			if !strings.Contains(c.first, "fail") {
+				if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"sessionId":"s-1"}}`)); err != nil {
+					t.Fatal(err)
+				}
+				readFrame(t, conn)
+			}
+			if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":1,"n":2}}`)); err != nil {
+				t.Fatalf("the repeated initialize: %v", err)
+			}
+			if got := readFrame(t, conn); got != c.want {
+				t.Errorf("the repeated initialize was answered %s, want %s", got, c.want)
+			}
+			if strings.Contains(c.first, "fail") {
+				if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"sessionId":"s-1"}}`)); err != nil {
+					t.Fatal(err)
+				}
+				readFrame(t, conn)
+			}
+			// The session is where it was: its stream, its requests.
+			if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s-1"}}`)); err != nil {
+				t.Fatalf("a prompt after the repeated initialize: %v", err)
+			}
+			if got := readFrame(t, conn); !strings.Contains(got, `"session/update"`) {
+				t.Errorf("update %s", got)
+			}
+			readFrame(t, conn) // the permission request
+			if err := conn.Write(ctx, []byte(`{"jsonrpc":"2.0","id":"perm","result":{"outcome":"ok"}}`)); err != nil {
+				t.Fatal(err)
+			}
+			if got := readFrame(t, conn); got != `{"jsonrpc":"2.0","id":3,"result":{"permission":{"outcome":"ok"}}}` {
+				t.Errorf("prompt answer %s", got)
+			}
+			select {
+			case <-conn.dead:
+				t.Errorf("the link failed: %v", conn.err)
+			default:
+			}
+		})
+	}
+}

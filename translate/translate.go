@@ -245,3 +245,21 @@ type EnvelopeTranslator interface {
 type SpawnBuilder interface {
 	BuildSpawn(m Msg) (Spawn, error)
 }
+
+// MetaV1ClientCapabilities names where a v2 client announces the ACP v1
+// client capabilities (fs, terminal) it serves although v2 has none: the
+// member of _meta["acp-bridge"] in a v2 initialize's capabilities, with
+// v1's shape ({"fs":{"readTextFile":true,…},"terminal":true}). A bridge that
+// speaks v2 to its agent on behalf of a v1 editor puts that editor's fs and
+// terminal there; a bridge that fronts a v1 agent for a v2 client announces
+// them to the agent and relays the agent's calls of them to the client as
+// extension methods, V1ClientMethodPrefix before the v1 name, which the
+// first bridge turns back into v1's. Two bridges in a row (acp-bridge --url
+// in front of acp-bridge serve) so carry the editor's file system and
+// terminals across the hop between them, every line valid v2.
+const MetaV1ClientCapabilities = "v1ClientCapabilities"
+
+// V1ClientMethodPrefix starts the v2 extension method that carries a v1
+// client method (fs/*, terminal/*) to a v2 client that announced it under
+// MetaV1ClientCapabilities: "_acp-bridge/v1/fs/write_text_file".
+const V1ClientMethodPrefix = "_acp-bridge/v1/"

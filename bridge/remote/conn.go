@@ -44,6 +44,12 @@ type conn struct {
 	buffered int64
 	routes   map[string]string // client request id → session ("" = connection)
 	replies  map[string]string // agent request id → session it went to
+	// loads maps the id of each session/load in flight to its session,
+	// loading counts them per session: until a load is answered, the
+	// session's messages (its replay) go where the answer goes, the
+	// connection stream, ahead of it.
+	loads   map[string]string
+	loading map[string]int
 	// WebSocket.
 	ws      *websocket.Conn
 	wsReady chan struct{}
@@ -137,6 +143,30 @@ func (c *conn) setRoute(id, session string) {
 	c.mu.Unlock()
 }
 
+// setLoad routes the answer to the session/load id, and the session's
+// messages until then, to the connection stream.
+func (c *conn) setLoad(id, session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.routes[id] = ""
+	if session == "" {
+		return
+	}
+	if old, ok := c.loads[id]; ok {
+		c.loaded(id, old) // a reused id: its earlier load will not be answered apart
+	}
+	c.loads[id] = session
+	c.loading[session]++
+}
+
+// loaded ends the window of the session/load id of session; c.mu is held.
+func (c *conn) loaded(id, session string) {
+	delete(c.loads, id)
+	if c.loading[session]--; c.loading[session] <= 0 {
+		delete(c.loading, session)
+	}
+}
+
 // replyRoute returns, and forgets, the session an agent request went to.
 func (c *conn) replyRoute(id string) (string, bool) {
 	c.mu.Lock()
@@ -224,6 +254,14 @@ func (c *conn) deliver(line []byte) {
 		if s, ok := c.routes[env.id]; ok {
 			delete(c.routes, env.id)
 			mb = c.session(s)
+		}
+		if s, ok := c.loads[env.id]; ok {
+			c.loaded(env.id, s)
+		}
+	case env.session != "" && c.loading[env.session] > 0:
+		// A load's replay: on the connection stream, before its answer.
+		if env.id != "" {
+			c.replies[env.id] = ""
 		}
 	case env.session != "":
 		mb = c.session(env.session)

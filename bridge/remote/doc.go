@@ -38,10 +38,16 @@
 //
 // Routing of the engine's output follows the SDK: a response goes where its
 // request came from (the session's stream for a request that named a
-// session, except session/load, whose replay and answer go to the
-// connection stream); a request or notification naming a session goes to
-// that session's stream, which buffers until its receiver attaches; anything
-// else to the connection stream.
+// session, except session/load, whose answer goes to the connection
+// stream); a request or notification naming a session goes to that
+// session's stream, which buffers until its receiver attaches; anything
+// else to the connection stream. A session's history goes with the answer
+// that ends it, ahead of it on the same stream: while a session/load is
+// unanswered, everything naming its session goes to the connection stream,
+// so a client reading only that stream, or both, gets the whole replay
+// before the answer; session/resume's replay and answer both go to the
+// session's stream. A replay streams like any output (MaxBuffered holds the
+// engine until the client reads), so one of any size is answered.
 //
 // # Wire rules (WebSocket)
 //

@@ -249,6 +249,8 @@ func (s *Server) open(transport string, r *http.Request) (*conn, error) {
 		sessions: map[string]*mailbox{},
 		routes:   map[string]string{},
 		replies:  map[string]string{},
+		loads:    map[string]string{},
+		loading:  map[string]int{},
 		initial:  make(chan []byte, 1),
 		wsReady:  make(chan struct{}),
 		last:     time.Now(),
@@ -431,9 +433,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			route = header
 		}
 		if env.method == "session/load" {
-			route = ""
+			c.setLoad(env.id, route)
+		} else {
+			c.setRoute(env.id, route)
 		}
-		c.setRoute(env.id, route)
 	}
 	if err := c.send(r.Context(), line); err != nil {
 		refuse(w, http.StatusNotFound, "the connection closed before it took the message: open a new connection with initialize")

@@ -6,9 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // FromAgent implements translate.Translator.
@@ -124,7 +123,9 @@ func (t *Translator) sessionResult(ref translate.Ref, sessionID string, o object
 }
 
 // agentRequest handles a request of the agent: permission requests in v1
-// shape, anything else (elicitation, extensions) passed through.
+// shape, v1 client methods carried as extensions (V1ClientMethodPrefix) as
+// the v1 methods they carry, anything else (elicitation, extensions)
+// passed through.
 func (t *Translator) agentRequest(env translate.Envelope) ([]translate.Out, error) {
 	params := clone(env.Params)
 	if env.Method == "session/request_permission" {
@@ -135,6 +136,12 @@ func (t *Translator) agentRequest(env translate.Envelope) ([]translate.Out, erro
 			return []translate.Out{{Kind: translate.Frame, Body: translate.ErrorFrame(clone(env.ID), e.JSON())}}, e
 		}
 		return append(notes, t.call(env.ID, env.Method, params)), nil
+	}
+	if v1, ok := strings.CutPrefix(env.Method, translate.V1ClientMethodPrefix); ok && (strings.HasPrefix(v1, "fs/") || strings.HasPrefix(v1, "terminal/")) {
+		// A v1 client method, carried as v2's extension by an agent that
+		// read the editor's under _meta (acp-bridge serve fronting a v1
+		// agent): the editor's own.
+		return []translate.Out{t.call(env.ID, v1, params)}, nil
 	}
 	return []translate.Out{t.call(env.ID, env.Method, params)}, nil
 }

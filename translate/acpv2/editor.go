@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // FromEditor implements translate.Translator.
@@ -135,7 +136,12 @@ func (t *Translator) request(m translate.Msg) ([]translate.Out, error) {
 
 // initializeParams turns a v1 initialize into v2's: clientInfo becomes info
 // (required in v2), clientCapabilities becomes capabilities without fs and
-// terminal, which v2 dropped. Other members (_meta, extensions) stay.
+// terminal, which v2 dropped; the editor's fs and terminal, when it has
+// either, go under capabilities._meta["acp-bridge"] (see
+// translate.MetaV1ClientCapabilities): the agent's calls of them are relayed
+// to the editor, so an agent that is itself a bridge in front of a v1 agent
+// (acp-bridge serve) can offer them. Other members (_meta, extensions)
+// stay.
 func initializeParams(raw json.RawMessage) json.RawMessage {
 	o := decode(raw)
 	if o == nil {
@@ -153,11 +159,17 @@ func initializeParams(raw json.RawMessage) json.RawMessage {
 	o["info"] = marshal(info)
 	delete(o, "clientInfo")
 	caps := object{}
+	v1 := object{}
 	if old := decode(o["clientCapabilities"]); old != nil {
 		for k, v := range old {
 			switch k {
 			case "fs", "terminal":
-				// Gone from v2: the agent uses MCP servers instead.
+				// Gone from v2 (its agents use MCP servers instead), but
+				// announced under _meta, for an agent that relays them.
+				r := gjson.ParseBytes(v)
+				if r.Type == gjson.True || r.Get("readTextFile").Type == gjson.True || r.Get("writeTextFile").Type == gjson.True {
+					v1[k] = v
+				}
 			case "auth":
 				// v1's boolean terminal is v2's object marker.
 				auth := decode(v)
@@ -175,9 +187,29 @@ func initializeParams(raw json.RawMessage) json.RawMessage {
 			}
 		}
 	}
+	if len(v1) > 0 {
+		caps["_meta"] = withOwnMeta(caps["_meta"], translate.MetaV1ClientCapabilities, marshal(v1))
+	}
 	o["capabilities"] = marshal(caps)
 	delete(o, "clientCapabilities")
 	return marshal(o)
+}
+
+// withOwnMeta returns the _meta object meta with key set under its
+// "acp-bridge" member, every other member kept. A meta that is not an
+// object is replaced.
+func withOwnMeta(meta json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	m := decode(meta)
+	if m == nil {
+		m = object{}
+	}
+	own := decode(m["acp-bridge"])
+	if own == nil {
+		own = object{}
+	}
+	own[key] = value
+	m["acp-bridge"] = marshal(own)
+	return marshal(m)
 }
 
 // sessionParams turns the params of session/new, load or resume into v2's:

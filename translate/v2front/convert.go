@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/tidwall/gjson"
 )
 
 // initializeToV1 turns a v2 editor's initialize params into v1's: info
 // becomes clientInfo and capabilities clientCapabilities, announced without
-// fs and terminal (v2 clients have neither).
-func initializeToV1(params json.RawMessage) json.RawMessage {
+// fs and terminal (v2 clients have neither) unless the editor announces
+// v1's under capabilities._meta["acp-bridge"] (translate.MetaV1ClientCapabilities,
+// as an acp-bridge in front of a v1 editor does): then those are announced,
+// and the Front relays the methods they cover.
+func (f *Front) initializeToV1(params json.RawMessage) json.RawMessage {
 	m := members(params)
 	if m == nil {
 		m = map[string]json.RawMessage{}
@@ -23,7 +27,7 @@ func initializeToV1(params json.RawMessage) json.RawMessage {
 	}
 	// Every capability is kept (elicitation and _meta have v1's shape,
 	// unknown ones pass), auth.terminal becomes v1's boolean, and fs and
-	// terminal are announced absent.
+	// terminal are announced as the editor's _meta says, else absent.
 	caps := members(m["capabilities"])
 	delete(m, "capabilities")
 	if caps == nil {
@@ -34,10 +38,34 @@ func initializeToV1(params json.RawMessage) json.RawMessage {
 		a["terminal"] = mustJSON(auth.Get("terminal").IsObject())
 		caps["auth"] = mustJSON(a)
 	}
-	caps["fs"] = json.RawMessage(`{"readTextFile":false,"writeTextFile":false}`)
-	caps["terminal"] = json.RawMessage("false")
+	v1 := gjson.GetBytes(caps["_meta"], gjson.Escape("acp-bridge")+"."+translate.MetaV1ClientCapabilities)
+	f.relay = clientMethods{
+		fsRead:   v1.Get("fs.readTextFile").Type == gjson.True,
+		fsWrite:  v1.Get("fs.writeTextFile").Type == gjson.True,
+		terminal: v1.Get("terminal").Type == gjson.True,
+	}
+	caps["fs"] = mustJSON(map[string]bool{"readTextFile": f.relay.fsRead, "writeTextFile": f.relay.fsWrite})
+	caps["terminal"] = mustJSON(f.relay.terminal)
 	m["clientCapabilities"] = mustJSON(caps)
 	return mustJSON(m)
+}
+
+// clientMethods are the v1 client methods a v2 editor serves.
+type clientMethods struct {
+	fsRead, fsWrite, terminal bool
+}
+
+// serves reports whether the editor serves the v1 client method.
+func (c clientMethods) serves(method string) bool {
+	switch {
+	case method == "fs/read_text_file":
+		return c.fsRead
+	case method == "fs/write_text_file":
+		return c.fsWrite
+	case strings.HasPrefix(method, "terminal/"):
+		return c.terminal
+	}
+	return false
 }
 
 // initializeToV2 turns the engine's v1 initialize answer into v2's.

@@ -23,7 +23,11 @@
 //     field, object markers instead of booleans. The editor is announced to
 //     the engine without fs and terminal capabilities, which v2 lacks: the
 //     engine then serves fs requests from disk itself (confined to the
-//     session's directories) and the Front refuses terminal requests.
+//     session's directories) and the Front refuses terminal requests. An
+//     editor that announces v1's under capabilities._meta["acp-bridge"]
+//     (translate.MetaV1ClientCapabilities: another acp-bridge, in front of
+//     a v1 editor) is announced with them, and gets the calls they cover as
+//     extension methods (translate.V1ClientMethodPrefix).
 //   - session/resume with replayFrom becomes session/load, whose replay is
 //     translated like a turn; both end with an idle snapshot before the
 //     answer, as v2 requires.
@@ -69,7 +73,8 @@ const (
 	// agent that can only load, so the load's replay was dropped.
 	RepairDroppedReplay = "v2-dropped-replay"
 	// RepairRefusedClientMethod: the agent called a client method v2 does
-	// not have (terminal/*); the Front answered it with an error.
+	// not have (terminal/*) and the editor did not announce; the Front
+	// answered it with an error.
 	RepairRefusedClientMethod = "v2-refused-client-method"
 	// RepairDroppedSSE: the agent's SSE MCP transport capability has no v2
 	// equivalent and was left out of the capabilities.
@@ -107,6 +112,7 @@ type Front struct {
 	calls    map[string]*call    // engine's calls to the editor, by raw id
 	sessions map[string]*session // sessions opened on this connection
 	agent    gjson.Result        // the v1 initialize answer's agentCapabilities
+	relay    clientMethods       // v1 client methods the editor serves (initializeToV1)
 	out      []Out
 }
 
@@ -232,7 +238,7 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 	params := env.Params
 	switch env.Method {
 	case "initialize":
-		params = initializeToV1(params)
+		params = f.initializeToV1(params)
 	case "session/new":
 		params = withDefault(params, "mcpServers", json.RawMessage("[]"))
 	case "session/resume":
@@ -519,16 +525,23 @@ func (f *Front) engineRequest(env *translate.Envelope) {
 			f.notify(sid, map[string]any{"sessionUpdate": "state_update", "state": "requires_action"})
 		}
 		f.emit(ToEditor, translate.RequestFrame(env.ID, env.Method, permissionToV2(env.Params)), sid)
-	case strings.HasPrefix(env.Method, "terminal/") || strings.HasPrefix(env.Method, "fs/"):
+	case (strings.HasPrefix(env.Method, "terminal/") || strings.HasPrefix(env.Method, "fs/")) && !f.relay.serves(env.Method):
 		// v2 has no client terminals and no client file system. The
 		// engine serves fs itself (the editor was announced without
 		// it); whatever still comes here is refused, never forwarded
-		// as a method the editor does not have.
+		// as a method the editor does not have. An editor that
+		// announced v1's under _meta (another acp-bridge, relaying for
+		// a v1 editor) gets those it announced, below.
 		e := translate.Errorf(translate.CodeMethodNotFound,
 			"%s is not available: the editor speaks ACP v2, which has no client terminals or file system; the agent should run commands and edit files itself", env.Method).
 			With("method", env.Method).With("editorProtocol", ProtocolVersion)
 		f.note(RepairRefusedClientMethod, sid, env.Method)
 		f.emit(ToEngine, translate.ErrorFrame(env.ID, e.JSON()), sid)
+	case strings.HasPrefix(env.Method, "terminal/") || strings.HasPrefix(env.Method, "fs/"):
+		// One the editor announced under _meta: v2 has no such method,
+		// so it goes as the extension method that names it.
+		f.calls[string(env.ID)] = &call{method: env.Method, session: sid}
+		f.emit(ToEditor, translate.RequestFrame(env.ID, translate.V1ClientMethodPrefix+env.Method, env.Params), sid)
 	default:
 		f.calls[string(env.ID)] = &call{method: env.Method, session: sid}
 		f.emit(ToEditor, env.Frame, sid)
