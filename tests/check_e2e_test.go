@@ -249,6 +249,24 @@ func TestCheck_BridgeClosedSession(t *testing.T) {
 	}
 }
 
+// TestCheck_TraceDirNotThereYet: a --trace-dir that does not exist yet is
+// made before the first acp-bridge under test starts, which would
+// otherwise fail to open its trace there and exit (a false initialize
+// failure).
+func TestCheck_TraceDirNotThereYet(t *testing.T) {
+	t.Parallel()
+	exe := selfExe(t)
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	rep, code, out := runCheck(t, []string{"FAKE_AGENT=flawed"}, "--trace-dir", dir,
+		"--only", "initialize", "--", BridgeBin, "--no-sessions", "--", exe)
+	if code != 0 || rep.status("initialize") != "PASS" {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if bridged, _ := filepath.Glob(filepath.Join(dir, "initialize.bridge-*.ndjson")); len(bridged) == 0 {
+		t.Fatalf("no bridge trace in %s", dir)
+	}
+}
+
 // TestCheck_ExitStatus: the exit status counts capability failures (an
 // agent that sends relative paths or another session's id), and follows
 // --fail-on and --baseline.

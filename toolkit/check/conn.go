@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +69,11 @@ func (c Command) Dial(ctx context.Context) (Conn, error) {
 	}
 	env := c.Env
 	if c.TraceDir != "" {
+		// The acp-bridge under test opens its trace there as it starts,
+		// and exits when it cannot: the directory must exist first.
+		if err := os.MkdirAll(c.TraceDir, 0o700); err != nil {
+			return nil, fmt.Errorf("making the trace directory: %w", err)
+		}
 		env = append(slices.Clip(env), bridgeTraceEnv(c.TraceDir, scenarioOf(ctx)))
 	}
 	pc := &procConn{}
