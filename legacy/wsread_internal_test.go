@@ -83,14 +83,8 @@ func readAll(t testing.TB, stream []byte, chunk int, limit int64, gorilla bool) 
 	if (c.fr == nil) != gorilla {
 		t.Fatalf("gorillaReads %v, but wsReader in use: %v", gorilla, c.fr != nil)
 	}
-	for i := 0; ; i++ {
-		var m []byte
-		if i%2 == 0 {
-			m, _, err = c.ReadBorrowed(ctx)
-			m = bytes.Clone(m)
-		} else {
-			m, err = c.Read(ctx)
-		}
+	for {
+		m, err := c.Read(ctx)
 		if err != nil {
 			return msgs, strings.ReplaceAll(err.Error(), url, "URL")
 		}
