@@ -29,11 +29,12 @@
 // return an error wrapping ErrClosed.
 //
 // Read copies no more than it must to hand over memory of the caller's
-// own. A message of one WebSocket frame, or a line that lies whole in the
-// chunk of stdout the pump read it in (see pumpStdout), is copied once out
-// of the connection's buffer, a stream's short ones into blocks they share
-// (package slab); a longer message is gathered in pieces and copied once
-// into a slice of its size (package reclaim).
+// own. A short message of one WebSocket frame, or a line that lies whole
+// in the chunk of stdout the pump read it in (see pumpStdout), is copied
+// once out of the connection's buffer, a stream's short ones into blocks
+// they share (package slab). A longer message of one frame is read into a
+// slice of the size its header gives; any other is gathered in pieces and
+// copied once into a slice of its size (package reclaim).
 //
 // Configuration is by plain structs (WebSocket, Command) whose zero-valued
 // fields mean documented defaults, in the manner of net/http.Server. Header

@@ -624,10 +624,14 @@ func (c *WSConn) nextOwn() ([]byte, error) {
 			return nil, err
 		}
 		if typ == websocket.TextMessage {
-			if whole == nil {
-				return c.readMessage(c.fr)
+			switch {
+			case whole != nil:
+				return c.slab.Copy(whole), nil
+			case c.fr.final:
+				// One frame, whose header gave the message's length.
+				return c.readSized(c.fr.left)
 			}
-			return c.slab.Copy(whole), nil
+			return c.readMessage(c.fr)
 		}
 		n := int64(len(whole))
 		if whole == nil {
@@ -691,6 +695,21 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// readSized reads the message the wsReader serves, n bytes long, into one
+// slice of exactly its size, straight from the connection once the bytes
+// buffered are taken. Gathered in pieces and then copied into a slice of
+// its size, as a message of unknown length is, a large message costs
+// twice its size at the peak; read this way, once. (The read limit,
+// checked against the frame's header, bounds n.) Called from Read.
+func (c *WSConn) readSized(n int64) ([]byte, error) {
+	reclaim.Collect(int(n)) // earlier garbage, before the message adds to the heap
+	msg := make([]byte, n)
+	if _, err := io.ReadFull(c.fr, msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // releasePieces frees the pieces of c.pieces.
