@@ -671,22 +671,14 @@ func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 		n, err := c.readFull(r, piece.B[:])
 		total += n
 		if err == io.EOF {
-			// Collect before the message's slice adds to the heap, and
-			// after the copy, when the pieces the pool does not keep are
-			// garbage (see package reclaim).
-			reclaim.Collect(total)
+			// Free memory goes back to the OS before the message's
+			// slice adds to the heap, the pieces as they are copied, and
+			// what is left of them is collected after the copy (see
+			// package reclaim).
+			reclaim.Now(total)
 			msg := make([]byte, 0, total)
 			msg = append(msg, c.small[:]...)
-			last := len(c.pieces) - 1
-			for i, p := range c.pieces {
-				if i < last {
-					msg = append(msg, p.B[:]...)
-				} else {
-					msg = append(msg, p.B[:n]...)
-				}
-				p.Free()
-				c.pieces[i] = reclaim.Piece{}
-			}
+			msg = reclaim.Join(msg, c.pieces, n)
 			c.releasePieces()
 			reclaim.Collect(total)
 			return msg, nil
