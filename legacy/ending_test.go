@@ -53,13 +53,7 @@ func TestProcessReadsToEveryEnding(t *testing.T) {
 				t.Helper()
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				var got []byte
-				var err error
-				if rng.IntN(2) == 0 {
-					got, _, err = p.ReadBorrowed(rctx)
-				} else {
-					got, err = p.Read(rctx)
-				}
+				got, err := p.Read(rctx)
 				if err != nil || string(got) != want {
 					t.Fatalf("Read = %.60q…, %v; want %.60q…", got, err, want)
 				}

@@ -28,13 +28,13 @@
 // Write and Close, but not with another Read. After Close, Read and Write
 // return an error wrapping ErrClosed.
 //
-// Both also have ReadBorrowed, Read for a caller that copies what it keeps
-// (the bridge's stream fast path): a frame may be lent in the connection's
-// own memory, the caller's only until its next read, so that a stream's
-// frames leave no garbage. A WSConn lends a message of one frame from its
-// read buffer; a Process lends a line from the chunk of stdout its pump
-// read it in (see pumpStdout), which is used again once the caller has
-// read past it.
+// Read copies no more than it must to hand over memory of the caller's
+// own. A short message of one WebSocket frame, or a line that lies whole
+// in the chunk of stdout the pump read it in (see pumpStdout), is copied
+// once out of the connection's buffer, a stream's short ones into blocks
+// they share (package slab). A longer message of one frame is read into a
+// slice of the size its header gives; any other is gathered in pieces and
+// copied once into a slice of its size (package reclaim).
 //
 // Configuration is by plain structs (WebSocket, Command) whose zero-valued
 // fields mean documented defaults, in the manner of net/http.Server. Header

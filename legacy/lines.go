@@ -197,24 +197,16 @@ func (s *lineSplitter) finish(last []byte) (line []byte, lent bool, r splitResul
 }
 
 // join returns the pieces and last in one slice of their length, letting
-// each piece go as soon as it is copied (as ndjson.Reader joins a long
-// line).
+// the pieces go as they are copied (as ndjson.Reader joins a long line;
+// see reclaim.Join).
 func (s *lineSplitter) join(last []byte) []byte {
 	n := s.n + len(last)
-	reclaim.Collect(n) // earlier garbage, before the line adds to the heap
+	reclaim.Now(n) // earlier garbage, before the line adds to the heap
 	out := make([]byte, 0, n+joinSpare)
 	if s.pieces == nil {
 		out = append(out, s.acc...)
 	}
-	for i, p := range s.pieces {
-		k := reclaim.PieceSize
-		if i == len(s.pieces)-1 {
-			k = s.fill
-		}
-		out = append(out, p.B[:k]...)
-		p.Free()
-		s.pieces[i] = reclaim.Piece{}
-	}
+	out = reclaim.Join(out, s.pieces, s.fill)
 	s.pieces, s.fill = nil, 0
 	out = append(out, last...)
 	reclaim.Collect(n) // the heap pieces, before the line is passed on

@@ -301,34 +301,12 @@ func (p *Process) Skipped() int64 { return p.skipped.Load() }
 // 500 ms. Stderr lines are trimmed and joined with " | "; at most the last
 // five, 1 KiB in all, are kept.
 func (p *Process) Read(ctx context.Context) ([]byte, error) {
-	frame, _, err := p.read(ctx, false)
-	return frame, err
-}
-
-// ReadBorrowed is Read for a caller that copies what it keeps, as
-// WSConn.ReadBorrowed: a line is returned where it was read (borrowed),
-// in the chunk of stdout the pump read it in, or in the buffer a line
-// that ran across two chunks was joined in; the caller's only until its
-// next read. A line longer than 64 KiB that ran across chunks is the
-// caller's (not borrowed).
-func (p *Process) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
-	return p.read(ctx, true)
-}
-
-func (p *Process) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	if p.isClosed.Load() || p.final.Load() { // (finalErr, for every line: two loads)
 		if err := p.finalErr(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	line, lent, err := p.nextLine(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	if lent && !borrow {
-		return p.own.Copy(line), false, nil
-	}
-	return line, lent, nil
+	return p.nextLine(ctx)
 }
 
 // OnIdle sets f to be called, on Read's goroutine, whenever Read is about

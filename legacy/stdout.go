@@ -86,19 +86,20 @@ type stdoutLines struct {
 	onNoise    func([]byte)
 }
 
-// nextLine returns the next JSON line of the child's stdout, lent when it
-// lies in a chunk or the splitter's buffer. It logs, counts and skips the
-// rest: Gemini CLI 0.1.x prints "Data collection is disabled." on stdout
+// nextLine returns the next JSON line of the child's stdout in a slice
+// the caller owns: a line that lies in a chunk or the splitter's buffer is
+// copied out of it (into p.own), one joined from pieces is the caller's
+// already. It logs, counts and skips the rest: Gemini CLI 0.1.x prints "Data collection is disabled." on stdout
 // before its first reply (legacy-formats.md §1.2), and an over-long line
 // must not end the stream (peers.md §c.6).
-func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err error) {
+func (p *Process) nextLine(ctx context.Context) ([]byte, error) {
 	o := &p.out
 	for {
 		if o.ended {
 			if p.idle != nil {
 				p.idle() // afterStdout may wait for the child's exit
 			}
-			return nil, false, p.afterStdout(ctx)
+			return nil, p.afterStdout(ctx)
 		}
 		line, lent, r := o.split.next()
 		if r == needChunk && o.end != nil {
@@ -115,7 +116,7 @@ func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err err
 		switch r {
 		case needChunk:
 			if err := p.nextChunk(ctx); err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			continue
 		case gotTooLong:
@@ -130,7 +131,7 @@ func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err err
 			line = bytes.TrimSpace(line)
 		}
 		if !isJSONFrame(line) {
-			line = append([]byte(nil), line...) // (lent: whatever keeps it gets a copy)
+			line = append([]byte(nil), line...) // (in the chunk: whatever keeps it gets a copy)
 			n := p.skipped.Add(1)
 			p.log.Warn("skipping non-JSON line on agent stdout", "line", snippet(line, maxQuoted), "skipped", n)
 			if o.onNoise != nil {
@@ -144,7 +145,10 @@ func (p *Process) nextLine(ctx context.Context) (line []byte, lent bool, err err
 			continue
 		}
 		o.noise = 0
-		return line, lent, nil
+		if lent {
+			return p.own.Copy(line), nil
+		}
+		return line, nil
 	}
 }
 

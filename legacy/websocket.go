@@ -289,28 +289,14 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 // stream): later Reads return an error, and the caller should Close. A ctx
 // that is already done when Read is called changes nothing.
 func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
-	frame, _, err := c.read(ctx, false)
-	return frame, err
-}
-
-// ReadBorrowed is Read for a caller that copies what it keeps: a message
-// that fits the connection's own buffer is returned in it (borrowed), the
-// caller's only until its next read; a larger one is the caller's (not
-// borrowed). A stream's update that is written out before the next read
-// then costs no copy of its own, and no garbage.
-func (c *WSConn) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
-	return c.read(ctx, true)
-}
-
-func (c *WSConn) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 	// (Each check here is paid by every message of a stream: the closed
 	// flag is an atomic load where a select on c.closed cost 60
 	// instructions, and the ctx already watched is known by its Done.)
 	if c.isClosed.Load() {
-		return nil, false, closedError(c.what)
+		return nil, closedError(c.what)
 	}
 	if c.readErr != nil {
-		return nil, false, c.readErr
+		return nil, c.readErr
 	}
 	if done := ctx.Done(); done == nil || done != c.watchDone {
 		// A ctx not watched yet is checked before it is: a done one
@@ -318,10 +304,10 @@ func (c *WSConn) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 		// done, is caught by the check after readBusy below, with the
 		// same outcome: nothing read, nothing changed.
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if err := c.watch(ctx); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	c.state.Store(readBusy)
@@ -329,25 +315,25 @@ func (c *WSConn) read(ctx context.Context, borrow bool) ([]byte, bool, error) {
 		// Cancelled just now: the watch may have seen readIdle and done
 		// nothing, so it is up to this check.
 		if c.state.CompareAndSwap(readBusy, readIdle) {
-			return nil, false, err // nothing read, no deadline set
+			return nil, err // nothing read, no deadline set
 		}
 		c.fail(c.cancelledError(err))
-		return nil, false, err
+		return nil, err
 	}
-	frame, borrowed, err := c.next(borrow)
+	frame, err := c.next()
 	if !c.state.CompareAndSwap(readBusy, readIdle) {
 		// ctx ended this Read (see watch). A message read whole all the
 		// same is worth returning; the connection is unusable either way.
 		c.fail(c.cancelledError(ctx.Err()))
 		if err == nil {
-			return frame, borrowed, nil
+			return frame, nil
 		}
-		return nil, false, ctx.Err()
+		return nil, ctx.Err()
 	}
 	if err != nil {
-		return nil, false, c.fail(c.readError(err))
+		return nil, c.fail(c.readError(err))
 	}
-	return frame, borrowed, nil
+	return frame, nil
 }
 
 // OnIdle sets f to be called, on Read's goroutine, whenever Read is about
@@ -604,24 +590,24 @@ func (c *WSConn) Close() error {
 // Skipped reports how many binary messages the agent sent that were ignored.
 func (c *WSConn) Skipped() int64 { return c.skipped.Load() }
 
-// next reads the next text message, skipping binary ones; borrow as in
-// ReadBorrowed. Called from Read.
-func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
+// next reads the next text message, skipping binary ones. Called from
+// Read.
+func (c *WSConn) next() ([]byte, error) {
 	if c.fr != nil {
-		return c.nextOwn(borrow)
+		return c.nextOwn()
 	}
 	for {
 		typ, r, err := c.conn.NextReader()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if typ == websocket.TextMessage {
-			return c.readMessage(r, borrow)
+			return c.readMessage(r)
 		}
 		// ACP's WebSocket transport ignores binary frames (acp-spec.md §15.4).
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		c.skipped.Add(1)
 		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
@@ -629,27 +615,28 @@ func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
 }
 
 // nextOwn is next when wsReader reads: a message of one frame that fits
-// c.small is lent where it lies in the reader's buffer, or copied from
-// there, and any other is read as gorilla's are.
-func (c *WSConn) nextOwn(borrow bool) ([]byte, bool, error) {
+// c.small is copied from where it lies in the reader's buffer, and any
+// other is read as gorilla's are.
+func (c *WSConn) nextOwn() ([]byte, error) {
 	for {
-		typ, whole, err := c.fr.next(smallMessage - 1) // (as readMessage, which lends what is shorter than c.small)
+		typ, whole, err := c.fr.next(smallMessage - 1) // (as readMessage, which copies what is shorter than c.small from there)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if typ == websocket.TextMessage {
-			if whole == nil {
-				return c.readMessage(c.fr, borrow)
+			switch {
+			case whole != nil:
+				return c.slab.Copy(whole), nil
+			case c.fr.final:
+				// One frame, whose header gave the message's length.
+				return c.readSized(c.fr.left)
 			}
-			if borrow {
-				return whole, true, nil
-			}
-			return c.slab.Copy(whole), false, nil
+			return c.readMessage(c.fr)
 		}
 		n := int64(len(whole))
 		if whole == nil {
 			if n, err = io.Copy(io.Discard, c.fr); err != nil {
-				return nil, false, err
+				return nil, err
 			}
 		}
 		c.skipped.Add(1)
@@ -664,18 +651,15 @@ const (
 	smallMessage = 4 << 10
 )
 
-// readMessage reads the message r into a slice of its own, or when borrow
-// is set and it fits, returns it in c.small (borrowed). Called from Read.
-func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
+// readMessage reads the message r into a slice of its own. Called from
+// Read.
+func (c *WSConn) readMessage(r io.Reader) ([]byte, error) {
 	n, err := c.readFull(r, c.small[:])
 	if err == io.EOF {
-		if borrow {
-			return c.small[:n:n], true, nil
-		}
-		return c.slab.Copy(c.small[:n]), false, nil
+		return c.slab.Copy(c.small[:n]), nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	// The message is larger than c.small: gather it in pieces, then copy
 	// it once into a slice of its exact length (see reclaim.Piece).
@@ -687,30 +671,37 @@ func (c *WSConn) readMessage(r io.Reader, borrow bool) ([]byte, bool, error) {
 		n, err := c.readFull(r, piece.B[:])
 		total += n
 		if err == io.EOF {
-			// Collect before the message's slice adds to the heap, and
-			// after the copy, when the pieces the pool does not keep are
-			// garbage (see package reclaim).
-			reclaim.Collect(total)
+			// Free memory goes back to the OS before the message's
+			// slice adds to the heap, the pieces as they are copied, and
+			// what is left of them is collected after the copy (see
+			// package reclaim).
+			reclaim.Now(total)
 			msg := make([]byte, 0, total)
 			msg = append(msg, c.small[:]...)
-			last := len(c.pieces) - 1
-			for i, p := range c.pieces {
-				if i < last {
-					msg = append(msg, p.B[:]...)
-				} else {
-					msg = append(msg, p.B[:n]...)
-				}
-				p.Free()
-				c.pieces[i] = reclaim.Piece{}
-			}
+			msg = reclaim.Join(msg, c.pieces, n)
 			c.releasePieces()
 			reclaim.Collect(total)
-			return msg, false, nil
+			return msg, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
+}
+
+// readSized reads the message the wsReader serves, n bytes long, into one
+// slice of exactly its size, straight from the connection once the bytes
+// buffered are taken. Gathered in pieces and then copied into a slice of
+// its size, as a message of unknown length is, a large message costs
+// twice its size at the peak; read this way, once. (The read limit,
+// checked against the frame's header, bounds n.) Called from Read.
+func (c *WSConn) readSized(n int64) ([]byte, error) {
+	reclaim.Collect(int(n)) // earlier garbage, before the message adds to the heap
+	msg := make([]byte, n)
+	if _, err := io.ReadFull(c.fr, msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // releasePieces frees the pieces of c.pieces.

@@ -843,11 +843,11 @@ func TestWebSocketConcurrentClose(t *testing.T) {
 	}
 }
 
-// ReadBorrowed lends a message that fits the connection's buffer and
-// hands over a larger one: what it lends is the message, appending to it
-// cannot write into the buffer, and what it hands over stays intact
-// whatever is read after it. Read never lends.
-func TestWebSocketReadBorrowed(t *testing.T) {
+// Read returns each message in memory of its own, of any size and
+// however it was read (from the connection's buffer, or gathered in
+// pieces): appending to one cannot write into the next, and each stays
+// intact whatever is read after it.
+func TestWebSocketReadOwns(t *testing.T) {
 	sizes := []int{1, 200, 4095, 4096, 4097, 64 << 10, 3, 1 << 20, 5}
 	url, _ := wsAgent(t, false, nil, func(c *websocket.Conn, _ *http.Request) {
 		for round := range 2 {
@@ -861,39 +861,23 @@ func TestWebSocketReadBorrowed(t *testing.T) {
 	})
 	c := dial(t, legacy.WebSocket{URL: url})
 	type message struct{ got, want []byte }
-	var kept []message // the messages handed over, checked after later reads
-	for _, n := range sizes {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		got, borrowed, err := c.ReadBorrowed(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("ReadBorrowed of %d bytes: %v", n, err)
-		}
-		want := pattern(n, n)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("ReadBorrowed of %d bytes: got %d bytes, not the message", n, len(got))
-		}
-		if lend := n < 4096; borrowed != lend { // (the buffer is 4 KiB)
-			t.Errorf("ReadBorrowed of %d bytes: borrowed %v, want %v", n, borrowed, lend)
-		}
-		if cap(got) != len(got) {
-			t.Errorf("ReadBorrowed of %d bytes: cap %d: an append would write past the message", n, cap(got))
-		}
-		if !borrowed {
+	var kept []message // checked after all the reads
+	for round := range 2 {
+		for _, n := range sizes {
+			got, err := readWithin(t, c, 30*time.Second)
+			want := pattern(n+round, n)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("Read of %d bytes: %v, %d bytes, not the message", n, err, len(got))
+			}
+			if cap(got) != len(got) {
+				t.Errorf("Read of %d bytes: cap %d: an append would write past the message", n, cap(got))
+			}
 			kept = append(kept, message{got, want})
 		}
 	}
-	for _, n := range sizes {
-		got, err := readWithin(t, c, 30*time.Second)
-		want := pattern(n+1, n)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("Read of %d bytes after ReadBorrowed: %v, %d bytes, not the message", n, err, len(got))
-		}
-		kept = append(kept, message{got, want})
-	}
 	for _, m := range kept {
 		if !bytes.Equal(m.got, m.want) {
-			t.Errorf("a %d-byte message handed over changed after later reads", len(m.want))
+			t.Errorf("a %d-byte message changed after later reads", len(m.want))
 		}
 	}
 }

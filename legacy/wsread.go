@@ -19,8 +19,9 @@ import (
 // of a stream cost some 600 instructions (a message reader allocated per
 // message, a peek and a discard per header, a copy out of its buffer):
 // over a WebSocket, more than the naive relay's whole work per message.
-// Here a message that arrives as one frame is returned where it lies in
-// the connection's buffer.
+// Here a short message that arrives as one frame is copied once from
+// where it lies in the connection's buffer, and a longer one is read into
+// a slice of the size its frame's header gives.
 //
 // It behaves as gorilla's client reader does, frame by frame: the same
 // frames are accepted and refused, with the same errors (a refused frame

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -83,14 +84,8 @@ func readAll(t testing.TB, stream []byte, chunk int, limit int64, gorilla bool) 
 	if (c.fr == nil) != gorilla {
 		t.Fatalf("gorillaReads %v, but wsReader in use: %v", gorilla, c.fr != nil)
 	}
-	for i := 0; ; i++ {
-		var m []byte
-		if i%2 == 0 {
-			m, _, err = c.ReadBorrowed(ctx)
-			m = bytes.Clone(m)
-		} else {
-			m, err = c.Read(ctx)
-		}
+	for {
+		m, err := c.Read(ctx)
 		if err != nil {
 			return msgs, strings.ReplaceAll(err.Error(), url, "URL")
 		}
@@ -287,5 +282,42 @@ func TestDeadlineConnCutsAtEachHeaderEnd(t *testing.T) {
 			t.Fatalf("split %d: read %q, want %q", split, parts, want)
 		}
 		a.Close()
+	}
+}
+
+// A message of one frame, whose header gives its length, is read into one
+// allocation of exactly that size: not gathered in pieces and copied, which
+// costs a large message twice its size at the peak. One of two frames,
+// whose length is not known up front, still is.
+func TestWSReaderReadsOneFrameIntoItsSize(t *testing.T) {
+	const n = 4 << 20
+	payload := bytes.Repeat([]byte("x"), n)
+	stream := append(frame(fin|opText, payload), frame(opText, payload[:n/2])...)
+	stream = append(stream, frame(fin|opCont, payload[n/2:])...)
+	url, done := rawAgent(t, stream, 1<<20)
+	defer func() { <-done }()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := WebSocket{URL: url, PongWait: -1}.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, frames := range []int{1, 2} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m, err := c.Read(ctx)
+		runtime.ReadMemStats(&after)
+		if err != nil || !bytes.Equal(m, payload) {
+			t.Fatalf("the message of %d frames: %d bytes, %v", frames, len(m), err)
+		}
+		allocated := after.TotalAlloc - before.TotalAlloc
+		t.Logf("the message of %d frames: %d allocations, %.2f× its size", frames, after.Mallocs-before.Mallocs, float64(allocated)/n)
+		if oneFrame := allocated < n+64<<10; oneFrame != (frames == 1) {
+			t.Errorf("the message of %d frames allocated %.2f× its size", frames, float64(allocated)/n)
+		}
+		if frames == 1 && cap(m) != n {
+			t.Errorf("the message of one frame has capacity %d, want its %d bytes", cap(m), n)
+		}
 	}
 }

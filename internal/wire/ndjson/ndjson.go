@@ -178,15 +178,10 @@ func (r *Reader) readLine() ([]byte, error) {
 const spare = 20
 
 // join concatenates pieces and last, n bytes in all, into one slice of that
-// length, letting each piece go as soon as it is copied.
+// length, letting the pieces go as they are copied (see reclaim.Join).
 func join(pieces []reclaim.Piece, last []byte, n int) []byte {
-	reclaim.Collect(n) // earlier garbage, before the line's slice adds to the heap
-	out := make([]byte, 0, n+spare)
-	for i, p := range pieces {
-		out = append(out, p.B[:]...)
-		p.Free()
-		pieces[i] = reclaim.Piece{}
-	}
+	reclaim.Now(n) // earlier garbage, before the line's slice adds to the heap
+	out := reclaim.Join(make([]byte, 0, n+spare), pieces, reclaim.PieceSize)
 	return append(out, last...)
 }
 

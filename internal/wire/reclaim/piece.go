@@ -60,3 +60,34 @@ func (f *freeList) put(p *[PieceSize]byte) {
 		f.pieces = append(f.pieces, p)
 	}
 }
+
+// Join appends to out the bytes of pieces, each full but the last, which
+// holds last bytes, and returns out. Each piece goes (Free) as soon as it
+// is copied, and from Threshold bytes on, the memory of the pieces copied
+// is returned to the OS every Threshold bytes (as Now does): the message's
+// slice takes its pages as the copy reaches them, so the pieces and the
+// message together stay near the message's size plus Threshold rather
+// than reaching twice the message. The caller calls Now before it
+// allocates out, so that out is made of pages the OS gives back zeroed,
+// which the runtime does not touch before the copy does.
+func Join(out []byte, pieces []Piece, last int) []byte {
+	if len(pieces) == 0 {
+		return out
+	}
+	total := (len(pieces)-1)*PieceSize + last
+	since := 0
+	for i, p := range pieces {
+		k := PieceSize
+		if i == len(pieces)-1 {
+			k = last
+		}
+		out = append(out, p.B[:k]...)
+		p.Free()
+		pieces[i] = Piece{}
+		if since += k; total >= Threshold && since >= Threshold && i < len(pieces)-1 {
+			freeOSMemory()
+			since = 0
+		}
+	}
+	return out
+}

@@ -9,11 +9,14 @@
 // on when the pacer happened to run.
 //
 // So the readers, which gather a large message in pieces (Piece) and then
-// copy it once into a slice of its size, collect just before that
-// allocation and just after the copy (Collect): the peak is the pieces and
-// the message, about twice its size, whatever ran before. Whoever drops the
-// last reference to a large buffer asks for a collection that also returns
-// its pages to the OS, in the background (Release).
+// copy it once into a slice of its size, return the free memory to the OS
+// just before that allocation (Now), and while they copy, return the
+// pieces copied so far every Threshold bytes (Join): the message's slice
+// takes its pages as the copy reaches them, and the pieces give theirs
+// back, so the peak is the message and Threshold more rather than twice
+// the message, whatever ran before. Whoever drops the last reference to a
+// large buffer asks for a collection that also returns its pages to the
+// OS, in the background (Release).
 //
 // Both act only from Threshold bytes: below it the pacer does better than
 // any forced collection, and small messages never pay for one.
@@ -35,6 +38,18 @@ const Threshold = 8 << 20
 func Collect(n int) {
 	if n >= Threshold {
 		runtime.GC()
+	}
+}
+
+// Now collects and returns the memory freed to the OS now, when n >=
+// Threshold: before a slice of n bytes is made to join a message into (see
+// Join). It blocks its caller for the collection, as Collect does, and for
+// returning the pages, which the message's slice then takes from the OS
+// untouched, page by page as the copy reaches them, rather than as memory
+// the runtime zeroes first.
+func Now(n int) {
+	if n >= Threshold {
+		freeOSMemory()
 	}
 }
 
