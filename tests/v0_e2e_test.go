@@ -662,8 +662,10 @@ func TestV0_TwoSessions(t *testing.T) {
 	}
 	if _, err := e.Prompt(ctxT(t), a, "hello"); err == nil {
 		t.Errorf("prompt to closed session A succeeded")
-	} else if re := requestError(t, err); re.Code != -32602 {
-		t.Errorf("prompt to closed session A: code %d, want -32602", re.Code)
+	} else if re := requestError(t, err); re.Code != -32002 {
+		// (A closed session is not found until it is loaded or resumed:
+		// docs/sessions.md.)
+		t.Errorf("prompt to closed session A: code %d, want -32002", re.Code)
 	}
 }
 
