@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -324,4 +325,45 @@ func FuzzParseBaseline(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheck_ScenarioWorkingDirectories: when check makes the working
+// directory, each scenario's session gets a subdirectory of its own,
+// holding hello.txt; a directory the user gave is every scenario's, as
+// given, and check adds nothing to it.
+func TestCheck_ScenarioWorkingDirectories(t *testing.T) {
+	o := testOptions(flawedDialer(flawed.Set{flawed.SessionMethods: true}))
+	o.Only = []string{"session-list", "client-requests"}
+	o.Transcripts = true
+	rep := runCheck(t, o)
+	cwds := map[string]string{}
+	for _, r := range rep.Results {
+		if r.Status != Pass {
+			t.Fatalf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+		for _, l := range r.Transcript {
+			if _, raw, ok := strings.Cut(l, `"method":"session/new","params":{"cwd":"`); ok {
+				cwds[r.ID], _, _ = strings.Cut(raw, `"`)
+			}
+		}
+	}
+	if len(cwds) != 2 || cwds["session-list"] == cwds["client-requests"] ||
+		filepath.Base(cwds["session-list"]) != "session-list" || filepath.Dir(cwds["session-list"]) != filepath.Dir(cwds["client-requests"]) {
+		t.Errorf("the scenarios' working directories are %q, want one subdirectory each", cwds)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Cwd = dir
+	rep = runCheck(t, o)
+	for _, r := range rep.Results {
+		if r.Status != Pass {
+			t.Errorf("%s in the user's directory: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("the user's directory holds %v (%v), want hello.txt alone", entries, err)
+	}
 }

@@ -51,6 +51,7 @@
 //	late-session-updates       an available_commands_update right after a cancelled turn's answer (session-level updates may come at any time)
 //	session-methods            advertises and serves session/load (replaying the history), session/resume, session/list and session/close
 //	auth-required              advertises an agent auth method and refuses session/new with auth_required (-32000) until authenticate
+//	remember-always-allow      offers "Always Allow" first and, as the Claude agents do, remembers that choice per working directory (in a file there): it asks no permission in that directory again; the long script first asks to write story.md
 //
 // Conformant behaviour: initialize answers protocolVersion 1 with
 // agentCapabilities (loadSession false, promptCapabilities) and may be sent
@@ -150,13 +151,14 @@ var All = []Defect{
 
 // The quirks of the package comment.
 const (
-	LateSessionUpdates Defect = "late-session-updates"
-	SessionMethods     Defect = "session-methods"
-	AuthRequired       Defect = "auth-required"
+	LateSessionUpdates  Defect = "late-session-updates"
+	SessionMethods      Defect = "session-methods"
+	AuthRequired        Defect = "auth-required"
+	RememberAlwaysAllow Defect = "remember-always-allow"
 )
 
 // Quirks lists the quirks, in the order of the package comment.
-var Quirks = []Defect{LateSessionUpdates, SessionMethods, AuthRequired}
+var Quirks = []Defect{LateSessionUpdates, SessionMethods, AuthRequired, RememberAlwaysAllow}
 
 // EnvDefects is the environment variable RunStdio reads the defects from.
 const EnvDefects = "FLAWED_DEFECTS"
@@ -840,6 +842,14 @@ func (a *agent) run(s *session, text string, caps json.RawMessage, cancel chan s
 		<-cancel
 		return a.cancelled()
 	case strings.Contains(text, "long"):
+		if a.on(RememberAlwaysAllow) {
+			// As a Claude agent writing a story into a file: permission
+			// first, before any update.
+			tc := map[string]any{"toolCallId": "call-story", "title": "Write story.md", "kind": "edit", "status": "pending"}
+			if _, ok := a.askPermission(s, cancel, tc); !ok {
+				return a.cancelled()
+			}
+		}
 		deadline := time.After(10 * time.Second)
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -872,22 +882,51 @@ func (a *agent) run(s *session, text string, caps json.RawMessage, cancel chan s
 }
 
 func (a *agent) permission(s *session, cancel chan struct{}) string {
-	tc := map[string]any{"toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"}
 	a.update(s.id, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"})
+	choice, ok := a.askPermission(s, cancel, map[string]any{"toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"})
+	if !ok {
+		return a.cancelled()
+	}
+	status := "failed"
+	if choice == "allow" || choice == "allow-always" {
+		status = "completed"
+	}
+	a.update(s.id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": status})
+	a.chunk(s.id, "Permission answered: "+choice)
+	return "end_turn"
+}
+
+// alwaysAllowed is the file remember-always-allow keeps in a working
+// directory once the client chose "Always Allow" there.
+const alwaysAllowed = ".flawed-always-allow"
+
+// askPermission asks the client's permission for the tool call tc and
+// returns the option chosen; ok is false when the turn was cancelled. Under remember-always-allow it offers "Always Allow" first,
+// remembers that choice in the session's cwd, and once remembered asks no
+// more there.
+func (a *agent) askPermission(s *session, cancel chan struct{}, tc map[string]any) (choice string, ok bool) {
+	remember := a.on(RememberAlwaysAllow)
+	if _, err := os.Stat(filepath.Join(s.cwd, alwaysAllowed)); remember && err == nil {
+		return "allow-always", true
+	}
+	options := []any{
+		map[string]any{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+		map[string]any{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+	}
+	if remember {
+		options = append([]any{map[string]any{"optionId": "allow-always", "name": "Always Allow", "kind": "allow_always"}}, options...)
+	}
 	ch := a.request("session/request_permission", map[string]any{
 		"sessionId": a.sessionFor(s.id),
 		"toolCall":  tc,
-		"options": []any{
-			map[string]any{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-			map[string]any{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-		},
+		"options":   options,
 	})
 	var answer json.RawMessage
 	select {
 	case answer = <-ch:
 	case <-cancel:
 		if a.on(DanglingPermission) {
-			return a.cancelled()
+			return "", false
 		}
 		answer = <-ch // the client answers a pending permission with "cancelled"
 	}
@@ -898,15 +937,12 @@ func (a *agent) permission(s *session, cancel chan struct{}) string {
 	}
 	_ = json.Unmarshal(answer, &r)
 	if isCancelled(cancel) || r.Result.Outcome.Outcome != "selected" {
-		return a.cancelled()
+		return "", false
 	}
-	status := "failed"
-	if r.Result.Outcome.OptionID == "allow" {
-		status = "completed"
+	if remember && r.Result.Outcome.OptionID == "allow-always" {
+		_ = os.WriteFile(filepath.Join(s.cwd, alwaysAllowed), nil, 0o644)
 	}
-	a.update(s.id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": status})
-	a.chunk(s.id, "Permission answered: "+r.Result.Outcome.OptionID)
-	return "end_turn"
+	return r.Result.Outcome.OptionID, true
 }
 
 func (a *agent) sessionFor(sid string) string {
