@@ -68,7 +68,9 @@ type Options struct {
 	Prompt string
 	// LongPrompt keeps the agent busy long enough to be cancelled.
 	LongPrompt string
-	// FilePrompt makes the agent read hello.txt in the session's cwd.
+	// FilePrompt makes the agent read hello.txt in the session's cwd
+	// (client-requests; concurrent-prompt's second prompt, whose work
+	// names hello.txt).
 	FilePrompt string
 	// PermissionPrompt makes the agent ask for permission.
 	PermissionPrompt string

@@ -96,6 +96,8 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.ConcurrentPrompts:        {"concurrent-prompt": Fail},
 	flawed.ConcurrentWork:           {"concurrent-prompt": Fail},
 	flawed.DropSecondPrompt:         {"concurrent-prompt": Fail},
+	flawed.PreemptTurn:              {"concurrent-prompt": Fail},
+	flawed.InterleavePrompts:        {"concurrent-prompt": Fail},
 	flawed.IdlessErrorAnswers:       {"notification": Fail, "schema": Fail},
 	flawed.RelativePaths:            {"client-requests": Fail},
 	flawed.ForeignSession:           {"client-requests": Fail},
@@ -148,6 +150,21 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 				}
 				if t.Failed() {
 					t.Logf("report:\n%s", dump(rep))
+				}
+			})
+		}
+	})
+	// Each quirk alone fails nothing either (together they are the
+	// reference agent of TestCheck_ConformantAgentPassesAll).
+	t.Run("quirks", func(t *testing.T) {
+		for _, q := range flawed.Quirks {
+			t.Run(string(q), func(t *testing.T) {
+				t.Parallel()
+				rep := runCheck(t, testOptions(flawedDialer(flawed.Set{q: true, flawed.SessionMethods: true})))
+				for _, r := range rep.Results {
+					if r.Status != Pass {
+						t.Errorf("%s: %s (%s), want PASS", r.ID, r.Status, r.Reason)
+					}
 				}
 			})
 		}
@@ -365,5 +382,29 @@ func TestCheck_ScenarioWorkingDirectories(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
 		t.Errorf("the user's directory holds %v (%v), want hello.txt alone", entries, err)
+	}
+}
+
+// TestCheck_ConcurrentPromptEvidence: a second prompt that runs after a
+// first turn which ended on its own is queued only when its work shows it
+// began after that turn's answer; work that names nothing leaves the
+// verdict inconclusive.
+func TestCheck_ConcurrentPromptEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		filePrompt string
+		status     Status
+		reason     string
+	}{
+		{DefaultFilePrompt, Pass, "its work began after the first turn ended"},
+		{"hello", Skip, "inconclusive: "},
+	} {
+		o := testOptions(flawedDialer(flawed.Set{flawed.QueuePrompts: true}))
+		o.Only = []string{"concurrent-prompt"}
+		o.LongPrompt = "hello" // a turn that ends on its own
+		o.FilePrompt = tc.filePrompt
+		r := runCheck(t, o).Results[0]
+		if r.Status != tc.status || !strings.Contains(r.Reason, tc.reason) {
+			t.Errorf("second prompt %q: %s %q, want %s %q", tc.filePrompt, r.Status, r.Reason, tc.status, tc.reason)
+		}
 	}
 }
