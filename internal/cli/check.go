@@ -44,7 +44,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "long-prompt", Usage: "a prompt (`TEXT`) that keeps the agent busy long enough to be cancelled", Value: check.DefaultLongPrompt},
 			&cli.StringFlag{Name: "file-prompt", Usage: "a prompt (`TEXT`) that makes the agent read hello.txt in the session's cwd", Value: check.DefaultFilePrompt},
 			&cli.StringFlag{Name: "permission-prompt", Usage: "a prompt (`TEXT`) that makes the agent ask for permission", Value: check.DefaultPermissionPrompt},
-			&cli.StringFlag{Name: "cwd", Usage: "the sessions' working `DIR` (default: a temporary directory holding hello.txt)"},
+			&cli.StringFlag{Name: "cwd", Usage: "the working `DIR` every scenario's session shares (default: a temporary directory, one subdirectory holding hello.txt per scenario)"},
 			&cli.StringFlag{Name: "trace-dir", Usage: "keep every scenario's wire transcript as a trace in `DIR` (SCENARIO.ndjson, for 'acp-bridge trace view' and 'replay'); an acp-bridge under test writes its own trace beside it (SCENARIO.bridge-PID.ndjson)"},
 			&cli.BoolFlag{Name: "transcripts", Usage: "print every scenario's whole transcript, passing ones too"},
 			&cli.StringFlag{Name: "fail-on", Usage: "the `TIERS` whose failures fail the run (comma-separated: mandatory, capability, advisory, informational)", Value: "mandatory,capability"},

@@ -68,12 +68,17 @@ type Options struct {
 	Prompt string
 	// LongPrompt keeps the agent busy long enough to be cancelled.
 	LongPrompt string
-	// FilePrompt makes the agent read hello.txt in the session's cwd.
+	// FilePrompt makes the agent read hello.txt in the session's cwd
+	// (client-requests; concurrent-prompt's second prompt, whose work
+	// names hello.txt).
 	FilePrompt string
 	// PermissionPrompt makes the agent ask for permission.
 	PermissionPrompt string
-	// Cwd is the sessions' working directory; a temporary directory with a
-	// hello.txt when empty.
+	// Cwd is the sessions' working directory, shared by every scenario.
+	// When empty, check makes a temporary directory and gives each
+	// scenario a subdirectory of its own holding hello.txt, so that what
+	// an agent remembers per directory (an "always allow" permission
+	// choice) cannot carry over from one scenario into the next.
 	Cwd string
 	// TraceDir, when set, keeps every scenario's whole wire transcript as a
 	// trace file, DIR/SCENARIO.ndjson, and has an acp-bridge under test
@@ -85,6 +90,10 @@ type Options struct {
 	// Protocol is the ACP version the scenarios speak: 1 (when zero) or 2
 	// (V2Scenarios).
 	Protocol int
+
+	// ownCwd is set when check made Cwd: each scenario then runs in a
+	// subdirectory of it.
+	ownCwd bool
 }
 
 // Default prompts: plain requests a real agent handles, worded so that the
@@ -124,17 +133,41 @@ func (o *Options) defaults() (cleanup func(), err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("Hello from acp-bridge check.\n"), 0o644); err != nil {
+		if err := seedCwd(dir); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		o.Cwd = dir
+		o.Cwd, o.ownCwd = dir, true
 		cleanup = func() { os.RemoveAll(dir) }
 	}
 	if abs, err := filepath.Abs(o.Cwd); err == nil {
 		o.Cwd = abs
 	}
 	return cleanup, nil
+}
+
+// seedCwd writes the files the prompts refer to into dir.
+func seedCwd(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("Hello from acp-bridge check.\n"), 0o644)
+}
+
+// scenarioCwd returns the options of scenario id: o itself when the user
+// gave the working directory, else o with a working directory of the
+// scenario's own, made and seeded under the one check made.
+func scenarioCwd(o *Options, id string) (*Options, error) {
+	if !o.ownCwd {
+		return o, nil
+	}
+	dir := filepath.Join(o.Cwd, id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := seedCwd(dir); err != nil {
+		return nil, err
+	}
+	so := *o
+	so.Cwd = dir
+	return &so, nil
 }
 
 // Result is one scenario's verdict.
@@ -337,6 +370,11 @@ func runOne(ctx context.Context, o *Options, proto *protocol, s Scenario, prior 
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	ctx = withScenario(ctx, s.ID)
+	o, err := scenarioCwd(o, s.ID)
+	if err != nil {
+		res.Status, res.Reason = NotRun, "cannot make the scenario's working directory: "+err.Error()
+		return res, nil
+	}
 	p, err := dialPeer(ctx, o)
 	if err != nil {
 		res.Status, res.Reason = NotRun, "cannot reach the agent: "+err.Error()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +96,8 @@ var defectFails = map[flawed.Defect]map[string]Status{
 	flawed.ConcurrentPrompts:        {"concurrent-prompt": Fail},
 	flawed.ConcurrentWork:           {"concurrent-prompt": Fail},
 	flawed.DropSecondPrompt:         {"concurrent-prompt": Fail},
+	flawed.PreemptTurn:              {"concurrent-prompt": Fail},
+	flawed.InterleavePrompts:        {"concurrent-prompt": Fail},
 	flawed.IdlessErrorAnswers:       {"notification": Fail, "schema": Fail},
 	flawed.RelativePaths:            {"client-requests": Fail},
 	flawed.ForeignSession:           {"client-requests": Fail},
@@ -147,6 +150,21 @@ func TestCheck_EachDefectFailsItsScenarios(t *testing.T) {
 				}
 				if t.Failed() {
 					t.Logf("report:\n%s", dump(rep))
+				}
+			})
+		}
+	})
+	// Each quirk alone fails nothing either (together they are the
+	// reference agent of TestCheck_ConformantAgentPassesAll).
+	t.Run("quirks", func(t *testing.T) {
+		for _, q := range flawed.Quirks {
+			t.Run(string(q), func(t *testing.T) {
+				t.Parallel()
+				rep := runCheck(t, testOptions(flawedDialer(flawed.Set{q: true, flawed.SessionMethods: true})))
+				for _, r := range rep.Results {
+					if r.Status != Pass {
+						t.Errorf("%s: %s (%s), want PASS", r.ID, r.Status, r.Reason)
+					}
 				}
 			})
 		}
@@ -324,4 +342,69 @@ func FuzzParseBaseline(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheck_ScenarioWorkingDirectories: when check makes the working
+// directory, each scenario's session gets a subdirectory of its own,
+// holding hello.txt; a directory the user gave is every scenario's, as
+// given, and check adds nothing to it.
+func TestCheck_ScenarioWorkingDirectories(t *testing.T) {
+	o := testOptions(flawedDialer(flawed.Set{flawed.SessionMethods: true}))
+	o.Only = []string{"session-list", "client-requests"}
+	o.Transcripts = true
+	rep := runCheck(t, o)
+	cwds := map[string]string{}
+	for _, r := range rep.Results {
+		if r.Status != Pass {
+			t.Fatalf("%s: %s %s", r.ID, r.Status, r.Reason)
+		}
+		for _, l := range r.Transcript {
+			if _, raw, ok := strings.Cut(l, `"method":"session/new","params":{"cwd":"`); ok {
+				cwds[r.ID], _, _ = strings.Cut(raw, `"`)
+			}
+		}
+	}
+	if len(cwds) != 2 || cwds["session-list"] == cwds["client-requests"] ||
+		filepath.Base(cwds["session-list"]) != "session-list" || filepath.Dir(cwds["session-list"]) != filepath.Dir(cwds["client-requests"]) {
+		t.Errorf("the scenarios' working directories are %q, want one subdirectory each", cwds)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Cwd = dir
+	rep = runCheck(t, o)
+	for _, r := range rep.Results {
+		if r.Status != Pass {
+			t.Errorf("%s in the user's directory: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("the user's directory holds %v (%v), want hello.txt alone", entries, err)
+	}
+}
+
+// TestCheck_ConcurrentPromptEvidence: a second prompt that runs after a
+// first turn which ended on its own is queued only when its work shows it
+// began after that turn's answer; work that names nothing leaves the
+// verdict inconclusive.
+func TestCheck_ConcurrentPromptEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		filePrompt string
+		status     Status
+		reason     string
+	}{
+		{DefaultFilePrompt, Pass, "its work began after the first turn ended"},
+		{"hello", Skip, "inconclusive: "},
+	} {
+		o := testOptions(flawedDialer(flawed.Set{flawed.QueuePrompts: true}))
+		o.Only = []string{"concurrent-prompt"}
+		o.LongPrompt = "hello" // a turn that ends on its own
+		o.FilePrompt = tc.filePrompt
+		r := runCheck(t, o).Results[0]
+		if r.Status != tc.status || !strings.Contains(r.Reason, tc.reason) {
+			t.Errorf("second prompt %q: %s %q, want %s %q", tc.filePrompt, r.Status, r.Reason, tc.status, tc.reason)
+		}
+	}
 }

@@ -265,7 +265,7 @@ var scenarios = []Scenario{
 	{"prompt-stream", Mandatory, "a prompt streams updates before its answer, none after", scPromptStream},
 	{"cancel", Mandatory, "session/cancel ends the turn with cancelled, no update after", scCancel},
 	{"cancel-permission", Advisory, "a cancelled turn waits for its pending permission request", scCancelPermission},
-	{"concurrent-prompt", Advisory, "a second prompt on a busy session does not run alongside", scConcurrentPrompt},
+	{"concurrent-prompt", Advisory, "a second prompt on a busy session is refused or queued: it neither runs alongside the first turn nor preempts it", scConcurrentPrompt},
 	{"unknown-method", Mandatory, "an unknown method is answered -32601", scUnknownMethod},
 	{"notification", Mandatory, "notifications are never answered", scNotification},
 	{"malformed-json", Mandatory, "malformed JSON is answered -32700 and the agent keeps working", scMalformed},
@@ -514,16 +514,31 @@ func scCancelPermission(r *run) verdict {
 	return pass("the turn ended after the permission request was answered")
 }
 
+// scConcurrentPrompt sends a second prompt while the long one runs. ACP
+// v1 leaves such a prompt undefined (one turn per session at a time), so
+// an agent may refuse it or queue it: hold it until the first turn has
+// ended, and answer it "cancelled" with that turn when the client cancels
+// the session. It must not run it alongside the first turn, nor end the
+// first turn for it: "cancelled" is the stop reason of a turn the client
+// cancelled (session/cancel), and the client cancelled nothing.
+//
+// v1 updates do not say which prompt they belong to, so the second prompt
+// is the file prompt: its work names hello.txt (a tool call, an
+// fs/read_text_file), which the long prompt's does not. Seen before the
+// first turn's answer, that work ran interleaved with the first turn; a
+// second prompt whose work cannot be told apart leaves the verdict
+// inconclusive (SKIP), never "queued".
 func scConcurrentPrompt(r *run) verdict {
 	idA, v, ok := r.startLong()
 	if !ok {
 		return v
 	}
-	b, err := r.request("session/prompt", textPrompt(r.sid, r.opts.Prompt))
+	b, err := r.request("session/prompt", textPrompt(r.sid, r.opts.FilePrompt))
 	if err != nil {
 		return notRun("sending the second prompt: %v", err)
 	}
-	bN := len(r.messages()) - 1
+	bMsg := r.sent(b)
+	cancelN := -1 // check's session/cancel, once sent
 	defer func() {
 		_, _ = r.notify("session/cancel", map[string]any{"sessionId": r.sid})
 		r.drain(r.opts.Quiet)
@@ -533,9 +548,11 @@ func scConcurrentPrompt(r *run) verdict {
 	// moment, then end the first turn with session/cancel.
 	m, err := r.await(max(r.opts.Quiet, time.Second), isAnswer)
 	if errors.Is(err, errTimeout) {
-		if _, err := r.notify("session/cancel", map[string]any{"sessionId": r.sid}); err != nil {
-			return notRun("sending session/cancel: %v", err)
+		cn, cerr := r.notify("session/cancel", map[string]any{"sessionId": r.sid})
+		if cerr != nil {
+			return notRun("sending session/cancel: %v", cerr)
 		}
+		cancelN = cn.N
 		r.holdPermissions = true
 		r.answerHeld()
 		m, err = r.await(r.opts.Timeout, isAnswer)
@@ -543,34 +560,80 @@ func scConcurrentPrompt(r *run) verdict {
 	if err != nil {
 		return fail(nil, "%s", waitErr("neither prompt was answered", err))
 	}
+	var mb Msg // the second prompt's answer, once in
 	if m.id == b {
 		if m.IsError() {
 			return pass("the second prompt was refused: %s", m.Get("error.message").Str)
 		}
-		return fail([]int{bN, m.N}, "the second prompt on the session was answered while the first was still running; one session runs one turn at a time")
+		if cancelN < 0 || m.Get("result.stopReason").Str != "cancelled" {
+			return fail([]int{bMsg.N, m.N}, "the second prompt on the session was answered %s while the first was still running; one session runs one turn at a time", m.Get("result").Raw)
+		}
+		// Queued, and cancelled with the session: the first turn must
+		// still end.
+		mb = m
+		if m, err = r.response(idA, r.opts.Timeout); err != nil {
+			return fail([]int{bMsg.N, cancelN, mb.N}, "%s", waitErr("the first prompt was not answered after session/cancel", err))
+		}
 	}
-	// The first turn is over. The second prompt, queued, must still be
-	// answered, and its work must come after the first turn's answer.
 	aN := m.N
-	mb, err := r.response(b, r.opts.Timeout)
-	if err != nil {
-		return fail([]int{bN, aN}, "%s; every request gets exactly one answer", waitErr("the second prompt was never answered after the first turn ended", err))
+	if cancelN < 0 && m.Get("result.stopReason").Str == "cancelled" {
+		return fail([]int{bMsg.N, aN}, "the first prompt ended \"cancelled\" %s after the second prompt was sent, and the client sent no session/cancel: the agent preempted the running turn for the second prompt. \"cancelled\" is the stop reason of a turn the client cancelled; refuse the second prompt, or let it wait for the first turn to end",
+			(m.At - bMsg.At).Round(time.Millisecond))
 	}
-	switch {
-	case mb.IsError():
-		return pass("the second prompt was refused: %s", mb.Get("error.message").Str)
-	case mb.Get("result.stopReason").Str == "cancelled":
-		return pass("the second prompt was queued and cancelled with the first turn")
+	if mb.Raw == nil {
+		if mb, err = r.response(b, r.opts.Timeout); err != nil {
+			return fail([]int{bMsg.N, aN}, "%s; every request gets exactly one answer", waitErr("the second prompt was never answered after the first turn ended", err))
+		}
+		if mb.IsError() {
+			return pass("the second prompt was refused: %s", mb.Get("error.message").Str)
+		}
+	}
+	// Work of the second prompt before the first turn's answer: they ran
+	// interleaved, whatever came after.
+	if early := r.mentioning("hello.txt", bMsg.N, aN); len(early) > 0 {
+		return fail([]int{bMsg.N, early[0], aN, mb.N}, "the second prompt's work (#%d names hello.txt) began before the first turn's answer: the agent ran the two turns interleaved; one session runs one turn at a time", early[0])
+	}
+	if mb.Get("result.stopReason").Str == "cancelled" {
+		if cancelN < 0 {
+			return fail([]int{bMsg.N, aN, mb.N}, "the second prompt ended \"cancelled\" although the client sent no session/cancel")
+		}
+		return pass("the second prompt was queued: cancelled with the first turn, without doing any work")
 	}
 	if after := r.turnContentBetween(r.sid, aN, mb.N); len(after) == 0 {
-		lines := []int{bN}
-		if during := r.turnContentBetween(r.sid, bN, aN); len(during) > 0 {
+		lines := []int{bMsg.N}
+		if during := r.turnContentBetween(r.sid, bMsg.N, aN); len(during) > 0 {
 			lines = append(lines, during[len(during)-1])
 		}
 		return fail(append(lines, aN, mb.N), "the second prompt was answered %s with no update after the first turn's answer: its work ran while the first turn was still running; one session runs one turn at a time",
 			mb.Get("result.stopReason").Raw)
 	}
-	return pass("the second prompt was queued: it ran after the first turn ended")
+	if late := r.mentioning("hello.txt", aN, mb.N); len(late) > 0 {
+		return pass("the second prompt was queued: its work began after the first turn ended")
+	}
+	return skip("inconclusive: the second prompt ran on after the first turn's answer, but nothing it did names hello.txt, so whether it began before that answer cannot be told; give a --file-prompt the agent answers by reading hello.txt")
+}
+
+// sent returns the client's request id as recorded.
+func (r *run) sent(id string) Msg {
+	for _, m := range r.messages() {
+		if m.Out && m.IsRequest() && m.id == id {
+			return m
+		}
+	}
+	return Msg{N: -1}
+}
+
+// mentioning lists the indexes of the agent's messages in (from, to)
+// that belong to the session, its updates and its requests to the
+// client, and name s.
+func (r *run) mentioning(s string, from, to int) []int {
+	var out []int
+	for _, m := range r.messages() {
+		if m.N > from && (to < 0 || m.N < to) && (isUpdate(m, r.sid) || !m.Out && m.IsRequest()) && strings.Contains(string(m.Raw), s) {
+			out = append(out, m.N)
+		}
+	}
+	return out
 }
 
 func scUnknownMethod(r *run) verdict {

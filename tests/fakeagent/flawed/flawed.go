@@ -35,6 +35,8 @@
 //	concurrent-prompts         a second prompt on a busy session runs alongside the first
 //	concurrent-work            a second prompt on a busy session runs alongside the first, its answer held until the first is answered
 //	drop-second-prompt         a second prompt on a busy session is never answered
+//	preempt-turn               a second prompt on a busy session ends the running turn "cancelled" at once, though the client never cancelled it, and runs
+//	interleave-prompts         a second prompt on a busy session starts its work at once (a tool call reading hello.txt, its fs/read_text_file) and finishes after the running turn is answered
 //	idless-error-answers       every notification is answered with an error object that has no id
 //	relative-paths             fs/read_text_file names a relative path
 //	foreign-session            an agent→client request names another session's id
@@ -51,6 +53,8 @@
 //	late-session-updates       an available_commands_update right after a cancelled turn's answer (session-level updates may come at any time)
 //	session-methods            advertises and serves session/load (replaying the history), session/resume, session/list and session/close
 //	auth-required              advertises an agent auth method and refuses session/new with auth_required (-32000) until authenticate
+//	queue-prompts              a second prompt on a busy session waits for the running turn's answer, then runs; session/cancel answers the waiting prompts "cancelled" at once, then ends the running turn (as claude-agent-acp)
+//	remember-always-allow      offers "Always Allow" first and, as the Claude agents do, remembers that choice per working directory (in a file there): it asks no permission in that directory again; the long script first asks to write story.md
 //
 // Conformant behaviour: initialize answers protocolVersion 1 with
 // agentCapabilities (loadSession false, promptCapabilities) and may be sent
@@ -124,6 +128,8 @@ const (
 	ConcurrentPrompts        Defect = "concurrent-prompts"
 	ConcurrentWork           Defect = "concurrent-work"
 	DropSecondPrompt         Defect = "drop-second-prompt"
+	PreemptTurn              Defect = "preempt-turn"
+	InterleavePrompts        Defect = "interleave-prompts"
 	IdlessErrorAnswers       Defect = "idless-error-answers"
 	RelativePaths            Defect = "relative-paths"
 	ForeignSession           Defect = "foreign-session"
@@ -143,20 +149,22 @@ var All = []Defect{
 	IgnoreCancel, LateUpdates, EarlyUpdates, DanglingPermission,
 	UnstableVariants, UnsupportedClientMethods, NullResults, WrongUnknownCode,
 	NoParseError, DiesOnGarbage, ConcurrentPrompts, ConcurrentWork,
-	DropSecondPrompt, IdlessErrorAnswers, RelativePaths,
+	DropSecondPrompt, PreemptTurn, InterleavePrompts, IdlessErrorAnswers, RelativePaths,
 	ForeignSession, SchemaViolation, UnknownSessionOK,
 	LoadWithoutHistory, ResumeReplaysHistory, CloseKeepsServing, ListOmitsSessions,
 }
 
 // The quirks of the package comment.
 const (
-	LateSessionUpdates Defect = "late-session-updates"
-	SessionMethods     Defect = "session-methods"
-	AuthRequired       Defect = "auth-required"
+	LateSessionUpdates  Defect = "late-session-updates"
+	SessionMethods      Defect = "session-methods"
+	AuthRequired        Defect = "auth-required"
+	QueuePrompts        Defect = "queue-prompts"
+	RememberAlwaysAllow Defect = "remember-always-allow"
 )
 
 // Quirks lists the quirks, in the order of the package comment.
-var Quirks = []Defect{LateSessionUpdates, SessionMethods, AuthRequired}
+var Quirks = []Defect{LateSessionUpdates, SessionMethods, AuthRequired, QueuePrompts, RememberAlwaysAllow}
 
 // EnvDefects is the environment variable RunStdio reads the defects from.
 const EnvDefects = "FLAWED_DEFECTS"
@@ -280,9 +288,18 @@ type session struct {
 	// idle is closed when the running turn is answered (concurrent-work
 	// holds a second prompt's answer until then).
 	idle chan struct{}
+	// queue are the prompts waiting for the running turn to end
+	// (queue-prompts, preempt-turn).
+	queue []waiting
 	// history are the session's updates, for session/load.
 	history []map[string]any
 	closed  bool
+}
+
+// waiting is a prompt in a session's queue.
+type waiting struct {
+	id   json.RawMessage
+	text string
 }
 
 // msg is an incoming JSON-RPC message, loosely typed so that invalid ones
@@ -497,13 +514,33 @@ func (a *agent) notification(method string, params json.RawMessage) {
 	var p struct{ SessionID string }
 	_ = json.Unmarshal(params, &p)
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s := a.sessions[p.SessionID]; s != nil && s.running > 0 {
-		select {
-		case <-s.cancel:
-		default:
-			close(s.cancel)
+	s := a.sessions[p.SessionID]
+	if s == nil {
+		a.mu.Unlock()
+		return
+	}
+	queued := s.queue
+	s.queue = nil
+	a.mu.Unlock()
+	// The waiting prompts are answered first, then the running turn ends.
+	if stop := a.cancelled(); stop != "" {
+		for _, w := range queued {
+			a.answerPrompt(w.id, s.id, stop)
 		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s.running > 0 {
+		closeOnce(s.cancel)
+	}
+}
+
+// closeOnce closes c unless it is closed already; the caller holds a.mu.
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
 	}
 }
 
@@ -688,30 +725,6 @@ func (a *agent) prompt(id, params json.RawMessage) {
 		a.fail(id, -32602, fmt.Sprintf("Invalid params: unknown session %q; create one with session/new", p.SessionID))
 		return
 	}
-	cancel := s.cancel
-	alongside := a.on(ConcurrentPrompts) || a.on(ConcurrentWork)
-	if s.running > 0 && a.on(DropSecondPrompt) {
-		a.mu.Unlock()
-		return
-	}
-	var wait chan struct{} // closed when the turn this one runs alongside is answered
-	if s.running > 0 && a.on(ConcurrentWork) {
-		wait = s.idle
-	}
-	if s.running == 0 || !alongside {
-		if s.running > 0 {
-			a.mu.Unlock()
-			a.fail(id, -32602, fmt.Sprintf("Invalid params: session %q already has a prompt running; wait for its answer or cancel it", s.id))
-			return
-		}
-		s.cancel = make(chan struct{})
-		cancel = s.cancel
-		s.idle = make(chan struct{})
-	}
-	idle, first := s.idle, s.running == 0
-	s.running++
-	caps := a.clientCaps
-	a.mu.Unlock()
 	text := ""
 	for _, b := range p.Prompt {
 		if b.Type == "text" {
@@ -719,30 +732,83 @@ func (a *agent) prompt(id, params json.RawMessage) {
 			break
 		}
 	}
-	a.mu.Lock()
+	cancel, idle, first := s.cancel, s.idle, false
+	var wait chan struct{} // closed when the turn this one runs alongside is answered
+	switch {
+	case s.running == 0 && len(s.queue) == 0:
+		s.cancel, s.idle = make(chan struct{}), make(chan struct{})
+		cancel, idle, first = s.cancel, s.idle, true
+	case a.on(DropSecondPrompt):
+		a.mu.Unlock()
+		return
+	case a.on(QueuePrompts) || a.on(PreemptTurn):
+		s.queue = append(s.queue, waiting{id, text})
+		if a.on(PreemptTurn) && s.running > 0 {
+			closeOnce(s.cancel)
+		}
+		a.mu.Unlock()
+		return
+	case a.on(ConcurrentWork) || a.on(InterleavePrompts):
+		wait = s.idle
+	case a.on(ConcurrentPrompts):
+	default:
+		a.mu.Unlock()
+		a.fail(id, -32602, fmt.Sprintf("Invalid params: session %q already has a prompt running; wait for its answer or cancel it", s.id))
+		return
+	}
+	s.running++
 	s.history = append(s.history, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+	caps := a.clientCaps
 	a.mu.Unlock()
 	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		stop := a.run(s, text, caps, cancel)
+	go a.turn(s, id, text, caps, cancel, idle, first, wait)
+}
+
+// turn plays one prompt's turn and answers it. The first turn of a busy
+// spell closes idle once answered and starts the prompt waiting next, if
+// any; a turn run alongside it waits for that (wait) before its answer.
+func (a *agent) turn(s *session, id json.RawMessage, text string, caps json.RawMessage, cancel, idle chan struct{}, first bool, wait chan struct{}) {
+	defer a.wg.Done()
+	var stop string
+	if wait != nil && a.on(InterleavePrompts) {
+		stop = a.interleaved(s, caps, cancel, wait)
+	} else {
+		stop = a.run(s, text, caps, cancel)
 		if wait != nil {
 			<-wait
 		}
-		a.mu.Lock()
-		s.running--
+	}
+	a.mu.Lock()
+	s.running--
+	a.mu.Unlock()
+	if stop == "" { // ignore-cancel
+		return
+	}
+	a.answerPrompt(id, s.id, stop)
+	if first {
+		close(idle)
+	}
+	if stop == a.cancelled() && a.on(LateSessionUpdates) {
+		a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+	}
+	if !first {
+		return
+	}
+	a.mu.Lock()
+	if len(s.queue) == 0 || s.running > 0 {
 		a.mu.Unlock()
-		if stop == "" { // ignore-cancel
-			return
-		}
-		a.answerPrompt(id, s.id, stop)
-		if first {
-			close(idle)
-		}
-		if stop == a.cancelled() && a.on(LateSessionUpdates) {
-			a.update(s.id, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
-		}
-	}()
+		return
+	}
+	next := s.queue[0]
+	s.queue = s.queue[1:]
+	s.cancel, s.idle = make(chan struct{}), make(chan struct{})
+	cancel, idle = s.cancel, s.idle
+	s.running++
+	s.history = append(s.history, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": next.text}})
+	caps = a.clientCaps
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go a.turn(s, next.id, next.text, caps, cancel, idle, true, nil)
 }
 
 // sessionMethod serves session/load, resume, list and close.
@@ -840,6 +906,14 @@ func (a *agent) run(s *session, text string, caps json.RawMessage, cancel chan s
 		<-cancel
 		return a.cancelled()
 	case strings.Contains(text, "long"):
+		if a.on(RememberAlwaysAllow) {
+			// As a Claude agent writing a story into a file: permission
+			// first, before any update.
+			tc := map[string]any{"toolCallId": "call-story", "title": "Write story.md", "kind": "edit", "status": "pending"}
+			if _, ok := a.askPermission(s, cancel, tc); !ok {
+				return a.cancelled()
+			}
+		}
 		deadline := time.After(10 * time.Second)
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -872,22 +946,51 @@ func (a *agent) run(s *session, text string, caps json.RawMessage, cancel chan s
 }
 
 func (a *agent) permission(s *session, cancel chan struct{}) string {
-	tc := map[string]any{"toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"}
 	a.update(s.id, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"})
+	choice, ok := a.askPermission(s, cancel, map[string]any{"toolCallId": "call-1", "title": "Edit hello.txt", "kind": "edit", "status": "pending"})
+	if !ok {
+		return a.cancelled()
+	}
+	status := "failed"
+	if choice == "allow" || choice == "allow-always" {
+		status = "completed"
+	}
+	a.update(s.id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": status})
+	a.chunk(s.id, "Permission answered: "+choice)
+	return "end_turn"
+}
+
+// alwaysAllowed is the file remember-always-allow keeps in a working
+// directory once the client chose "Always Allow" there.
+const alwaysAllowed = ".flawed-always-allow"
+
+// askPermission asks the client's permission for the tool call tc and
+// returns the option chosen; ok is false when the turn was cancelled. Under remember-always-allow it offers "Always Allow" first,
+// remembers that choice in the session's cwd, and once remembered asks no
+// more there.
+func (a *agent) askPermission(s *session, cancel chan struct{}, tc map[string]any) (choice string, ok bool) {
+	remember := a.on(RememberAlwaysAllow)
+	if _, err := os.Stat(filepath.Join(s.cwd, alwaysAllowed)); remember && err == nil {
+		return "allow-always", true
+	}
+	options := []any{
+		map[string]any{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+		map[string]any{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+	}
+	if remember {
+		options = append([]any{map[string]any{"optionId": "allow-always", "name": "Always Allow", "kind": "allow_always"}}, options...)
+	}
 	ch := a.request("session/request_permission", map[string]any{
 		"sessionId": a.sessionFor(s.id),
 		"toolCall":  tc,
-		"options": []any{
-			map[string]any{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-			map[string]any{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-		},
+		"options":   options,
 	})
 	var answer json.RawMessage
 	select {
 	case answer = <-ch:
 	case <-cancel:
 		if a.on(DanglingPermission) {
-			return a.cancelled()
+			return "", false
 		}
 		answer = <-ch // the client answers a pending permission with "cancelled"
 	}
@@ -898,15 +1001,12 @@ func (a *agent) permission(s *session, cancel chan struct{}) string {
 	}
 	_ = json.Unmarshal(answer, &r)
 	if isCancelled(cancel) || r.Result.Outcome.Outcome != "selected" {
-		return a.cancelled()
+		return "", false
 	}
-	status := "failed"
-	if r.Result.Outcome.OptionID == "allow" {
-		status = "completed"
+	if remember && r.Result.Outcome.OptionID == "allow-always" {
+		_ = os.WriteFile(filepath.Join(s.cwd, alwaysAllowed), nil, 0o644)
 	}
-	a.update(s.id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": status})
-	a.chunk(s.id, "Permission answered: "+r.Result.Outcome.OptionID)
-	return "end_turn"
+	return r.Result.Outcome.OptionID, true
 }
 
 func (a *agent) sessionFor(sid string) string {
@@ -949,6 +1049,31 @@ func (a *agent) readFile(s *session, caps json.RawMessage, cancel chan struct{})
 			return a.cancelled()
 		}
 	}
+	a.chunk(s.id, "I read the file.")
+	return "end_turn"
+}
+
+// interleaved plays a second prompt under interleave-prompts: its work
+// begins at once, beside the running turn (a tool call reading hello.txt
+// and its fs/read_text_file), and ends only once that turn is answered
+// (wait closed).
+func (a *agent) interleaved(s *session, caps json.RawMessage, cancel, wait chan struct{}) string {
+	path := filepath.Join(s.cwd, "hello.txt")
+	a.update(s.id, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-read", "title": "Read hello.txt", "kind": "read", "status": "in_progress",
+		"locations": []any{map[string]any{"path": path}}})
+	var c struct{ FS struct{ ReadTextFile bool } }
+	_ = json.Unmarshal(caps, &c)
+	if c.FS.ReadTextFile {
+		select {
+		case <-a.request("fs/read_text_file", map[string]any{"sessionId": s.id, "path": path}):
+		case <-cancel:
+		}
+	}
+	<-wait
+	if isCancelled(cancel) {
+		return a.cancelled()
+	}
+	a.update(s.id, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-read", "status": "completed"})
 	a.chunk(s.id, "I read the file.")
 	return "end_turn"
 }
