@@ -201,4 +201,7 @@ type SessionEvent struct {
 	// Body is borrowed: valid only during the call.
 	Body   []byte
 	Failed bool
+	// ref is the prompt's request (SessionPrompt, SessionTurnEnded): the
+	// store writes turns an agent queues in the order of their prompts.
+	ref translate.Ref
 }

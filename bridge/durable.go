@@ -84,6 +84,12 @@ type bridged struct {
 	switched bool
 	// updPrefix is how params naming this session start (recordUpdate).
 	updPrefix []byte
+	// turns are the session's prompts not yet answered, oldest first, when
+	// the agent queues prompts (several open at once): a prompt is
+	// recorded once the turns before it have ended, and a turn that ends
+	// before those ahead of it has its stop held, so that a load replays
+	// each turn's prompt, its updates and its end together (recordTurn).
+	turns []openTurn
 	// owned: this bridge holds the session in the store (it created it,
 	// or loaded or resumed it), so the session's records are written. A
 	// session the engine merely routes (an id the editor named that no
@@ -239,15 +245,65 @@ func (d *durableSessions) record(s *session, ev SessionEvent) {
 		if s.b.idle != nil {
 			s.b.idle.Stop()
 		}
+		if len(s.b.turns) > 0 {
+			// An earlier turn runs (the agent queues prompts): this one
+			// is recorded when it starts, after that turn's end.
+			s.b.turns = append(s.b.turns, openTurn{ref: ev.ref, prompt: bytes.Clone(ev.Body)})
+			return
+		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
+		if ev.ref != 0 {
+			s.b.turns = append(s.b.turns, openTurn{ref: ev.ref})
+		}
 	case SessionTurnEnded:
 		body := ev.Body
 		if d.e.b.Redact != nil {
 			body = d.e.b.Redact(body) // the agent's answer, as the editor is sent it
 		}
-		st.Append(ev.Session, store.Record{Kind: store.KindStop, Body: body, Failed: ev.Failed, Sync: true})
+		stop := store.Record{Kind: store.KindStop, Body: body, Failed: ev.Failed, Sync: true}
+		d.recordTurn(s, st, ev.ref, stop)
 		d.armIdle(s)
 	}
+}
+
+// An openTurn is a prompt of a session not answered yet (bridged.turns).
+type openTurn struct {
+	ref translate.Ref
+	// prompt is the prompt's record, until it is written; stop the
+	// turn's end, held while a turn ahead of it runs.
+	prompt []byte
+	stop   *store.Record
+}
+
+// recordTurn writes the end of the turn of prompt ref: at once when it is
+// the oldest open turn, and then the turns queued behind it, each prompt
+// with its end if it came already; a turn ending ahead of its turn waits.
+func (d *durableSessions) recordTurn(s *session, st *store.Store, ref translate.Ref, stop store.Record) {
+	i := slices.IndexFunc(s.b.turns, func(t openTurn) bool { return t.ref == ref })
+	switch {
+	case i < 0:
+		st.Append(s.id, stop) // a turn the store did not see start
+		return
+	case i > 0:
+		stop.Body = bytes.Clone(stop.Body)
+		s.b.turns[i].stop = &stop
+		return
+	}
+	st.Append(s.id, stop)
+	s.b.turns = s.b.turns[1:]
+	for len(s.b.turns) > 0 {
+		t := &s.b.turns[0]
+		if t.prompt != nil {
+			st.Append(s.id, store.Record{Kind: store.KindPrompt, Body: t.prompt})
+			t.prompt = nil
+		}
+		if t.stop == nil {
+			return
+		}
+		st.Append(s.id, *t.stop)
+		s.b.turns = s.b.turns[1:]
+	}
+	s.b.turns = nil
 }
 
 // sessionOpened tells the hooks a session/new, load or resume succeeded,

@@ -1,11 +1,13 @@
 package bridge_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/tidwall/gjson"
 )
 
@@ -127,5 +129,77 @@ func TestOneTurn_CancelGraceKeepsAnOpenTurnsUpdates(t *testing.T) {
 	}
 	if got := h.recv(); gjson.Get(got, "id").Raw != "3" || gjson.Get(got, "result.stopReason").Str != "end_turn" {
 		t.Fatalf("got %s, want the second prompt's answer", got)
+	}
+}
+
+// Turns an agent queues are recorded in the order of their prompts: a load
+// replays each prompt with its own turn's text, never a later prompt in the
+// middle of an earlier turn, whichever turn the agent answers first.
+func TestOneTurn_QueuedTurnsRecordedInPromptOrder(t *testing.T) {
+	for _, secondFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second answered first %v", secondFirst), func(t *testing.T) {
+			st, err := store.Open(store.Options{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			h := newHarness(t, func(b *bridge.Bridge) { b.Sessions = &bridge.Durable{Store: st} })
+			h.initializeQueueing()
+			sid := h.newSession("1")
+			prompt := func(id, text string) string {
+				return `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"` + text + `"}]}}`
+			}
+			chunk := func(text string) string {
+				return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}}}`
+			}
+			answer := func(req, reason string) string {
+				return `{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"` + reason + `"}}`
+			}
+			h.send(prompt("2", "first"))
+			p1 := h.agentRecv()
+			h.send(prompt("3", "second"))
+			p2 := h.agentRecv()
+			want := []string{"user:first", "agent:a1", "user:second"}
+			if secondFirst {
+				h.agentSend(answer(p2, "cancelled"))
+				if got := h.recv(); gjson.Get(got, "id").Raw != "3" {
+					t.Fatalf("got %s, want the second prompt's answer", got)
+				}
+			}
+			h.agentSend(chunk("a1"))
+			h.agentSend(answer(p1, "end_turn"))
+			if got := h.recv(); gjson.Get(got, "params.update.content.text").Str != "a1" {
+				t.Fatalf("got %s, want the first turn's text", got)
+			}
+			if got := h.recv(); gjson.Get(got, "id").Raw != "2" {
+				t.Fatalf("got %s, want the first prompt's answer", got)
+			}
+			if !secondFirst {
+				h.agentSend(chunk("b1"))
+				h.agentSend(answer(p2, "end_turn"))
+				h.recv()
+				if got := h.recv(); gjson.Get(got, "id").Raw != "3" {
+					t.Fatalf("got %s, want the second prompt's answer", got)
+				}
+				want = append(want, "agent:b1")
+			}
+			h.send(`{"jsonrpc":"2.0","id":20,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":"/tmp","mcpServers":[]}}`)
+			var got []string
+			for {
+				m := h.recv()
+				if gjson.Get(m, "id").Raw == "20" {
+					break
+				}
+				switch gjson.Get(m, "params.update.sessionUpdate").Str {
+				case "user_message_chunk":
+					got = append(got, "user:"+gjson.Get(m, "params.update.content.text").Str)
+				case "agent_message_chunk":
+					got = append(got, "agent:"+gjson.Get(m, "params.update.content.text").Str)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("a load replays %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -106,7 +106,7 @@ func (e *engine) promptStarted(req *request, params json.RawMessage) {
 		e.log.Debug("new prompt ends the drop of late updates", "session", s.id)
 		s.draining = false
 	}
-	e.dur.onSession(SessionEvent{Kind: SessionPrompt, Session: s.id, Body: params})
+	e.dur.onSession(SessionEvent{Kind: SessionPrompt, Session: s.id, Body: params, ref: req.ref})
 }
 
 // turnEnded tells the session hook a prompt was answered.
@@ -115,7 +115,7 @@ func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
 		return
 	}
 	if e.dur.sessionHooked() {
-		e.dur.onSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed})
+		e.dur.onSession(SessionEvent{Kind: SessionTurnEnded, Session: req.session, Body: body, Failed: failed, ref: req.ref})
 	}
 	if e.streamed >= reclaim.Threshold {
 		// A long stream leaves its garbage in the heap, and the runtime
