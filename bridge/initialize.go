@@ -175,6 +175,13 @@ func (e *engine) versionError(v gjson.Result) *translate.Error {
 		"the agent answered protocolVersion %s, and acp-bridge relays ACP v1 only: use an agent release that speaks v1, or the dialect that matches it (see 'acp-bridge dialects')", v.Raw)
 }
 
+// repeatRefused reports whether req is a v1 editor's repeated initialize,
+// sent once the connection was initialized (failRaw).
+func (e *engine) repeatRefused(req *request) bool {
+	return req.method == "initialize" && req.id != nil && e.init == initDone && req != e.initReq &&
+		e.initResult != nil && e.front == nil && !e.v2.on && !e.v2.trying
+}
+
 // initFailed records a failed initialize so the editor may send another,
 // and so that what it pipelined behind it is answered with the cause.
 func (e *engine) initFailed(req *request, errObj json.RawMessage) {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -131,6 +132,15 @@ func (e *engine) fail(req *request, err *translate.Error) {
 }
 
 func (e *engine) failRaw(req *request, errObj json.RawMessage) {
+	if e.repeatRefused(req) {
+		// An agent that forbids a repeated initialize (ACP v2 agents,
+		// some servers) refused the editor's: the connection is still
+		// initialized, and the editor gets the first answer again, as a
+		// repeated initialize always does.
+		e.log.Info("the agent refused a repeated initialize; answered with its first answer", "error", errorMessage(errObj))
+		e.answer(req, bytes.Clone(e.initResult))
+		return
+	}
 	if !e.retire(req) {
 		return
 	}

@@ -545,3 +545,23 @@ func TestInitialize_WrongDialectNamed(t *testing.T) {
 		h.close()
 	}
 }
+
+// An agent that forbids a repeated initialize (an ACP v2 agent behind the
+// version negotiator, a server that allows one per connection) refuses the
+// editor's: the editor gets the first answer again, never the refusal, and
+// the connection goes on.
+func TestInitialize_RepeatedRefusedByTheAgentIsAnswered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req := h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true},"agentInfo":{"name":"fake-agent"}}}`)
+	first := h.recv()
+	h.send(`{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	req = h.agentRecv()
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"error":{"code":-32600,"message":"initialize must not be repeated"}}`)
+	got := h.recv()
+	if gjson.Get(got, "id").Raw != `"again"` || gjson.Get(got, "error").Exists() || gjson.Get(got, "result").Raw != gjson.Get(first, "result").Raw {
+		t.Errorf("a repeated initialize the agent refused was answered %s; want the first answer %s", got, gjson.Get(first, "result").Raw)
+	}
+	h.newSession("5") // still serving
+}
