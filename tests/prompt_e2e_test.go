@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,6 +85,13 @@ func TestPrompt_ACPChildText(t *testing.T) {
 	r.want(t, 0, "echo:hello there")
 	r = childPrompt(t, t.TempDir(), "hello", "again")
 	r.want(t, 0, "echo:hello again")
+	// An agent by name from the configuration file.
+	cfg := filepath.Join(t.TempDir(), "config.hcl")
+	if err := os.WriteFile(cfg, []byte("agent \"fake\" {\n  command = ["+strconv.Quote(selfExe(t))+"]\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runPrompt(t, t.TempDir(), []string{"FAKE_AGENT=acp"}, "--config", cfg, "--agent", "fake", "hello config")
+	r.want(t, 0, "echo:hello config")
 }
 
 // Permission questions: --yes allows once, --no rejects, and with no

@@ -150,10 +150,11 @@ func promptAction(c *cli.Context) error {
 		logger.Error("could not write the compliance shim report", "error", rerr)
 	}
 	if turnErr != nil {
+		msg := scrubber.Scrub(turnErr.Error())
 		if p.json {
-			p.final(map[string]any{"error": turnErr.Error()})
+			p.final(map[string]any{"error": msg})
 		}
-		fmt.Fprintf(os.Stderr, "acp-bridge: %s\n", scrubber.Scrub(turnErr.Error()))
+		fmt.Fprintf(os.Stderr, "acp-bridge: %s\n", msg)
 		return exitStatus{1}
 	}
 	if p.json {
