@@ -35,7 +35,8 @@ import (
 
 // Run executes the command line args (args[0] is the program name) and
 // returns the exit status: 0, 1 for a runtime or configuration error, 2 for
-// a usage error.
+// a usage error; a command that says more in its status returns an
+// exitStatus (prompt: the turn's stop reason).
 func Run(args []string) int {
 	if len(args) == 2 && args[1] == stderrFilterCommand {
 		return stderrFilterMain() // see crash_unix.go
@@ -57,9 +58,12 @@ func Run(args []string) int {
 	removeScratch()
 	var ue launch.UsageError
 	var re launch.ReportedError
+	var xs exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &xs):
+		return xs.code
 	case errors.As(err, &ue):
 		// Point to the help of the command that was run.
 		help := "acp-bridge --help"
@@ -190,6 +194,7 @@ func newApp() *cli.App {
 				),
 				Action: doctorAction,
 			},
+			promptCommand(),
 			remoteServeCommand(),
 			checkCommand(),
 			compareCommand(),

@@ -220,7 +220,13 @@ type resolvedAgent struct {
 // every command that talks to it, so that doctor checks exactly what
 // serving would run.
 func resolveAgent(c *cli.Context) (resolvedAgent, error) {
-	r := resolvedAgent{flags: flagsFrom(c)}
+	return resolveAgentFlags(c, flagsFrom(c))
+}
+
+// resolveAgentFlags is resolveAgent from flags already read, for a command
+// whose arguments are not all the agent's command (prompt's TEXT).
+func resolveAgentFlags(c *cli.Context, f launch.Flags) (resolvedAgent, error) {
+	r := resolvedAgent{flags: f}
 	path, explicit := configPath(c)
 	if err := agentWithoutConfig(r.flags, path, explicit); err != nil {
 		return r, err

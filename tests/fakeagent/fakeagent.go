@@ -506,6 +506,8 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 //	               {"key":"K"} arrives (before or after), then the chunk
 //	               "released:K" and end_turn; a session/cancel ends it with
 //	               stopReason cancelled
+//	stop REASON    the chunk "stopping:REASON", then stopReason REASON
+//	               (refusal, max_tokens, …)
 //	die            two chunks, then Options.Die
 //	close          two chunks, then Options.Close
 //	anything else  the chunk "echo:<text>" and end_turn
@@ -703,6 +705,14 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		_ = a.say(sid, "released:"+key)
 		return end()
+
+	case "stop":
+		reason := ""
+		if len(words) > 1 {
+			reason = words[1]
+		}
+		_ = a.say(sid, "stopping:"+reason)
+		return acp.PromptResponse{StopReason: acp.StopReason(reason)}, nil
 
 	case "die", "close":
 		_ = a.say(sid, "about-to-"+cmd)
