@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -55,9 +56,9 @@ func TestPrompt_InterruptCancels(t *testing.T) {
 // once, by the signal.
 func TestPrompt_SecondInterruptQuits(t *testing.T) {
 	t.Parallel()
-	// The agent ignores the cancel for a second; the bridge would wait
-	// for it up to --cancel-grace.
-	cmd := exec.Command(BridgeBin, "prompt", "--cancel-grace", "60s", "ignore-cancel", "--", selfExe(t))
+	// The agent holds the turn and never answers the cancel; the bridge
+	// would wait for it up to --cancel-grace.
+	cmd := exec.Command(BridgeBin, "prompt", "--cancel-grace", "60s", "hold x", "--", selfExe(t))
 	cmd.Env = hermeticEnv(t, []string{"FAKE_AGENT=acp"})
 	cmd.Dir = t.TempDir()
 	out, errb := &lockedBuffer{}, &lockedBuffer{}
@@ -67,28 +68,36 @@ func TestPrompt_SecondInterruptQuits(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	waitFor(t, "the first tick", func() bool { return strings.Contains(out.String(), "tick-0") })
+	waitFor(t, "the turn to start", func() bool { return strings.Contains(out.String(), "holding:x") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the cancel", func() bool { return strings.Contains(errb.String(), "cancelling the turn") })
-	// Run restores the default handling right after the first signal.
-	time.Sleep(100 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("exit: %v, want the end by SIGINT", err)
+	// Run restores the default handling once the first signal is seen, on
+	// a goroutine of its own: a second Ctrl-C that comes before that is
+	// taken as the first was, so it is sent again until the process ends.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(WaitTimeout)
+	for {
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
 		}
-		ws, ok := ee.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-			t.Errorf("exit: %v, want the end by SIGINT\nstderr:\n%s", err, errb.String())
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("exit: %v, want the end by SIGINT", err)
+			}
+			ws, ok := ee.Sys().(syscall.WaitStatus)
+			if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+				t.Errorf("exit: %v, want the end by SIGINT\nstderr:\n%s", err, errb.String())
+			}
+			return
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("prompt did not exit after a second Ctrl-C\nstderr:\n%s", errb.String())
+		case <-tick.C:
 		}
-	case <-time.After(WaitTimeout):
-		_ = cmd.Process.Kill()
-		t.Fatalf("prompt did not exit after a second Ctrl-C\nstderr:\n%s", errb.String())
 	}
 }
