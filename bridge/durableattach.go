@@ -339,8 +339,8 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 			switch {
 			case errors.As(err, &busy):
 				d.e.fail(req, translate.Errorf(translate.CodeInternalError,
-					"session %s cannot be deleted here: it is open in another acp-bridge process (pid %d), probably another editor window; close it there first",
-					req.session, busy.PID).With("sessionId", req.session).With("pid", busy.PID))
+					"session %s cannot be deleted here: it is open in %s; close it there first",
+					req.session, busyWhere(busy.PID)).With("sessionId", req.session).With("pid", busy.PID))
 			case err == nil || s != nil:
 				d.e.answer(req, json.RawMessage("{}"))
 			case errors.Is(err, fs.ErrNotExist):

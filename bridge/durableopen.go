@@ -3,7 +3,9 @@ package bridge
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/store"
@@ -113,8 +115,8 @@ func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 		return
 	case errors.As(err, &busy):
 		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
-			"session %s cannot be %s here: it is open in another acp-bridge process (pid %d), probably another editor window; close it there, or end that process, and try again",
-			sid, pastTense(req.method), busy.PID).With("sessionId", sid).With("pid", busy.PID))
+			"session %s cannot be %s here: it is open in %s; close it there, or end that process, and try again",
+			sid, pastTense(req.method), busyWhere(busy.PID)).With("sessionId", sid).With("pid", busy.PID))
 		return
 	case err != nil:
 		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
@@ -247,6 +249,16 @@ func (d *durableSessions) attachHistory(s *session, primer string, done func(*tr
 		return
 	}
 	d.attach(s, primer, done)
+}
+
+// busyWhere names the holder of a session the store found busy: another
+// process, or this one (another connection of acp-bridge serve, or a
+// session this editor has open already).
+func busyWhere(pid int) string {
+	if pid == os.Getpid() {
+		return fmt.Sprintf("this acp-bridge process (pid %d), by another of its connections (another editor of acp-bridge serve) or already by this one", pid)
+	}
+	return fmt.Sprintf("another acp-bridge process (pid %d), probably another editor window", pid)
 }
 
 func pastTense(method string) string {

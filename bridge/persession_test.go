@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/tidwall/gjson"
@@ -225,4 +227,27 @@ func TestTranslatorAnswerWinsOverItsError(t *testing.T) {
 		t.Errorf("next line = %s; the request was answered twice", got)
 	}
 	h.close()
+}
+
+// A session one connection of a process has open, asked for by another
+// connection of the same process (two editors of acp-bridge serve, which
+// share one store), is refused with a message that says so: not "another
+// acp-bridge process" naming the very process that answers.
+func TestDurable_BusyInThisProcessSaysSo(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	one := newHarness(t, func(b *bridge.Bridge) { b.Sessions = &bridge.Durable{Store: st} })
+	one.initializePlain()
+	sid := one.newSession("1")
+	two := newHarness(t, func(b *bridge.Bridge) { b.Sessions = &bridge.Durable{Store: st} })
+	two.initializePlain()
+	two.send(`{"jsonrpc":"2.0","id":7,"method":"session/load","params":{"sessionId":"` + sid + `","cwd":"/tmp","mcpServers":[]}}`)
+	got := two.recv()
+	msg := gjson.Get(got, "error.message").Str
+	if !strings.Contains(msg, fmt.Sprintf("this acp-bridge process (pid %d)", os.Getpid())) || strings.Contains(msg, "another acp-bridge process") {
+		t.Errorf("a load of a session another connection of this process holds = %s", got)
+	}
 }
