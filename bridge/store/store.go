@@ -929,6 +929,12 @@ func name(sid string) string {
 	return "h-" + hex.EncodeToString(h[:])
 }
 
+// regular reports whether path is a regular file (not followed if a link).
+func (s *Store) regular(path string) bool {
+	st, err := s.fs.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
 func (s *Store) paths(sid string) (transcript, sidecar string) {
 	n := name(sid)
 	return filepath.Join(s.o.Dir, n+".ndjson"), filepath.Join(s.o.Dir, n+".json")
@@ -1453,6 +1459,10 @@ func (s *Store) all() []Meta {
 		}
 		if f := s.files[m.SessionID]; f != nil {
 			m = f.meta
+		} else if tp, _ := s.paths(m.SessionID); !s.regular(tp) {
+			// A transcript that is a directory, a FIFO or a symlink
+			// cannot be loaded (Acquire): it is not listed either.
+			continue
 		}
 		out = append(out, m)
 	}

@@ -686,3 +686,45 @@ func TestStore_CreateIsO1InSessionsOnDisk(t *testing.T) {
 			burst, lists-lists0, listing-listing0, onDisk)
 	}
 }
+
+// A session whose transcript is not a regular file (a directory, a FIFO, a
+// symlink: put there by hand or by another user) cannot be loaded, and is
+// not listed either: the list offers only what a load can open.
+func TestStore_ListsOnlyLoadableTranscripts(t *testing.T) {
+	for _, kind := range oddTranscripts {
+		t.Run(kind, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			s := open(t, Options{Dir: dir})
+			now := clock.Now()
+			for _, sid := range []string{"good", "odd"} {
+				create(t, s, sid, Meta{CreatedAt: now})
+				s.Append(sid, Record{Kind: KindMeta, Cwd: "/w", At: now, Sync: true})
+			}
+			s.Close()
+			tp := filepath.Join(dir, "odd.ndjson")
+			err := os.Remove(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch kind {
+			case "directory":
+				err = os.Mkdir(tp, 0o700)
+			case "fifo":
+				err = mkfifo(tp)
+			case "symlink":
+				err = os.Symlink(filepath.Join(dir, "good.ndjson"), tp)
+			}
+			if err != nil {
+				t.Fatalf("making a %s transcript: %v", kind, err)
+			}
+			s2 := open(t, Options{Dir: dir})
+			m, _ := list(t, s2, "", "", 0)
+			if len(m) != 1 || m[0].SessionID != "good" {
+				t.Errorf("listed %+v, want only the session whose transcript is a file", m)
+			}
+			if _, err := s2.Acquire("odd"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Acquire of a %s transcript = %v, want not found", kind, err)
+			}
+		})
+	}
+}
