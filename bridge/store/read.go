@@ -32,6 +32,7 @@ type Reader struct {
 	f       File
 	br      *bufio.Reader
 	line    []byte // a line longer than br's buffer, gathered
+	max     int    // the longest line read; a longer one is skipped unread
 	params  []byte // how the params of a short update start
 	skipped int
 	log     hclog.Logger
@@ -39,7 +40,7 @@ type Reader struct {
 
 // newReader reads the records of session sid from src (nil: none).
 func newReader(sid string, m Meta, f File, src io.Reader, log hclog.Logger) *Reader {
-	r := &Reader{Meta: m, sid: sid, f: f, log: log}
+	r := &Reader{Meta: m, sid: sid, f: f, log: log, max: maxLine(0)}
 	if src != nil {
 		r.br = bufio.NewReaderSize(src, 64<<10)
 	}
@@ -82,7 +83,9 @@ func (s *Store) read(sid string) (*Reader, error) {
 	if size < 0 {
 		size = st.Size() // another process may be appending: up to now
 	}
-	return newReader(sid, m, fh, io.LimitReader(fh, size), s.log), nil
+	r := newReader(sid, m, fh, io.LimitReader(fh, size), s.log)
+	r.max = maxLine(s.o.MaxSessionBytes)
+	return r, nil
 }
 
 // Next returns the next record, io.EOF after the last. Lines that cannot
@@ -90,6 +93,11 @@ func (s *Store) read(sid string) (*Reader, error) {
 func (r *Reader) Next() (Record, error) {
 	for {
 		line, torn, err := r.readLine()
+		if errors.Is(err, errLongLine) {
+			r.skipped++
+			r.log.Warn("session transcript: a line longer than any record the bridge writes ignored", "session", r.sid, "limit", r.max)
+			continue
+		}
 		if err != nil {
 			return Record{}, err
 		}
@@ -113,8 +121,23 @@ func (r *Reader) Next() (Record, error) {
 	}
 }
 
+// maxLine is the longest line a Reader reads of a transcript capped at
+// capBytes (0: the default cap): the writer stores no record that would
+// take a transcript past its cap, so a longer line is not one of its
+// records, and reading it whole would cost memory without bound.
+func maxLine(capBytes int64) int {
+	if capBytes <= 0 {
+		capBytes = 64 << 20
+	}
+	return int(capBytes) + 64<<10
+}
+
+// errLongLine reports a line longer than Reader.max, read past unkept.
+var errLongLine = errors.New("line too long")
+
 // readLine returns the next line without its newline; torn says the
-// file ended before it did.
+// file ended before it did. A line longer than r.max is read past, and
+// errLongLine returned.
 func (r *Reader) readLine() (line []byte, torn bool, err error) {
 	if r.br == nil {
 		return nil, false, io.EOF
@@ -129,6 +152,10 @@ func (r *Reader) readLine() (line []byte, torn bool, err error) {
 			r.line = append(r.line, b[:len(b)-1]...)
 			return r.line, false, nil
 		case errors.Is(err, bufio.ErrBufferFull):
+			if len(r.line)+len(b) > r.max {
+				r.line = nil
+				return nil, false, r.skipLine()
+			}
 			r.line = append(r.line, b...)
 		case errors.Is(err, io.EOF):
 			r.line = append(r.line, b...)
@@ -138,6 +165,22 @@ func (r *Reader) readLine() (line []byte, torn bool, err error) {
 			return r.line, true, nil
 		default:
 			return nil, false, err
+		}
+	}
+}
+
+// skipLine reads past the rest of a line, keeping nothing of it.
+func (r *Reader) skipLine() error {
+	for {
+		_, err := r.br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			return errLongLine
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return errLongLine // (the next read finds the end)
+		default:
+			return err
 		}
 	}
 }

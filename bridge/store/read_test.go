@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tidwall/gjson"
 )
 
 // readAll reads sid with a Reader, calling each for every record.
@@ -134,4 +135,52 @@ func FuzzReader(f *testing.F) {
 		}
 		t.Fatal("Next does not reach the end")
 	})
+}
+
+// A line longer than any record the writer stores (one past the
+// transcript's cap: a hand-edited file, a disk that lost its newlines) is
+// read past, keeping none of it, and counted as skipped; the records after
+// it are read. Loading a transcript with a 200 MB unterminated line once
+// cost 817 MB.
+func TestReader_LineOverTheCapIsSkippedUnkept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	const capBytes = 1 << 20
+	s := open(t, Options{Dir: dir, MaxSessionBytes: capBytes})
+	create(t, s, "s1", Meta{})
+	s.Append("s1", Record{Kind: KindPrompt, Body: json.RawMessage(`{"prompt":[{"type":"text","text":"first"}]}`), Sync: true})
+	s.Close()
+	tp := filepath.Join(dir, "s1.ndjson")
+	f, err := os.OpenFile(tp, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := `{"t":"prompt","body":{"prompt":[{"type":"text","text":"second"}]}}` + "\n"
+	if _, err := f.WriteString(strings.Repeat("x", 4*capBytes) + "\n" + good + strings.Repeat("y", 8*capBytes)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s2 := open(t, Options{Dir: dir, MaxSessionBytes: capBytes})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	tr, err := load(t, s2, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	var texts []string
+	for _, r := range tr.Records {
+		if r.Kind == KindPrompt {
+			texts = append(texts, gjson.GetBytes(r.Body, "prompt.0.text").Str)
+		}
+	}
+	if strings.Join(texts, ",") != "first,second" {
+		t.Errorf("read the prompts %q, want first and second", texts)
+	}
+	// Gathering a line up to the cap, by append, allocates some five times
+	// the cap in all; gathering the 4 and 8 MiB lines whole allocated
+	// some five times their size, 60 MiB.
+	if got := ms.TotalAlloc - before; got > 24*capBytes {
+		t.Errorf("reading 12 MiB of lines longer than the %d-byte cap allocated %d MiB: the lines were kept", capBytes, got>>20)
+	}
 }
