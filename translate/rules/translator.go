@@ -682,6 +682,7 @@ func (t *translator) askPermission(pr *permissionRule, frame []byte, tr *turn) [
 		outs = append(outs, t.announce(sess, tl, ""))
 	}
 	e := t.evalEnv(frame, nil, sess, tl)
+	e.turn = tr
 	options := defaultOptions
 	if pr.options != nil {
 		if v := pr.options.eval(e); v.kind == vRaw && gjson.ParseBytes(v.raw).IsArray() {
@@ -737,7 +738,10 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 		}
 	}
 	sess := pp.turn.sess
+	// The answer frames are built now, when the editor answers, but in
+	// the turn that asked: they read its turn.sent and turn.NAME.
 	e := t.evalEnv(pp.frame, nil, sess, pp.tool)
+	e.turn = pp.turn
 	var outs []translate.Out
 	frames := pp.rule.reject
 	switch outcome {
@@ -776,6 +780,7 @@ func (t *translator) withdrawPermission(tr *turn) []translate.Out {
 	outs := []translate.Out{{Kind: translate.CancelCall, Ref: ref}}
 	if pp != nil {
 		e := t.evalEnv(pp.frame, nil, tr.sess, pp.tool)
+		e.turn = tr
 		outs = append(outs, frameOuts(t.evalFrames(pp.rule.cancelled, e, true))...)
 	}
 	return outs
