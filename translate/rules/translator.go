@@ -31,6 +31,10 @@ const (
 	noteCancelUnacked = "cancel-unacknowledged"
 	// noteCancelAcked: the agent acknowledged a forwarded stop.
 	noteCancelAcked = "cancel-acknowledged"
+	// noteCancelIgnored: a turn whose stop was forwarded ended through an
+	// end rule saying the agent finished it. The engine logs it at WARN:
+	// the editor's stop did not stop the agent.
+	noteCancelIgnored = "cancel-ignored"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -147,6 +151,11 @@ type turn struct {
 	// is the grace it was given.
 	ackBy    time.Time
 	ackGrace time.Duration
+	// stopKey is the value of the turn key (its sent path) in the stop
+	// frame forwarded for the turn, when it has one: an error frame naming
+	// it is the agent refusing that stop.
+	stopKey   string
+	stopKeyed bool
 	// kept are the values events kept for the turn (turn.NAME).
 	kept map[string][]byte
 }
@@ -511,7 +520,13 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 			}
 			tr.ackBy, tr.ackGrace = t.now.Add(grace), grace
 		}
-		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
+		frames := t.evalFrames(t.p.cancel.send, e, false)
+		if k := t.p.turnKey; k != nil && k.kept == "" && len(frames) > 0 {
+			if v := get(frames[0], k.sent); v.Exists() {
+				tr.stopKey, tr.stopKeyed = v.String(), true
+			}
+		}
+		return append(outs, frameOuts(frames)...)
 	}
 	// Nothing to tell the agent: the bridge ends the turn itself and drops
 	// what the agent still sends for it.
@@ -858,6 +873,9 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 				// id it assigned, which the turn's rules keep.
 				tr = sess.live()
 			default:
+				if outs, ok := t.stopRefused(frame, v.String()); ok {
+					return outs, nil
+				}
 				// No session either: the turn that would say which is gone.
 				return []translate.Out{{Kind: translate.Note, Method: noteDropped,
 					Body: fmt.Appendf(nil, "frame of turn %s=%s, which is not running: %.120s", k.frame, v.String(), frame)}}, nil
@@ -906,6 +924,41 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 		}
 	}
 	return []translate.Out{o}, nil
+}
+
+// stopRefused handles an error frame naming, by the turn key, a value no
+// turn has (v), while a stop forwarded for a turn is unanswered: it is the
+// agent refusing that stop (most often because the stop named a job it
+// does not know, such as a constant in the cancel block). The turn is the
+// one whose stop frame named v, else the oldest awaiting an answer to its
+// stop. ok is false when the frame is no such refusal.
+func (t *translator) stopRefused(frame []byte, v string) ([]translate.Out, bool) {
+	var stopped *turn
+	for _, s := range t.sessions {
+		for _, tr := range s.turns {
+			if !refusesCancel(tr) {
+				continue
+			}
+			if tr.stopKeyed && tr.stopKey == v {
+				stopped = tr
+				break
+			}
+			if stopped == nil {
+				stopped = tr
+			}
+		}
+	}
+	if stopped == nil {
+		return nil, false
+	}
+	st := &t.st
+	*st = state{sess: stopped.sess, turn: stopped, env: t.cur}
+	for _, er := range t.p.errors {
+		if er.match.matches(frame, st) {
+			return t.agentError(er, frame, stopped.sess, stopped, true), true
+		}
+	}
+	return nil, false
 }
 
 // rpcFrameIn handles JSON-RPC responses and agent requests; done is false
@@ -1150,6 +1203,10 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 			outs = append(outs, t.failTurn(tr, errObj)...)
 		}
 	case r.endTurn != "":
+		if tr.cancelled && r.endTurn != "cancelled" && !promptReply {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, r.endTurn)})
+		}
 		outs = append(outs, t.endTurn(tr, r.endTurn)...)
 	case promptReply:
 		outs = append(outs, t.endTurn(tr, "end_turn")...)
