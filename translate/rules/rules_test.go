@@ -348,3 +348,41 @@ func TestGoldenJobq(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/jobq/*.txtar")
 }
+
+// quietPing is quiet for an agent that pings every few seconds while it
+// works (answered by the ping event) and sends a status line (a keepalive
+// event): neither keeps the hung turn from its warning and give_up.
+const quietPing = `
+turn {
+  quiet   = "2s"
+  give_up = "5s"
+}
+request "session/prompt" {
+  send = { ask = prompt.text }
+}
+event "ping" {
+  match = { kind = "ping" }
+  send  = { kind = "pong" }
+}
+event "status" {
+  match     = { kind = "status" }
+  thought   = frame.text
+  keepalive = true
+}
+event "delta" {
+  match   = { kind = "delta" }
+  message = frame.text
+}
+event "done" {
+  match    = { kind = "dnoe" }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenQuietPing(t *testing.T) {
+	p, diags := Parse("quiet-ping.hcl", []byte(quietPing))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/quiet-ping/*.txtar")
+}

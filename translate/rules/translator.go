@@ -88,6 +88,9 @@ type translator struct {
 	armed    time.Time
 	// st is the match state of the frame being handled (reused).
 	st state
+	// keyed says the frame being handled named its turn by the turn key:
+	// it belongs to that turn, whatever rule it matches.
+	keyed bool
 }
 
 // exchange is one request sent to the agent whose reply is awaited.
@@ -617,7 +620,7 @@ func (t *translator) tick() []translate.Out {
 			case tr.dropped:
 				continue
 			case !tr.giveUpAt.IsZero() && !t.now.Before(tr.giveUpAt):
-				msg := fmt.Sprintf("profile %s: no frame of the agent matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
+				msg := fmt.Sprintf("profile %s: no frame of the turn matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
 				if tr.unmatched != nil {
 					msg += fmt.Sprintf(" (the last frame no rule matched: %s)", tr.unmatched)
 				}
@@ -626,7 +629,7 @@ func (t *translator) tick() []translate.Out {
 			}
 			if !tr.quietAt.IsZero() && !t.now.Before(tr.quietAt) {
 				tr.quietAt = time.Time{} // once, until a frame matches again
-				body := fmt.Sprintf("no frame of the agent matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
+				body := fmt.Sprintf("no frame of the turn matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
 				if tr.unmatched != nil {
 					body += fmt.Sprintf("; the last frame no rule matched: %s", tr.unmatched)
 				} else {
@@ -862,12 +865,15 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	sess := t.route(frame, envOf(env, envErr))
 	tr := t.currentTurn(sess)
 	keyed := false
+	t.keyed = false
+	defer func() { t.keyed = false }()
 	if k := t.p.turnKey; k != nil {
 		if v := envGet(envOf(env, envErr), frame, k.frame); v.Exists() {
 			s, ktr := t.turnByKey(v.String())
 			switch {
 			case ktr != nil:
 				sess, tr, keyed = s, ktr, true
+				t.keyed = true
 			case k.kept != "" && sess.live() != nil && !sess.live().keyed && !slices.Contains(t.ended, v.String()):
 				// The agent's first frame of the running turn, naming the
 				// id it assigned, which the turn's rules keep.
@@ -1135,7 +1141,37 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
-	t.matched(tr)
+	outs := t.applyRule(r, frame, sess, tr, promptReply)
+	if t.progress(r, tr, promptReply, outs) {
+		t.matched(tr)
+	}
+	return outs
+}
+
+// progress reports whether the frame a rule matched counts as the turn's
+// progress toward its quiet and give_up: the frame named the turn by its
+// key, or the rule kept a value for it, touched a tool call, ended it,
+// asked for permission or told the editor something. A frame that only
+// answers (a ping a rule replies to) or an event marked keepalive does
+// not: an agent's keepalive would otherwise keep a turn whose end no rule
+// matches alive forever.
+func (t *translator) progress(r *rule, tr *turn, promptReply bool, outs []translate.Out) bool {
+	if tr == nil || r.keepalive {
+		return false
+	}
+	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != "" || r.fail != nil || r.permission != nil {
+		return true
+	}
+	for _, o := range outs {
+		switch o.Kind {
+		case translate.Notify, translate.Call, translate.Reply, translate.Fail:
+			return true
+		}
+	}
+	return false
+}
+
+func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
 	if tr != nil && tr.dropped {
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
