@@ -940,6 +940,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 // stop. ok is false when the frame is no such refusal.
 func (t *translator) stopRefused(frame []byte, v string) ([]translate.Out, bool) {
 	var stopped *turn
+find:
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
 			if !refusesCancel(tr) {
@@ -947,7 +948,7 @@ func (t *translator) stopRefused(frame []byte, v string) ([]translate.Out, bool)
 			}
 			if tr.stopKeyed && tr.stopKey == v {
 				stopped = tr
-				break
+				break find
 			}
 			if stopped == nil {
 				stopped = tr
