@@ -76,6 +76,11 @@ func (e *engine) note(l *link, o translate.Out) {
 			"session", o.Session, "link", l.String(), "detail", string(o.Body))
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
 		return
+	case noteCancelIgnored:
+		e.log.Warn("agent finished the turn instead of stopping it; the turn was answered cancelled",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteCancelAcked:
 		e.log.Debug("agent acknowledged the stop", "session", o.Session, "link", l.String())
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
@@ -115,6 +120,8 @@ const noteTurnQuiet = "turn-quiet"
 const (
 	noteCancelUnacked = "cancel-unacknowledged"
 	noteCancelAcked   = "cancel-acknowledged"
+	// noteCancelIgnored: a stopped turn ended as the agent finished it.
+	noteCancelIgnored = "cancel-ignored"
 )
 
 // noteUnmatched is the Note a translator sends for an agent frame it has no

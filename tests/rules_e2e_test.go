@@ -28,6 +28,53 @@ func init() {
 	ChildAgents["rules-chat-lines"] = fakerules.RunStdio(fakerules.ChatLines)
 }
 
+// jobqProfile is a user dialect for fakerules.Jobq: its frames name their
+// job (turn { key }), its stop names job 999 (a job no turn has), and it
+// answers the agent's pings. DONE is the done rule's op (misspelt by a
+// test that needs a turn that never ends).
+const jobqProfile = `dialect "jobq" {
+  turn {
+    key     = "job"
+    quiet   = "500ms"
+    give_up = "1500ms"
+  }
+  request "session/prompt" {
+    send = { op = "run", job = id, text = prompt.text }
+  }
+  cancel {
+    send = { op = "abort", job = 999 }
+  }
+  error {
+    match   = { op = "fail" }
+    message = "jobq ${frame.code}: ${frame.msg}"
+  }
+  event "ping" {
+    match = { op = "ping" }
+    send  = { op = "pong" }
+  }
+  event "progress" {
+    match   = { op = "progress" }
+    message = frame.text
+  }
+  event "done" {
+    match    = { op = "DONE" }
+    end_turn = "end_turn"
+  }
+}
+`
+
+// jobqEditor starts a bridge serving fakerules.Jobq through jobqProfile
+// with the done rule's op done.
+func jobqEditor(t *testing.T, done string) *Editor {
+	t.Helper()
+	cfg := t.TempDir() + "/jobq.hcl"
+	if err := os.WriteFile(cfg, []byte(strings.Replace(jobqProfile, "DONE", done, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return NewEditor(t, WSTransport(fakerules.Jobq), EditorOptions{Args: []string{
+		"--dialect", "jobq", "--config", cfg, "--no-sessions", "--log-level", "info"}})
+}
+
 // withEnv adds environment variables to the bridge that tr starts.
 func withEnv(tr Transport, env ...string) Transport {
 	return Transport{Name: tr.Name, Start: func(t *testing.T) Agent {
@@ -359,4 +406,67 @@ func TestRules_UnmatchedFrameWarns(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A stop naming a job no turn has (the cancel block's constant 999) is
+// refused by the agent with an error frame naming 999: that is the refusal
+// of the stop, not a late frame of another turn (issue 54). The prompt is
+// answered cancelled at once, not when the job ends; nothing of the job
+// reaches the editor after that; the refusal is logged at WARN.
+func TestRules_StopNamingNoJobRefused(t *testing.T) {
+	t.Parallel()
+	e := jobqEditor(t, "done")
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	go func() { _, _ = e.Prompt(context.Background(), sid, "long job") }()
+	waitFor(t, "the first progress", func() bool {
+		got, _ := updates(e, sid, -1)
+		return len(got) > 0
+	})
+	if err := e.Conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	stderrLine(t, e, "the WARN line for the refused stop", "[WARN]", "refused the cancel", "no running job 999")
+	resp := e.Out.Response(t, e.In.LastID("session/prompt"))
+	if r := resp.Get("result.stopReason").Str; r != "cancelled" {
+		t.Fatalf("cancelled prompt answered %s, want stopReason cancelled", resp)
+	}
+	// The job runs on for up to a second; its frames are dropped.
+	time.Sleep(1200 * time.Millisecond)
+	all, _ := updates(e, sid, -1)
+	before, _ := updates(e, sid, resp.N)
+	if late := all[len(before):]; len(late) > 0 {
+		t.Errorf("%d updates after the cancelled answer, want none: %q", len(late), late)
+	}
+	if len(before) >= 10 {
+		t.Errorf("the prompt was answered after the whole job (%d progress updates), not at the refusal", len(before))
+	}
+}
+
+// An agent that pings every 300 ms while a turn hangs (a typo in the done
+// rule) does not keep the turn from its quiet WARN, which names the frame
+// no rule matched and comes once, nor from give_up (issue 54).
+func TestRules_PingsDoNotDefeatGiveUp(t *testing.T) {
+	t.Parallel()
+	e := jobqEditor(t, "dnoe")
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	go func() { _, _ = e.Prompt(context.Background(), sid, "hang") }()
+	waitFor(t, "the prompt", func() bool { return e.In.LastID("session/prompt") != "" })
+	resp := e.Out.Response(t, e.In.LastID("session/prompt"))
+	if msg := resp.Get("error.message").Str; !strings.Contains(msg, "given up") || !strings.Contains(msg, `"op":"done"`) {
+		t.Fatalf("the hung prompt was answered %s, want it given up naming the unmatched done frame", resp)
+	}
+	quiet := 0
+	for _, l := range strings.Split(e.Bridge.Stderr(), "\n") {
+		if strings.Contains(l, "[WARN]") && strings.Contains(l, "turn without a frame the profile matched") {
+			quiet++
+			if !strings.Contains(l, `\"op\":\"done\"`) {
+				t.Errorf("quiet WARN %q does not name the frame no rule matched", l)
+			}
+		}
+	}
+	if quiet != 1 {
+		t.Errorf("%d quiet WARN lines, want 1:\n%s", quiet, e.Bridge.Stderr())
+	}
 }

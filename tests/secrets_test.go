@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
+	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/tidwall/gjson"
 )
 
@@ -309,5 +311,71 @@ func TestSecrets_ShimReportScrubbed(t *testing.T) {
 			noSecret(t, "the shim report", out, secretAnchor)
 			noSecret(t, "the log", b.Stderr(), secretAnchor)
 		})
+	}
+}
+
+// A value a rule profile reads with env() is a secret like a configured
+// header: the connect frame that carries it (an API key) reaches no sink
+// in any encoding — not the trace, its HTML view, the trace-level log in
+// either format, nor the editor. Both a shipped profile (open-interpreter's
+// INTERPRETER_API_KEY) and a configuration's dialect block are checked.
+func TestSecrets_ProfileEnvNeverLeaks(t *testing.T) {
+	t.Parallel()
+	const key = `k/` + secretAnchor + `"é+1`
+	src, ok := rules.Source("open-interpreter")
+	if !ok {
+		t.Fatal("no shipped profile open-interpreter")
+	}
+	user := strings.ReplaceAll(string(src), "INTERPRETER_API_KEY", "JOBQ_TOKEN")
+	if user == string(src) {
+		t.Fatal("the open-interpreter profile no longer reads INTERPRETER_API_KEY; the check proves nothing")
+	}
+	cfg := filepath.Join(t.TempDir(), "config.hcl")
+	if err := os.WriteFile(cfg, []byte("dialect \"jobq\" {\n"+user+"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := StartWSAgent(t, fakeagent.WSOptions{Serve: fakerules.OpenInterpreter(key)})
+	for _, c := range []struct{ name, dialect, env string }{
+		{"shipped", "open-interpreter", "INTERPRETER_API_KEY"},
+		{"user", "jobq", "JOBQ_TOKEN"},
+	} {
+		for _, format := range []string{"text", "json"} {
+			t.Run(c.name+"/"+format, func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(t.TempDir(), "trace.ndjson")
+				b := StartBridge(t, []string{"--url", ws.URL, "--dialect", c.dialect, "--config", cfg, "--no-sessions",
+					"--log-level", "trace", "--log-format", format, "--trace", path}, []string{c.env + "=" + key}, nil)
+				b.WriteLine(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+				b.WriteLine(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+				l := b.Out.Response(t, "2")
+				sid := l.Get("result.sessionId").Str
+				if sid == "" {
+					t.Fatalf("session/new answered %s", l)
+				}
+				b.WriteLine(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hello there"}]}}`)
+				if l := b.Out.Response(t, "3"); l.Get("result.stopReason").Str != "end_turn" {
+					t.Fatalf("the prompt was answered %s, want end_turn: the agent took the key, or the check proves nothing", l)
+				}
+				stopBridge(t, b)
+				// The harness copies stderr on its own: the exit can come first.
+				waitFor(t, "the log's last line", func() bool { return strings.Contains(b.Stderr(), "bridge stopped") })
+				for _, line := range b.Out.Lines() {
+					noSecret(t, "the editor", string(line.Raw), secretAnchor)
+				}
+				noSecret(t, "the log", b.Stderr(), secretAnchor)
+				if !strings.Contains(b.Stderr(), "auth") {
+					t.Errorf("the trace-level log never showed the connect frame; the check proves nothing:\n%s", b.Stderr())
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				noSecret(t, "the trace", string(data), secretAnchor)
+				if !strings.Contains(string(data), "auth") {
+					t.Errorf("the trace never recorded the connect frame; the check proves nothing:\n%s", data)
+				}
+				noSecret(t, "the trace view", viewOf(t, path), secretAnchor)
+			})
+		}
 	}
 }

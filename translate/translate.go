@@ -202,6 +202,11 @@ type Dialect struct {
 	// Configure decodes the dialect's own options block (nil when the config
 	// has none) and returns a constructor for the translator of each link.
 	Configure func(options hcl.Body) (func() Translator, hcl.Diagnostics)
+	// Secrets, when set, lists the values the dialect reads from the
+	// environment to send the agent (a rule profile's env() values): they
+	// are secrets as the agent's configured credentials are, and every
+	// sink the bridge writes scrubs them (bridge/launch's Agent.Secrets).
+	Secrets func() []string
 }
 
 // Spawn is what a dialect wants a new per-session link to be: the agent's

@@ -28,7 +28,9 @@ import (
 //     upper- or lower-case hex;
 //   - URL-encoded: %XX with upper- or lower-case hex, "+" for a space
 //     (query encoding) or "%20" (path encoding);
-//   - Go-quoted (strconv.Quote, QuoteToASCII): \xXX, \a, \U0001F600 ….
+//   - Go-quoted (strconv.Quote, QuoteToASCII): \xXX, \a, \U0001F600 …;
+//   - quoted as hclog's text format quotes a value: \" for a quote, a
+//     backslash as it is.
 //
 // Letters, digits and "-._~" are taken raw only, since no encoder rewrites
 // them; the longest run of them in a secret is what the scrubber looks for
@@ -302,13 +304,15 @@ func surrogates(r rune) (hi, lo rune) {
 // escapers are how a text already carrying an encoded secret is encoded
 // again: into a JSON string (as encoding/json writes one, with and without
 // its HTML escapes, and with "/" escaped as PHP does), a Go-quoted log
-// value, a URL query or path.
+// value, a value of hclog's text format (which escapes quotes but writes a
+// backslash as it is: a JSON frame's \" becomes \\"), a URL query or path.
 var escapers = []func(string) string{
 	func(s string) string { return jsonInner(s, false) },
 	func(s string) string { return jsonInner(s, true) },
 	func(s string) string { return strings.ReplaceAll(jsonInner(s, false), "/", `\/`) },
 	func(s string) string { q := strconv.Quote(s); return q[1 : len(q)-1] },
 	func(s string) string { q := strconv.QuoteToASCII(s); return q[1 : len(q)-1] },
+	func(s string) string { return strings.ReplaceAll(s, `"`, `\"`) },
 	url.QueryEscape,
 	url.PathEscape,
 }
@@ -475,9 +479,13 @@ func secretValues(values []string) []string {
 // (and the token after a scheme such as "Bearer", and for "Basic" the
 // credentials it encodes), the values of the
 // environment it is given, and the user info and query values of its URL
-// (with the Basic credentials the WebSocket dial makes of them).
+// (with the Basic credentials the WebSocket dial makes of them), and the
+// values its dialect reads from the environment (a rule profile's env()).
 func (spec Agent) Secrets() []string {
 	var out []string
+	if d, ok := Dialects()[spec.Dialect]; ok && d.Secrets != nil {
+		out = append(out, d.Secrets()...)
+	}
 	if ws := spec.WebSocket; ws != nil {
 		for _, vs := range ws.Header {
 			for _, v := range vs {

@@ -42,6 +42,13 @@ func TestScrubber_Encodings(t *testing.T) {
 			t.Errorf("%s: Scrub(%q) = %q", name, in, got)
 		}
 	}
+	// hclog's text format escapes the quotes of a JSON frame it logs but
+	// not their backslashes: {"auth":"k\"q"} is logged {\"auth\":\"k\\"q\"}.
+	const quoted = `k/"q\1`
+	frame := `frame="` + strings.ReplaceAll(`{"auth":`+jsonString(quoted)+`}`, `"`, `\"`) + `"`
+	if got := NewScrubber(quoted).Scrub(frame); strings.Contains(got, "q") || !strings.Contains(got, "<redacted>") {
+		t.Errorf("hclog text: Scrub(%s) = %s", frame, got)
+	}
 	// The token inside JSON after escaping: the 401 body of the issue.
 	body, _ := json.Marshal(map[string]string{"error": "401 for /acp?token=" + url.QueryEscape(tok)})
 	if got := sc.Scrub(string(body)); strings.Contains(got, "token=a") || !json.Valid([]byte(got)) {

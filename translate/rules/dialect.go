@@ -29,7 +29,25 @@ func (p *Profile) Dialect() translate.Dialect {
 		Summary:    summary,
 		PerSession: p.PerSession,
 		Configure:  p.configure,
+		Secrets:    p.secrets,
 	}
+}
+
+// secrets returns the values the profile's env() calls read that are set:
+// every one is a secret (an API key in a connect frame, most often), which
+// the bridge scrubs from its logs, traces and errors.
+func (p *Profile) secrets() []string {
+	if p.Env == nil {
+		return nil
+	}
+	var out []string
+	for name := range p.envNames {
+		if v, ok := p.Env(name); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (p *Profile) configure(options hcl.Body) (func() translate.Translator, hcl.Diagnostics) {

@@ -119,6 +119,9 @@ type rule struct {
 	fail         node
 	tool         *toolRule
 	permission   *permissionRule
+	// keepalive: the event's frames (pings) say nothing of a turn, so they
+	// never count toward the turn's quiet and give_up.
+	keepalive bool
 }
 
 type keepItem struct {
@@ -231,6 +234,7 @@ type rawRule struct {
 	FinalMessage *hcl.Attribute `hcl:"final_message,optional"`
 	EndTurn      *hcl.Attribute `hcl:"end_turn,optional"`
 	Fail         *hcl.Attribute `hcl:"fail,optional"`
+	Keepalive    *hcl.Attribute `hcl:"keepalive,optional"`
 	Tool         *rawTool       `hcl:"tool,block"`
 	Permission   *rawPermission `hcl:"permission,block"`
 }
@@ -684,6 +688,14 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 			diags = append(diags, diag(decl, "Permission ends nothing", "A rule that asks for permission keeps the turn open; it cannot also end_turn or fail."))
 		}
 		r.permission = pr
+	}
+	if reply {
+		notHere(raw.Keepalive, "keepalive belongs in events: a reply is the answer to a request.")
+	} else if raw.Keepalive != nil {
+		r.keepalive, diags = optBool(raw.Keepalive, diags)
+		if r.keepalive && (r.endTurn != "" || r.fail != nil || r.permission != nil) {
+			diags = append(diags, diag(raw.Keepalive.Range, "Keepalive ends nothing", "A keepalive event says its frames are not a turn's; it cannot also end_turn, fail or ask for permission."))
+		}
 	}
 	return r, diags
 }

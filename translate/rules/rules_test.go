@@ -303,3 +303,86 @@ func TestGoldenPromptKeep(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/prompt-keep/*.txtar")
 }
+
+// jobq is a job queue's protocol: the client numbers its jobs, every frame
+// names its job (turn { key }), a question is answered naming the job and
+// the question (turn.sent in a permission's answer frames), and the stop
+// names a job no turn has (a constant), which the agent refuses with an
+// error frame naming that job.
+const jobq = `
+turn {
+  key = "job"
+}
+request "session/prompt" {
+  send = { op = "run", job = id, text = prompt.text }
+}
+cancel {
+  send = { op = "abort", job = 999 }
+}
+error {
+  match   = { op = "fail" }
+  message = "jobq ${frame.code}: ${frame.msg}"
+}
+event "progress" {
+  match   = { op = "progress" }
+  message = frame.text
+}
+event "ask" {
+  match = { op = "ask" }
+  permission {
+    allow     = { op = "approve", job = turn.sent.job, ask = frame.ask }
+    reject    = { op = "deny", job = turn.sent.job, ask = frame.ask }
+    cancelled = { op = "deny", job = turn.sent.job, ask = frame.ask, why = "cancelled" }
+  }
+}
+event "done" {
+  match    = { op = "done" }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenJobq(t *testing.T) {
+	p, diags := Parse("jobq.hcl", []byte(jobq))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/jobq/*.txtar")
+}
+
+// quietPing is quiet for an agent that pings every few seconds while it
+// works (answered by the ping event) and sends a status line (a keepalive
+// event): neither keeps the hung turn from its warning and give_up.
+const quietPing = `
+turn {
+  quiet   = "2s"
+  give_up = "5s"
+}
+request "session/prompt" {
+  send = { ask = prompt.text }
+}
+event "ping" {
+  match = { kind = "ping" }
+  send  = { kind = "pong" }
+}
+event "status" {
+  match     = { kind = "status" }
+  thought   = frame.text
+  keepalive = true
+}
+event "delta" {
+  match   = { kind = "delta" }
+  message = frame.text
+}
+event "done" {
+  match    = { kind = "dnoe" }
+  end_turn = "end_turn"
+}
+`
+
+func TestGoldenQuietPing(t *testing.T) {
+	p, diags := Parse("quiet-ping.hcl", []byte(quietPing))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/quiet-ping/*.txtar")
+}

@@ -31,6 +31,10 @@ const (
 	noteCancelUnacked = "cancel-unacknowledged"
 	// noteCancelAcked: the agent acknowledged a forwarded stop.
 	noteCancelAcked = "cancel-acknowledged"
+	// noteCancelIgnored: a turn whose stop was forwarded ended through an
+	// end rule saying the agent finished it. The engine logs it at WARN:
+	// the editor's stop did not stop the agent.
+	noteCancelIgnored = "cancel-ignored"
 	// noteConnectExpect says which frame the connect block waits for, when
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
@@ -84,6 +88,9 @@ type translator struct {
 	armed    time.Time
 	// st is the match state of the frame being handled (reused).
 	st state
+	// keyed says the frame being handled named its turn by the turn key:
+	// it belongs to that turn, whatever rule it matches.
+	keyed bool
 }
 
 // exchange is one request sent to the agent whose reply is awaited.
@@ -147,6 +154,11 @@ type turn struct {
 	// is the grace it was given.
 	ackBy    time.Time
 	ackGrace time.Duration
+	// stopKey is the value of the turn key (its sent path) in the stop
+	// frame forwarded for the turn, when it has one: an error frame naming
+	// it is the agent refusing that stop.
+	stopKey   string
+	stopKeyed bool
 	// kept are the values events kept for the turn (turn.NAME).
 	kept map[string][]byte
 }
@@ -511,7 +523,13 @@ func (t *translator) cancelTurn(tr *turn) []translate.Out {
 			}
 			tr.ackBy, tr.ackGrace = t.now.Add(grace), grace
 		}
-		return append(outs, frameOuts(t.evalFrames(t.p.cancel.send, e, false))...)
+		frames := t.evalFrames(t.p.cancel.send, e, false)
+		if k := t.p.turnKey; k != nil && k.kept == "" && len(frames) > 0 {
+			if v := get(frames[0], k.sent); v.Exists() {
+				tr.stopKey, tr.stopKeyed = v.String(), true
+			}
+		}
+		return append(outs, frameOuts(frames)...)
 	}
 	// Nothing to tell the agent: the bridge ends the turn itself and drops
 	// what the agent still sends for it.
@@ -602,7 +620,7 @@ func (t *translator) tick() []translate.Out {
 			case tr.dropped:
 				continue
 			case !tr.giveUpAt.IsZero() && !t.now.Before(tr.giveUpAt):
-				msg := fmt.Sprintf("profile %s: no frame of the agent matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
+				msg := fmt.Sprintf("profile %s: no frame of the turn matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
 				if tr.unmatched != nil {
 					msg += fmt.Sprintf(" (the last frame no rule matched: %s)", tr.unmatched)
 				}
@@ -611,7 +629,7 @@ func (t *translator) tick() []translate.Out {
 			}
 			if !tr.quietAt.IsZero() && !t.now.Before(tr.quietAt) {
 				tr.quietAt = time.Time{} // once, until a frame matches again
-				body := fmt.Sprintf("no frame of the agent matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
+				body := fmt.Sprintf("no frame of the turn matched a rule of profile %s for %s", t.p.Name, t.p.quiet)
 				if tr.unmatched != nil {
 					body += fmt.Sprintf("; the last frame no rule matched: %s", tr.unmatched)
 				} else {
@@ -682,6 +700,7 @@ func (t *translator) askPermission(pr *permissionRule, frame []byte, tr *turn) [
 		outs = append(outs, t.announce(sess, tl, ""))
 	}
 	e := t.evalEnv(frame, nil, sess, tl)
+	e.turn = tr
 	options := defaultOptions
 	if pr.options != nil {
 		if v := pr.options.eval(e); v.kind == vRaw && gjson.ParseBytes(v.raw).IsArray() {
@@ -737,7 +756,10 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 		}
 	}
 	sess := pp.turn.sess
+	// The answer frames are built now, when the editor answers, but in
+	// the turn that asked: they read its turn.sent and turn.NAME.
 	e := t.evalEnv(pp.frame, nil, sess, pp.tool)
+	e.turn = pp.turn
 	var outs []translate.Out
 	frames := pp.rule.reject
 	switch outcome {
@@ -776,6 +798,7 @@ func (t *translator) withdrawPermission(tr *turn) []translate.Out {
 	outs := []translate.Out{{Kind: translate.CancelCall, Ref: ref}}
 	if pp != nil {
 		e := t.evalEnv(pp.frame, nil, tr.sess, pp.tool)
+		e.turn = tr
 		outs = append(outs, frameOuts(t.evalFrames(pp.rule.cancelled, e, true))...)
 	}
 	return outs
@@ -842,17 +865,23 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	sess := t.route(frame, envOf(env, envErr))
 	tr := t.currentTurn(sess)
 	keyed := false
+	t.keyed = false
+	defer func() { t.keyed = false }()
 	if k := t.p.turnKey; k != nil {
 		if v := envGet(envOf(env, envErr), frame, k.frame); v.Exists() {
 			s, ktr := t.turnByKey(v.String())
 			switch {
 			case ktr != nil:
 				sess, tr, keyed = s, ktr, true
+				t.keyed = true
 			case k.kept != "" && sess.live() != nil && !sess.live().keyed && !slices.Contains(t.ended, v.String()):
 				// The agent's first frame of the running turn, naming the
 				// id it assigned, which the turn's rules keep.
 				tr = sess.live()
 			default:
+				if outs, ok := t.stopRefused(frame, v.String()); ok {
+					return outs, nil
+				}
 				// No session either: the turn that would say which is gone.
 				return []translate.Out{{Kind: translate.Note, Method: noteDropped,
 					Body: fmt.Appendf(nil, "frame of turn %s=%s, which is not running: %.120s", k.frame, v.String(), frame)}}, nil
@@ -901,6 +930,42 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 		}
 	}
 	return []translate.Out{o}, nil
+}
+
+// stopRefused handles an error frame naming, by the turn key, a value no
+// turn has (v), while a stop forwarded for a turn is unanswered: it is the
+// agent refusing that stop (most often because the stop named a job it
+// does not know, such as a constant in the cancel block). The turn is the
+// one whose stop frame named v, else the oldest awaiting an answer to its
+// stop. ok is false when the frame is no such refusal.
+func (t *translator) stopRefused(frame []byte, v string) ([]translate.Out, bool) {
+	var stopped *turn
+find:
+	for _, s := range t.sessions {
+		for _, tr := range s.turns {
+			if !refusesCancel(tr) {
+				continue
+			}
+			if tr.stopKeyed && tr.stopKey == v {
+				stopped = tr
+				break find
+			}
+			if stopped == nil {
+				stopped = tr
+			}
+		}
+	}
+	if stopped == nil {
+		return nil, false
+	}
+	st := &t.st
+	*st = state{sess: stopped.sess, turn: stopped, env: t.cur}
+	for _, er := range t.p.errors {
+		if er.match.matches(frame, st) {
+			return t.agentError(er, frame, stopped.sess, stopped, true), true
+		}
+	}
+	return nil, false
 }
 
 // rpcFrameIn handles JSON-RPC responses and agent requests; done is false
@@ -1077,7 +1142,37 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
-	t.matched(tr)
+	outs := t.applyRule(r, frame, sess, tr, promptReply)
+	if t.progress(r, tr, promptReply, outs) {
+		t.matched(tr)
+	}
+	return outs
+}
+
+// progress reports whether the frame a rule matched counts as the turn's
+// progress toward its quiet and give_up: the frame named the turn by its
+// key, or the rule kept a value for it, touched a tool call, ended it,
+// asked for permission or told the editor something. A frame that only
+// answers (a ping a rule replies to) or an event marked keepalive does
+// not: an agent's keepalive would otherwise keep a turn whose end no rule
+// matches alive forever.
+func (t *translator) progress(r *rule, tr *turn, promptReply bool, outs []translate.Out) bool {
+	if tr == nil || r.keepalive {
+		return false
+	}
+	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != "" || r.fail != nil || r.permission != nil {
+		return true
+	}
+	for _, o := range outs {
+		switch o.Kind {
+		case translate.Notify, translate.Call, translate.Reply, translate.Fail:
+			return true
+		}
+	}
+	return false
+}
+
+func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
 	if tr != nil && tr.dropped {
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
@@ -1145,6 +1240,10 @@ func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promp
 			outs = append(outs, t.failTurn(tr, errObj)...)
 		}
 	case r.endTurn != "":
+		if tr.cancelled && r.endTurn != "cancelled" && !promptReply {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, r.endTurn)})
+		}
 		outs = append(outs, t.endTurn(tr, r.endTurn)...)
 	case promptReply:
 		outs = append(outs, t.endTurn(tr, "end_turn")...)

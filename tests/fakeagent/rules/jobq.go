@@ -1,0 +1,92 @@
+package fakerules
+
+import (
+	"encoding/json"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+)
+
+// Jobq is a made-up job queue (issue 54): the client numbers its jobs and
+// every frame names one.
+//
+//	C→S {"op":"run","job":N,"text":"…"}                   a job
+//	S→C {"op":"progress","job":N,"text":"…"}              progress
+//	S→C {"op":"done","job":N}                              job over
+//	C→S {"op":"abort","job":N}                             stop job N
+//	S→C {"op":"fail","job":N,"code":"E_NOJOB","msg":"…"}   no such job
+//	S→C {"op":"ping"}, C→S {"op":"pong"}                   keepalive
+//
+// A "long" job sends ten progress frames 100 ms apart and is stopped by an
+// abort naming it; an abort naming another job is refused and the job runs
+// on. A "hang" job sends one progress frame and its done frame, then pings
+// every 300 ms until the connection closes.
+func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
+	c := newConn(r, w, opt)
+	type msg struct {
+		Op   string
+		Job  json.Number
+		Text string
+	}
+	frame := func(op string, job json.Number, rest string) string {
+		s := `{"op":"` + op + `","job":` + string(job)
+		if rest != "" {
+			s += "," + rest
+		}
+		return s + "}"
+	}
+	for line := range c.in {
+		var m msg
+		if json.Unmarshal(line, &m) != nil || m.Op != "run" {
+			continue
+		}
+		switch word(m.Text) {
+		case "long":
+			tick := time.NewTicker(100 * time.Millisecond)
+			stopped := false
+			for i := 1; i <= 10 && !stopped; {
+				select {
+				case l, ok := <-c.in:
+					if !ok {
+						tick.Stop()
+						return nil
+					}
+					var a msg
+					if json.Unmarshal(l, &a) != nil || a.Op != "abort" {
+						continue
+					}
+					if a.Job == m.Job {
+						stopped = true
+						continue
+					}
+					c.send(frame("fail", a.Job, `"code":"E_NOJOB","msg":"no running job `+string(a.Job)+`"`))
+				case <-tick.C:
+					c.send(frame("progress", m.Job, `"text":"step `+strconv.Itoa(i)+`"`))
+					i++
+				}
+			}
+			tick.Stop()
+			c.send(frame("done", m.Job, ""))
+		case "hang":
+			c.send(frame("progress", m.Job, `"text":"working"`))
+			c.send(frame("done", m.Job, ""))
+			tick := time.NewTicker(300 * time.Millisecond)
+			for {
+				select {
+				case _, ok := <-c.in:
+					if !ok {
+						tick.Stop()
+						return nil
+					}
+				case <-tick.C:
+					c.send(`{"op":"ping"}`)
+				}
+			}
+		default:
+			c.send(frame("done", m.Job, ""))
+		}
+	}
+	return nil
+}
