@@ -200,14 +200,26 @@ func StartBridgeBinary(t *testing.T, bin string, args, env []string, feed io.Wri
 		readerDone: make(chan struct{}),
 	}
 	b.Out = newStdout(b.In)
+	stderrCopied := make(chan struct{})
 	go func() {
 		st, _ := cmd.Process.Wait()
 		b.exitState = st
+		// What the bridge wrote to stderr before it exited is in b.stderr
+		// once exited is closed: a test that reads Stderr after the exit
+		// sees all of it. (A grandchild that inherited stderr may hold
+		// the pipe open: the copy is waited for a while, not for good.)
+		timer := time.NewTimer(2 * time.Second)
+		select {
+		case <-stderrCopied:
+		case <-timer.C:
+		}
+		timer.Stop()
 		close(b.exited)
 	}()
 	go func() {
 		_, _ = io.Copy(&b.stderr, errR)
 		errR.Close()
+		close(stderrCopied)
 	}()
 	go b.readStdout(outR, feed)
 
