@@ -76,6 +76,10 @@ type Server struct {
 	// IdleTimeout closes an HTTP connection with no open stream and no
 	// message for this long; 0 means 5 min, negative never.
 	IdleTimeout time.Duration
+	// Authenticated, when set, is called for each request that passed the
+	// Origin and token checks, before it is served: serve tells the sockets
+	// of editors from a stranger's with it.
+	Authenticated func(*http.Request)
 	// Logger receives the server's logs; nil means none.
 	Logger hclog.Logger
 
@@ -139,11 +143,19 @@ func refuse(w http.ResponseWriter, status int, format string, args ...any) {
 	fmt.Fprintf(w, "acp-bridge: "+format+"\n", args...)
 }
 
+// RefuseStranger is refuse for a request that has not authenticated: the
+// answer closes its socket, so that a peer without the token holds none of
+// the sockets editors need (an HTTP/2 connection is told to go away).
+func RefuseStranger(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Connection", "close")
+	refuse(w, status, format, args...)
+}
+
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) && !s.originAllowed(origin) {
 		s.log().Warn("refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
-		refuse(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
+		RefuseStranger(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
 		return
 	}
 	if s.Token != "" {
@@ -151,15 +163,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
 			s.log().Warn("refused a request without a bearer token", "remote", r.RemoteAddr)
-			refuse(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
 			s.log().Warn("refused a request with a wrong bearer token", "remote", r.RemoteAddr)
-			refuse(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
 			return
 		}
+	}
+	if s.Authenticated != nil {
+		s.Authenticated(r)
 	}
 	switch r.Method {
 	case http.MethodPost:
