@@ -1,11 +1,14 @@
 package tests
 
 // What strangers and crowds can do to acp-bridge serve: peers without the
-// token must not hold what editors need (sockets).
+// token must not hold what editors need (sockets), and bodies nobody will
+// take must not be read (memory).
 
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -133,5 +136,97 @@ func crowd(t *testing.T, srv *Served, hold func(ctx context.Context, c net.Conn)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Errorf("the editor's DELETE: %s, want 202", resp.Status)
+	}
+}
+
+// padReader is a JSON-RPC message of exactly size bytes, padded in its
+// _meta, made as it is read.
+type padReader struct {
+	head, tail string
+	pad, off   int64
+}
+
+func newPadReader(head string, size int64) *padReader {
+	const tail = `"}}}`
+	return &padReader{head: head, tail: tail, pad: size - int64(len(head)+len(tail))}
+}
+
+func (p *padReader) Size() int64 { return int64(len(p.head)+len(p.tail)) + p.pad }
+
+func (p *padReader) Read(b []byte) (int, error) {
+	head := int64(len(p.head))
+	n := 0
+	for n < len(b) && p.off < p.Size() {
+		k := 0
+		switch o := p.off; {
+		case o < head:
+			k = copy(b[n:], p.head[o:])
+		case o < head+p.pad:
+			k = int(min(int64(len(b)-n), head+p.pad-o))
+			for i := range k {
+				b[n+i] = 'x'
+			}
+		default:
+			k = copy(b[n:], p.tail[o-head-p.pad:])
+		}
+		n += k
+		p.off += int64(k)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// TestServeBodiesBounded: 16 concurrent 60 MiB POSTs that name no
+// connection, half an unknown Acp-Connection-Id and half none (a message
+// other than initialize), are refused without being read: serve's peak
+// resident memory stays under 512 MB and it stops promptly on SIGTERM.
+func TestServeBodiesBounded(t *testing.T) {
+	agent := ChildTransport("acp").Start(t)
+	srv := StartServe(t, append([]string{"--no-sessions"}, agent.Args...), agent.Env)
+	const size = 60 << 20
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := newPadReader(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","_meta":{"pad":"`, size)
+			req, err := http.NewRequest(http.MethodPost, srv.Endpoint, body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.ContentLength = body.Size()
+			req.Header.Set("Content-Type", "application/json")
+			want := http.StatusRequestEntityTooLarge
+			if i%2 == 0 {
+				req.Header.Set("Acp-Connection-Id", fmt.Sprintf("%032x", i+1))
+				want = http.StatusNotFound
+			}
+			client := &http.Client{Transport: &http.Transport{}, Timeout: 2 * sdkWait}
+			defer client.CloseIdleConnections()
+			resp, err := client.Do(req)
+			if err != nil {
+				// serve answered and closed without reading the rest:
+				// the client may see the close before the answer.
+				t.Logf("POST %d: %v", i, err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("POST %d (60 MiB naming no connection): %s %s, want %d", i, resp.Status, b, want)
+			}
+		}()
+	}
+	wg.Wait()
+	if hwm := vmHWM(t, srv.cmd.Process.Pid); hwm > 512<<20 {
+		t.Errorf("serve's peak resident memory after 16 × 60 MiB POSTs naming no connection: %d MiB, want under 512 MiB", hwm>>20)
+	} else {
+		t.Logf("serve's peak resident memory: %d MiB", hwm>>20)
+	}
+	if code, ok := srv.Stop(10 * time.Second); !ok || code != 0 {
+		t.Errorf("serve after SIGTERM: exit status %d, exited within 10 s: %v", code, ok)
 	}
 }

@@ -27,6 +27,8 @@ type conn struct {
 	inMu sync.Mutex // one message at a time into inW
 	inW  *io.PipeWriter
 
+	reading budget // body bytes of POSTs to it being read or sent
+
 	done      chan struct{} // closed when the engine has returned
 	closeOnce sync.Once
 
