@@ -95,6 +95,7 @@ type Server struct {
 	reaper   sync.Once
 	stop     chan struct{}
 	reading  budget // body bytes being read, over all connections
+	refusals refusalLog
 	lifeOnce sync.Once
 	life     context.Context // done when Shutdown begins
 	end      context.CancelFunc
@@ -175,7 +176,7 @@ func RefuseStranger(w http.ResponseWriter, status int, format string, args ...an
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) && !s.originAllowed(origin) {
-		s.log().Warn("refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
+		s.refusals.warn(s.log(), "refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
 		RefuseStranger(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
 		return
 	}
@@ -183,13 +184,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
-			s.log().Warn("refused a request without a bearer token", "remote", r.RemoteAddr)
+			s.refusals.warn(s.log(), "refused a request without a bearer token", "remote", r.RemoteAddr)
 			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
-			s.log().Warn("refused a request with a wrong bearer token", "remote", r.RemoteAddr)
+			s.refusals.warn(s.log(), "refused a request with a wrong bearer token", "remote", r.RemoteAddr)
 			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
 			return
 		}
@@ -212,6 +213,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		refuse(w, http.StatusMethodNotAllowed, "method %s is not part of the ACP remote transport: POST messages, GET the SSE stream or a WebSocket, DELETE the connection", r.Method)
 	}
+}
+
+// refusalLog logs the refusals of requests that did not authenticate, at
+// most one a second with a count of the others since: a crowd of strangers
+// does not fill the log.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (l *refusalLog) warn(log hclog.Logger, msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.last) < time.Second {
+		l.skipped++
+		l.mu.Unlock()
+		return
+	}
+	l.last = now
+	skipped := l.skipped
+	l.skipped = 0
+	l.mu.Unlock()
+	if skipped > 0 {
+		args = append(args, "refused_since_last_logged", skipped)
+	}
+	log.Warn(msg, args...)
 }
 
 // sameOrigin reports whether origin is the endpoint's own: its host and

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // TestBodiesBounded: a POST is looked up before its body is read, one
@@ -156,4 +158,25 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	}
 	b.read.Add(k)
 	return int(k), nil
+}
+
+// TestRefusalLog: a crowd of refused strangers logs one line a second, with
+// the count of the ones it did not log.
+func TestRefusalLog(t *testing.T) {
+	var out strings.Builder
+	log := hclog.New(&hclog.LoggerOptions{Output: &out})
+	var l refusalLog
+	for range 100 {
+		l.warn(log, "refused a request without a bearer token", "remote", "192.0.2.1:1")
+	}
+	if n := strings.Count(out.String(), "refused a request"); n != 1 {
+		t.Fatalf("100 refusals at once logged %d lines, want 1:\n%s", n, out.String())
+	}
+	l.mu.Lock()
+	l.last = l.last.Add(-time.Second)
+	l.mu.Unlock()
+	l.warn(log, "refused a request without a bearer token", "remote", "192.0.2.1:1")
+	if !strings.Contains(out.String(), "refused_since_last_logged=99") {
+		t.Errorf("the next line a second later does not count the 99 not logged:\n%s", out.String())
+	}
 }
