@@ -5,11 +5,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -179,4 +181,83 @@ func TestRefusalLog(t *testing.T) {
 	if !strings.Contains(out.String(), "refused_since_last_logged=99") {
 		t.Errorf("the next line a second later does not count the 99 not logged:\n%s", out.String())
 	}
+}
+
+// TestWebSocketBodiesBounded: a WebSocket message longer than wsFree waits
+// for its share of the server's MaxReading while another one is read; a
+// short one does not wait.
+func TestWebSocketBodiesBounded(t *testing.T) {
+	s := &Server{Engine: echoEngine, MaxMessage: 1 << 20, MaxReading: 1 << 20}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	defer s.Shutdown(context.Background())
+	dial := func() *websocket.Conn {
+		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(ts.URL, "http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.Close() })
+		return ws
+	}
+	big := func(id int) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"x","params":{"pad":"` + strings.Repeat("x", 200<<10) + `"}}`
+	}
+	// answers reads ws's messages, the first 40 bytes of each.
+	answers := func(ws *websocket.Conn) chan string {
+		ch := make(chan string, 8)
+		go func() {
+			defer close(ch)
+			for {
+				_, msg, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				ch <- string(msg[:min(len(msg), 40)])
+			}
+		}()
+		return ch
+	}
+	next := func(ch chan string, d time.Duration) (string, bool) {
+		select {
+		case m, ok := <-ch:
+			return m, ok
+		case <-time.After(d):
+			return "", false
+		}
+	}
+	a, b := dial(), dial()
+	fromA, fromB := answers(a), answers(b)
+	// a's message, its first 100 KiB sent: it holds the server's share.
+	w, err := a.NextWriter(websocket.TextMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgA := big(1)
+	if _, err := io.WriteString(w, msgA[:100<<10]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return readingNow(s) == 1<<20 })
+	if err := b.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":2,"method":"x","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := next(fromB, 20*time.Second); !ok || !strings.Contains(got, `"id":2`) {
+		t.Fatalf("a short message while another is read: %q", got)
+	}
+	if err := b.WriteMessage(websocket.TextMessage, []byte(big(3))); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := next(fromB, 500*time.Millisecond); ok {
+		t.Fatalf("a long message was read while another held the server's share: %q", got)
+	}
+	if _, err := io.WriteString(w, msgA[100<<10:]); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if got, ok := next(fromA, 20*time.Second); !ok || !strings.Contains(got, `"id":1`) {
+		t.Fatalf("the long message being read: %q", got)
+	}
+	if got, ok := next(fromB, 20*time.Second); !ok || !strings.Contains(got, `"id":3`) {
+		t.Fatalf("the long message that waited: %q", got)
+	}
+	waitFor(t, func() bool { return readingNow(s) == 0 })
 }

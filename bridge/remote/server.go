@@ -602,8 +602,31 @@ func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 
 // budget counts bytes in use against a limit.
 type budget struct {
-	mu   sync.Mutex
-	used int64
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and replaced when bytes are given back
+}
+
+// wait takes n, waiting until it is free, or returns false once done is.
+func (b *budget) wait(done <-chan struct{}, n, limit int64) bool {
+	for {
+		b.mu.Lock()
+		if b.used+n <= limit {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-done:
+			return false
+		}
+	}
 }
 
 func (b *budget) take(n, limit int64) bool {
@@ -619,6 +642,10 @@ func (b *budget) take(n, limit int64) bool {
 func (b *budget) give(n int64) {
 	b.mu.Lock()
 	b.used -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	b.mu.Unlock()
 }
 
