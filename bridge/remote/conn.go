@@ -27,6 +27,8 @@ type conn struct {
 	inMu sync.Mutex // one message at a time into inW
 	inW  *io.PipeWriter
 
+	reading budget // body bytes of POSTs to it being read or sent
+
 	done      chan struct{} // closed when the engine has returned
 	closeOnce sync.Once
 
@@ -331,6 +333,40 @@ func (c *conn) deliverWebSocket(line []byte) {
 	}
 }
 
+// wsFree is how much of a WebSocket message is read without a share of the
+// server's MaxReading: the messages of most turns.
+const wsFree = 64 << 10
+
+// readWebSocket reads the client's next message. One longer than wsFree
+// first reserves MaxMessage of the server's MaxReading, waiting for it (the
+// client waits on TCP meanwhile; a reservation is whole, so readers never
+// wait on each other's halves); release gives it back.
+func (c *conn) readWebSocket(ws *websocket.Conn) (typ int, data []byte, release func(), err error) {
+	release = func() {}
+	typ, r, err := ws.NextReader()
+	if err != nil {
+		return 0, nil, release, err
+	}
+	var buf bytes.Buffer
+	if _, err = io.CopyN(&buf, r, wsFree+1); err == io.EOF {
+		return typ, buf.Bytes(), release, nil
+	} else if err != nil {
+		return 0, nil, release, err
+	}
+	s := c.srv
+	n := min(s.maxMessage(), s.maxReading())
+	if !s.reading.wait(c.done, n, s.maxReading()) {
+		return 0, nil, release, errConnClosed
+	}
+	release = func() { s.reading.give(n) }
+	_ = ws.SetReadDeadline(time.Now().Add(pongWait))
+	if _, err = buf.ReadFrom(r); err != nil {
+		release()
+		return 0, nil, func() {}, err
+	}
+	return typ, buf.Bytes(), release, nil
+}
+
 // serveWebSocket pumps the client's messages to the engine until either
 // side ends, then closes the socket.
 func (c *conn) serveWebSocket(ws *websocket.Conn) {
@@ -366,7 +402,7 @@ func (c *conn) serveWebSocket(ws *websocket.Conn) {
 		ws.Close()
 	}()
 	for {
-		typ, data, err := ws.ReadMessage()
+		typ, data, release, err := c.readWebSocket(ws)
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				c.log.Warn("closing the connection: the client sent a message over the limit (close 1009)", "limit", c.srv.maxMessage())
@@ -378,6 +414,7 @@ func (c *conn) serveWebSocket(ws *websocket.Conn) {
 		_ = ws.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
 			c.log.Debug("ignored a binary WebSocket message", "bytes", len(data))
+			release()
 			continue
 		}
 		line := bytes.TrimSpace(data)
@@ -394,7 +431,9 @@ func (c *conn) serveWebSocket(ws *websocket.Conn) {
 				}, line)
 			}
 		}
-		if err := c.send(context.Background(), line); err != nil {
+		err = c.send(context.Background(), line)
+		release()
+		if err != nil {
 			break
 		}
 	}

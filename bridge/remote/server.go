@@ -76,6 +76,14 @@ type Server struct {
 	// IdleTimeout closes an HTTP connection with no open stream and no
 	// message for this long; 0 means 5 min, negative never.
 	IdleTimeout time.Duration
+	// MaxReading bounds the bytes of message bodies being read at once,
+	// over all connections; 0 means twice MaxMessage, at least 16 MiB. A
+	// POST beyond it is answered 503 with Retry-After.
+	MaxReading int64
+	// Authenticated, when set, is called for each request that passed the
+	// Origin and token checks, before it is served: serve tells the sockets
+	// of editors from a stranger's with it.
+	Authenticated func(*http.Request)
 	// Logger receives the server's logs; nil means none.
 	Logger hclog.Logger
 
@@ -86,6 +94,17 @@ type Server struct {
 	handlers sync.WaitGroup // SSE streams and WebSocket pumps
 	reaper   sync.Once
 	stop     chan struct{}
+	reading  budget // body bytes being read, over all connections
+	refusals refusalLog
+	lifeOnce sync.Once
+	life     context.Context // done when Shutdown begins
+	end      context.CancelFunc
+}
+
+// lifetime is a context done when Shutdown begins.
+func (s *Server) lifetime() context.Context {
+	s.lifeOnce.Do(func() { s.life, s.end = context.WithCancel(context.Background()) })
+	return s.life
 }
 
 func (s *Server) log() hclog.Logger {
@@ -107,6 +126,13 @@ func (s *Server) maxMessage() int64 {
 		return s.MaxMessage
 	}
 	return DefaultMaxMessage
+}
+
+func (s *Server) maxReading() int64 {
+	if s.MaxReading > 0 {
+		return s.MaxReading
+	}
+	return max(2*s.maxMessage(), 16<<20)
 }
 
 func (s *Server) maxBuffered() int64 {
@@ -139,27 +165,38 @@ func refuse(w http.ResponseWriter, status int, format string, args ...any) {
 	fmt.Fprintf(w, "acp-bridge: "+format+"\n", args...)
 }
 
+// RefuseStranger is refuse for a request that has not authenticated: the
+// answer closes its socket, so that a peer without the token holds none of
+// the sockets editors need (an HTTP/2 connection is told to go away).
+func RefuseStranger(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Connection", "close")
+	refuse(w, status, format, args...)
+}
+
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) && !s.originAllowed(origin) {
-		s.log().Warn("refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
-		refuse(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
+		s.refusals.warn(s.log(), "refused a request from a web page", "origin", origin, "remote", r.RemoteAddr)
+		RefuseStranger(w, http.StatusForbidden, "requests from web pages (Origin %s) are refused; to allow this origin start serve with --allow-origin %s", origin, origin)
 		return
 	}
 	if s.Token != "" {
 		got, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
-			s.log().Warn("refused a request without a bearer token", "remote", r.RemoteAddr)
-			refuse(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
+			s.refusals.warn(s.log(), "refused a request without a bearer token", "remote", r.RemoteAddr)
+			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
-			s.log().Warn("refused a request with a wrong bearer token", "remote", r.RemoteAddr)
-			refuse(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
+			s.refusals.warn(s.log(), "refused a request with a wrong bearer token", "remote", r.RemoteAddr)
+			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
 			return
 		}
+	}
+	if s.Authenticated != nil {
+		s.Authenticated(r)
 	}
 	switch r.Method {
 	case http.MethodPost:
@@ -176,6 +213,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		refuse(w, http.StatusMethodNotAllowed, "method %s is not part of the ACP remote transport: POST messages, GET the SSE stream or a WebSocket, DELETE the connection", r.Method)
 	}
+}
+
+// refusalLog logs the refusals of requests that did not authenticate, at
+// most one a second with a count of the others since: a crowd of strangers
+// does not fill the log.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (l *refusalLog) warn(log hclog.Logger, msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.last) < time.Second {
+		l.skipped++
+		l.mu.Unlock()
+		return
+	}
+	l.last = now
+	skipped := l.skipped
+	l.skipped = 0
+	l.mu.Unlock()
+	if skipped > 0 {
+		args = append(args, "refused_since_last_logged", skipped)
+	}
+	log.Warn(msg, args...)
 }
 
 // sameOrigin reports whether origin is the endpoint's own: its host and
@@ -348,6 +412,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.reaper.Do(func() { s.stop = make(chan struct{}) })
+	s.lifetime()
+	s.end()
 	select {
 	case <-s.stop:
 	default:
@@ -381,17 +447,23 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusUnsupportedMediaType, "POST one JSON-RPC message as Content-Type: application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxMessage()))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.log().Warn("refused an oversized message", "limit", tooBig.Limit, "remote", r.RemoteAddr)
-			refuse(w, http.StatusRequestEntityTooLarge, "the message is larger than the limit of %d bytes (serve's --max-message)", tooBig.Limit)
+	// The connection is looked up before the body is read: a message for
+	// no connection is refused unread, and one without a connection id
+	// must be initialize, small.
+	var c *conn
+	limit := s.maxMessage()
+	if r.Header.Get(HeaderConnectionID) != "" {
+		if c = s.lookup(w, r); c == nil {
 			return
 		}
-		refuse(w, http.StatusBadRequest, "reading the message: %v", err)
+	} else {
+		limit = min(limit, MaxInitialize)
+	}
+	body, release, ok := s.readBody(w, r, c, limit)
+	if !ok {
 		return
 	}
+	defer release()
 	line, err := oneLine(body)
 	if err != nil {
 		if errors.Is(err, errBatch) {
@@ -412,8 +484,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.initialize(w, r, line, env)
 		return
 	}
-	c := s.lookup(w, r)
 	if c == nil {
+		refuse(w, http.StatusBadRequest, "missing %s header: open a connection by POSTing initialize first", HeaderConnectionID)
 		return
 	}
 	header := r.Header.Get(HeaderSessionID)
@@ -443,6 +515,185 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// MaxInitialize bounds the body of a POST without Acp-Connection-Id, which
+// must be an initialize (it opens a connection), in bytes; MaxMessage when
+// that is smaller.
+const MaxInitialize = 1 << 20
+
+var (
+	errReadingFull = errors.New("the server is reading as many message bytes as it may at once")
+	errConnFull    = errors.New("the connection is sending as many message bytes as it may at once")
+)
+
+// readBody reads r's body, at most limit bytes, within the bytes the server
+// reads at once (MaxReading) and, for a message to c (nil for initialize),
+// the bytes c sends at once (MaxMessage). When it cannot, it answers the
+// request itself and ok is false; else release gives the bytes back once
+// the body has been handed on.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *conn, limit int64) (body []byte, release func(), ok bool) {
+	if r.ContentLength > limit {
+		s.tooLarge(w, r, limit)
+		return nil, nil, false
+	}
+	br := &budgetReader{r: http.MaxBytesReader(w, r.Body, limit)}
+	br.budgets = append(br.budgets, budgetOf{&s.reading, s.maxReading(), errReadingFull})
+	if c != nil {
+		br.budgets = append(br.budgets, budgetOf{&c.reading, s.maxMessage(), errConnFull})
+	}
+	var buf bytes.Buffer
+	var err error
+	if r.ContentLength > 0 {
+		// Reserved whole before a byte is read, and read into one buffer
+		// of its size.
+		err = br.take(r.ContentLength)
+		if err == nil {
+			buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		}
+	}
+	if err == nil {
+		// Shutdown ends a read in progress: a slow body holds it up no more.
+		rc := http.NewResponseController(w)
+		aborted := make(chan struct{})
+		stop := context.AfterFunc(s.lifetime(), func() {
+			_ = rc.SetReadDeadline(time.Now())
+			close(aborted)
+		})
+		_, err = buf.ReadFrom(br)
+		if !stop() {
+			<-aborted
+			if err != nil {
+				err = errShuttingDown
+			}
+		}
+	}
+	if err == nil {
+		return buf.Bytes(), br.giveBack, true
+	}
+	br.giveBack()
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.tooLarge(w, r, tooBig.Limit)
+	case errors.Is(err, errReadingFull):
+		w.Header().Set("Retry-After", "1")
+		s.log().Warn("refused a message: the server is reading as many bytes as it may at once", "limit", s.maxReading(), "remote", r.RemoteAddr)
+		refuse(w, http.StatusServiceUnavailable, "serve is reading %d bytes of other messages at once, its limit (twice --max-message, at least 16 MiB); try again shortly", s.maxReading())
+	case errors.Is(err, errConnFull):
+		w.Header().Set("Retry-After", "1")
+		refuse(w, http.StatusServiceUnavailable, "this connection is sending more than %d bytes of messages at once (serve's --max-message): send them one after the other", s.maxMessage())
+	case errors.Is(err, errShuttingDown):
+		refuse(w, http.StatusServiceUnavailable, "the server is shutting down")
+	default:
+		refuse(w, http.StatusBadRequest, "reading the message: %v", err)
+	}
+	return nil, nil, false
+}
+
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	s.log().Warn("refused an oversized message", "limit", limit, "remote", r.RemoteAddr)
+	if r.Header.Get(HeaderConnectionID) == "" && limit < s.maxMessage() {
+		refuse(w, http.StatusRequestEntityTooLarge, "a POST without %s must be initialize, and is at most %d bytes: send other messages with the %s initialize answered", HeaderConnectionID, limit, HeaderConnectionID)
+		return
+	}
+	refuse(w, http.StatusRequestEntityTooLarge, "the message is larger than the limit of %d bytes (serve's --max-message)", limit)
+}
+
+// budget counts bytes in use against a limit.
+type budget struct {
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and replaced when bytes are given back
+}
+
+// wait takes n, waiting until it is free, or returns false once done is.
+func (b *budget) wait(done <-chan struct{}, n, limit int64) bool {
+	for {
+		b.mu.Lock()
+		if b.used+n <= limit {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-done:
+			return false
+		}
+	}
+}
+
+func (b *budget) take(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+type budgetOf struct {
+	b     *budget
+	limit int64
+	full  error
+}
+
+// budgetReader takes what it reads from its budgets, up front (take) or as
+// it reads (a body of unknown length); a read beyond one fails with its
+// error.
+type budgetReader struct {
+	r       io.Reader
+	budgets []budgetOf
+	taken   int64
+	read    int64
+}
+
+func (br *budgetReader) take(n int64) error {
+	for i, b := range br.budgets {
+		if !b.b.take(n, b.limit) {
+			for _, t := range br.budgets[:i] {
+				t.b.give(n)
+			}
+			return b.full
+		}
+	}
+	br.taken += n
+	return nil
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.r.Read(p)
+	br.read += int64(n)
+	if br.read > br.taken {
+		if terr := br.take(br.read - br.taken); terr != nil {
+			return 0, terr
+		}
+	}
+	return n, err
+}
+
+func (br *budgetReader) giveBack() {
+	for _, b := range br.budgets {
+		b.b.give(br.taken)
+	}
+	br.taken = 0
 }
 
 func (s *Server) initialize(w http.ResponseWriter, r *http.Request, line []byte, env envelope) {

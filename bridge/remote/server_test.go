@@ -57,6 +57,7 @@ func FuzzEnvelope(f *testing.F) {
 // session: enough engine to test the routing without a bridge.
 func echoEngine(ctx context.Context, id string, in io.Reader, out io.Writer) error {
 	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
 		var m struct {
 			ID     json.RawMessage `json:"id"`

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
@@ -122,7 +123,8 @@ func remoteServeAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--%s %s: %w", flagListen, addr, err)
 	}
-	ln = &limitListener{Listener: ln, sem: make(chan struct{}, 4*srv.MaxConnections+16)}
+	ln = newLimitListener(ln, 4*srv.MaxConnections+16)
+	srv.Authenticated = trustSocket
 	scheme := "http"
 	if tlsFiles[0] != "" {
 		scheme = "https"
@@ -136,7 +138,7 @@ func remoteServeAction(c *cli.Context) error {
 	}
 	mux.Handle(path, endpointHandler)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "acp-bridge: no ACP endpoint here; it is at "+path, http.StatusNotFound)
+		remote.RefuseStranger(w, http.StatusNotFound, "no ACP endpoint here; it is at %s", path)
 	})
 	hs := &http.Server{
 		Handler:           mux,
@@ -144,6 +146,7 @@ func remoteServeAction(c *cli.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          logger.Named("http").StandardLogger(nil),
+		ConnContext:       socketContext,
 	}
 	// The RFD asks Streamable HTTP for HTTP/2: over TLS it is negotiated,
 	// in clear text a client may speak it with prior knowledge; HTTP/1.1
@@ -261,9 +264,7 @@ func loopbackHostOnly(next http.Handler, logger hclog.Logger) http.Handler {
 		}
 		if !isLoopback(strings.Trim(host, "[]")) {
 			logger.Warn("refused a request for another host name (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(http.StatusForbidden)
-			fmt.Fprintf(w, "acp-bridge: Host %q is not this loopback endpoint: use 127.0.0.1 or localhost, or serve with --token-env\n", r.Host)
+			remote.RefuseStranger(w, http.StatusForbidden, "Host %q is not this loopback endpoint: use 127.0.0.1 or localhost, or serve with --token-env", r.Host)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -281,10 +282,23 @@ func isLoopback(host string) bool {
 
 // limitListener bounds the TCP connections open at once: beyond the ACP
 // connection limit, it keeps idle keep-alive connections and slow clients
-// from holding unbounded sockets and memory.
+// from holding unbounded sockets and memory. When all are in use, a new
+// socket takes the place of the oldest one that has not authenticated (a
+// stranger's, or one still sending its first request's headers): peers
+// without the token cannot hold the sockets editors need, however many
+// they open or however slowly they send; only a new socket finds none to
+// take when every one has authenticated.
 type limitListener struct {
 	net.Listener
-	sem chan struct{}
+	max int
+
+	mu   sync.Mutex
+	open map[*limitConn]struct{}
+	seq  uint64
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, max: n, open: map[*limitConn]struct{}{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -293,23 +307,79 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.sem <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-		default:
-			c.Close()
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
 		}
+		c.Close()
 	}
+}
+
+// admit counts c in, closing the oldest socket that has not authenticated
+// to make room; nil when there is none.
+func (l *limitListener) admit(c net.Conn) *limitConn {
+	l.mu.Lock()
+	var evict *limitConn
+	if len(l.open) >= l.max {
+		for o := range l.open {
+			if !o.trusted.Load() && (evict == nil || o.seq < evict.seq) {
+				evict = o
+			}
+		}
+		if evict == nil {
+			l.mu.Unlock()
+			return nil
+		}
+		delete(l.open, evict)
+	}
+	l.seq++
+	lc := &limitConn{Conn: c, l: l, seq: l.seq}
+	l.open[lc] = struct{}{}
+	l.mu.Unlock()
+	if evict != nil {
+		evict.Conn.Close()
+	}
+	return lc
+}
+
+func (l *limitListener) release(c *limitConn) {
+	l.mu.Lock()
+	delete(l.open, c)
+	l.mu.Unlock()
 }
 
 type limitConn struct {
 	net.Conn
+	l       *limitListener
+	seq     uint64 // the order of acceptance
+	trusted atomic.Bool
 	once    sync.Once
-	release func()
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { c.l.release(c) })
 	return err
+}
+
+// socketKey is the request context key of the limitConn a request came on.
+type socketKey struct{}
+
+// socketContext records the limitConn under c (a TLS connection's too) in
+// the context of its requests, for trustSocket.
+func socketContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitConn); ok {
+		ctx = context.WithValue(ctx, socketKey{}, lc)
+	}
+	return ctx
+}
+
+// trustSocket marks the socket r came on as an editor's: it authenticated,
+// and no new socket takes its place.
+func trustSocket(r *http.Request) {
+	if lc, ok := r.Context().Value(socketKey{}).(*limitConn); ok {
+		lc.trusted.Store(true)
+	}
 }
