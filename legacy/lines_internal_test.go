@@ -5,13 +5,10 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
-	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 )
 
 // splitEvent is a line, or the head of a line skipped as too long.
@@ -166,39 +163,5 @@ func TestLineSplitterLongLines(t *testing.T) {
 			}
 			compareSplit(t, input, max, cuts)
 		}
-	}
-}
-
-// A long line does not keep the pieces it was gathered in as well: as
-// ndjson.Reader's (TestReader_LongLineGivesItsPiecesBack), they go back to
-// the OS as the line is joined, so once it is read the heap holds the line
-// and at most reclaim.Threshold of its pieces besides, not twice its size.
-func TestLineSplitterGivesItsPiecesBack(t *testing.T) {
-	const n = 4 * reclaim.Threshold
-	input := []byte(strings.Repeat("x", n) + "\n")
-	resident := func() int64 { // the heap's pages not given back to the OS
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapSys - m.HeapReleased)
-	}
-	s := lineSplitter{max: ndjson.DefaultMax}
-	debug.FreeOSMemory()
-	before := resident()
-	var line []byte
-	for rest := input; len(rest) > 0 && line == nil; {
-		k := min(len(rest), pumpBufferSize)
-		s.feed(rest[:k])
-		rest = rest[k:]
-		if l, _, r := s.next(); r == gotLine {
-			line = l
-		}
-	}
-	extra := resident() - before
-	if len(line) != n {
-		t.Fatalf("got a line of %d bytes, want %d", len(line), n)
-	}
-	t.Logf("reading a %d MiB line kept %.2f× its size", n>>20, float64(extra)/n)
-	if extra > n+reclaim.Threshold+2<<20 { // (2 MiB: the 1 MiB of pieces the pool keeps, and the runtime's own)
-		t.Errorf("reading a %d MiB line kept %.2f× its size, want its size and at most %d MiB of pieces", n>>20, float64(extra)/n, reclaim.Threshold>>20)
 	}
 }

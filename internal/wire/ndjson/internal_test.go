@@ -2,11 +2,8 @@ package ndjson
 
 import (
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
-
-	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
 )
 
 // A large line is handed over without a second copy, and its buffer is not
@@ -58,30 +55,5 @@ func TestReader_LongLineCostsTwiceItsSize(t *testing.T) {
 	joined := (n + spare + 8191) / 8192 * 8192 // large objects take whole pages
 	if want := uint64(pieces + joined); least > want+1024 {
 		t.Errorf("reading a %d-byte line allocated at least %d bytes, want %d (+1 KiB)", n, least, want)
-	}
-}
-
-// A long line does not keep the pieces it was gathered in as well: they go
-// back to the OS as the line is joined (reclaim.Join), so once it is read
-// the heap holds the line and at most reclaim.Threshold of its pieces
-// besides, where it held the pieces and the line, twice its size.
-func TestReader_LongLineGivesItsPiecesBack(t *testing.T) {
-	const n = 4 * reclaim.Threshold
-	r := NewReader(strings.NewReader(strings.Repeat("x", n)+"\n"), 0)
-	resident := func() int64 { // the heap's pages not given back to the OS
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapSys - m.HeapReleased)
-	}
-	debug.FreeOSMemory()
-	before := resident()
-	line, err := r.Next()
-	extra := resident() - before
-	if err != nil || len(line) != n {
-		t.Fatalf("Next = %d bytes, %v", len(line), err)
-	}
-	t.Logf("reading a %d MiB line kept %.2f× its size", n>>20, float64(extra)/n)
-	if extra > n+reclaim.Threshold+2<<20 { // (2 MiB: the 1 MiB of pieces the pool keeps, and the runtime's own)
-		t.Errorf("reading a %d MiB line kept %.2f× its size, want its size and at most %d MiB of pieces", n>>20, float64(extra)/n, reclaim.Threshold>>20)
 	}
 }
