@@ -36,6 +36,10 @@ cancel {
     { role = "user", type = "command", content = "stop" },
     { role = "user", type = "command", end = true },
   ]
+  # The server answers a stop by ending the run as it ends any other:
+  # "status complete" after a stop is its acknowledgement, not a turn it
+  # finished instead of stopping.
+  ack = { role = "server", type = "status", content = "complete" }
 }
 
 error {
