@@ -56,9 +56,9 @@ func TestPrompt_InterruptCancels(t *testing.T) {
 // once, by the signal.
 func TestPrompt_SecondInterruptQuits(t *testing.T) {
 	t.Parallel()
-	// The agent holds the turn and never answers the cancel; the bridge
-	// would wait for it up to --cancel-grace.
-	cmd := exec.Command(BridgeBin, "prompt", "--cancel-grace", "60s", "hold x", "--", selfExe(t))
+	// The agent never answers, the cancel included; the bridge would wait
+	// for it up to --cancel-grace.
+	cmd := exec.Command(BridgeBin, "prompt", "--cancel-grace", "60s", "deaf", "--", selfExe(t))
 	cmd.Env = hermeticEnv(t, []string{"FAKE_AGENT=acp"})
 	cmd.Dir = t.TempDir()
 	out, errb := &lockedBuffer{}, &lockedBuffer{}
@@ -68,7 +68,7 @@ func TestPrompt_SecondInterruptQuits(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	waitFor(t, "the turn to start", func() bool { return strings.Contains(out.String(), "holding:x") })
+	waitFor(t, "the turn to start", func() bool { return strings.Contains(out.String(), "deaf") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

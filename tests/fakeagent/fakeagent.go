@@ -496,6 +496,8 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 //	ext-editor     calls the editor's _test/editor-echo; reports "ext:<result>"
 //	wait-cancel    chunks "tick-N" until session/cancel, then the chunk
 //	               "cancel-seen" and stopReason cancelled
+//	deaf           the chunk "deaf", then nothing: it never answers, a
+//	               session/cancel included, until the connection closes
 //	ignore-cancel  chunks "tick-N" until session/cancel, then silence for
 //	               1 s, then the chunk "late-update" and a late end_turn
 //	wait-cancel-request
@@ -705,6 +707,11 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 		_ = a.say(sid, "released:"+key)
 		return end()
+
+	case "deaf":
+		_ = a.say(sid, "deaf")
+		<-a.conn.Done()
+		return acp.PromptResponse{}, errors.New("connection closed")
 
 	case "stop":
 		reason := ""
