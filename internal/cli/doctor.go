@@ -294,14 +294,8 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 	// Step 2: the engine in front of the agent, as serving composes it.
 	b := launch.NewBridge(spec, dialect, newTranslator, s, logger, versionString())
 	b.Tap = d.heard.tap
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	serveCtx, stopServe := context.WithCancel(ctx)
-	defer stopServe()
-	served := make(chan error, 1)
-	go func() { served <- b.Serve(serveCtx, inR, outW) }()
 	turn := &turnWatch{}
-	conn := acpclient.New(outR, inW, acpclient.Handler{
+	conn, end := serveInProcess(ctx, b, acpclient.Handler{
 		Request: func(method string, _ json.RawMessage) (any, *acpclient.Error) {
 			if method == "session/request_permission" {
 				return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil
@@ -314,17 +308,7 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 			}
 		},
 	})
-	defer func() {
-		conn.Close()
-		select {
-		case <-served:
-		case <-time.After(5 * time.Second):
-			stopServe()
-			<-served
-		}
-		inR.CloseWithError(io.ErrClosedPipe)
-		outW.Close()
-	}()
+	defer end()
 
 	call := func(method string, params any) (json.RawMessage, error) {
 		stop := d.waiting(method)

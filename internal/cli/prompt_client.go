@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge"
 	"github.com/acp-bridge/acp-bridge/bridge/acpclient"
@@ -52,29 +51,10 @@ type toolSeen struct{ title, kind, status string }
 // the answer; Run restores the default signal handling then, so a second
 // Ctrl-C ends the process at once.
 func (p *prompter) run(ctx context.Context, b *bridge.Bridge, text string) (string, error) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	// The engine outlives the first Ctrl-C: it carries the cancellation.
-	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServe()
-	served := make(chan error, 1)
-	go func() {
-		err := b.Serve(serveCtx, inR, outW)
-		outW.Close()
-		served <- err
-	}()
 	p.cancelled = make(chan struct{})
-	conn := acpclient.New(outR, inW, acpclient.Handler{Request: p.request, Notification: p.notification})
-	defer func() {
-		conn.Close()
-		select {
-		case <-served:
-		case <-time.After(5 * time.Second):
-			stopServe()
-			<-served
-		}
-		inR.CloseWithError(io.ErrClosedPipe)
-	}()
+	// The engine outlives the first Ctrl-C: it carries the cancellation.
+	conn, end := serveInProcess(context.WithoutCancel(ctx), b, acpclient.Handler{Request: p.request, Notification: p.notification})
+	defer end()
 
 	if _, err := conn.Call(ctx, "initialize", map[string]any{
 		"protocolVersion":    1,
