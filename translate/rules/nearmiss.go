@@ -16,6 +16,14 @@ import (
 // doctor quotes what follows it as the match to edit.
 const NearMissMark = "; the rule that likely meant it: "
 
+// nearMissMax bounds the frames nearMiss searches, and nearMissKeys the
+// keys of one object it compares with a misspelt key: an unmatched frame
+// costs a few walks of at most this much.
+const (
+	nearMissMax  = 16 << 10
+	nearMissKeys = 256
+)
+
 // nearMiss says which rule of the profile misses frame by a typo, in
 // words ("event \"done\" matches { \"op\" = \"dnoe\" }, and the frame has
 // \"op\" = \"done\""), or "" when none does. A rule misses by a typo when
@@ -25,8 +33,13 @@ const NearMissMark = "; the rule that likely meant it: "
 // frame has under a name a letter or two off, holding the wanted value).
 // Conditions on variables and states are not judged: they depend on the
 // turn, not on the text of the profile. Of several such rules the closest
-// wins, then the first in the profile's order.
+// wins, then the first in the profile's order. Frames over nearMissMax
+// bytes are not searched: each rule may walk the frame, and a typo shows
+// as well in the small frames that go with a big one.
 func (p *Profile) nearMiss(frame []byte) string {
+	if len(frame) > nearMissMax {
+		return ""
+	}
 	best, bestDist := "", 0
 	try := func(what string, m *match) {
 		if m == nil {
@@ -151,13 +164,14 @@ func (c *cond) nearly(frame []byte, got gjson.Result) (int, string, bool) {
 	if !obj.IsObject() {
 		return 0, "", false
 	}
-	best, bestKey, ok := 0, "", false
+	best, bestKey, ok, seen := 0, "", false, 0
 	obj.ForEach(func(k, v gjson.Result) bool {
 		d, near := typo(k.Str, key)
 		if near && (!ok || d < best) && (c.present || c.holds(v)) {
 			best, bestKey, ok = d, k.Str, true
 		}
-		return true
+		seen++
+		return seen < nearMissKeys
 	})
 	if !ok {
 		return 0, "", false

@@ -73,6 +73,8 @@ func TestNearMiss(t *testing.T) {
 		{`{"op":"dome","meta":{"final":true}}`, `event "done" matches { "op" = "done", "meta.final" = true }, and the frame has "op" = "dome"`},
 		{`{"po":"progress","data":{"kind":"text"}}`, `event "progress" matches { "op" = "progress", "data.kind" = ["text", "thought"] }, and the frame has "po" instead`},
 	}
+	big := `{"op":"dnoe","meta":{"final":true},"pad":"` + strings.Repeat("x", nearMissMax) + `"}`
+	tests = append(tests, struct{ frame, want string }{big, ""}) // too big to search
 	for _, tt := range tests {
 		if got := p.nearMiss([]byte(tt.frame)); got != tt.want {
 			t.Errorf("nearMiss(%s)\n got %s\nwant %s", tt.frame, got, tt.want)
@@ -142,5 +144,31 @@ func mutate(r *rand.Rand, w string) string {
 		if out != w {
 			return out
 		}
+	}
+}
+
+// What a frame no rule matches costs in the search for a near miss: a
+// small frame, and one of many keys at the size limit.
+func BenchmarkNearMiss(b *testing.B) {
+	p, diags := Parse("nm.hcl", []byte(nearMissProfile))
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	var wide strings.Builder
+	wide.WriteString(`{"op":"dnoe"`)
+	for i := 0; wide.Len() < nearMissMax-64; i++ {
+		fmt.Fprintf(&wide, `,"k%d":"v"`, i)
+	}
+	wide.WriteString("}")
+	for _, f := range []struct{ name, frame string }{
+		{"small", `{"op":"dnoe","job":7,"meta":{"final":true}}`},
+		{"wide", wide.String()},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			frame := []byte(f.frame)
+			for b.Loop() {
+				p.nearMiss(frame)
+			}
+		})
 	}
 }
