@@ -1,6 +1,7 @@
 package fakerules
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -19,10 +20,11 @@ import (
 //	S→C {"op":"fail","job":N,"code":"E_NOJOB","msg":"…"}   no such job
 //	S→C {"op":"ping"}, C→S {"op":"pong"}                   keepalive
 //
-// A "long" job sends ten progress frames 100 ms apart and is stopped by an
-// abort naming it; an abort naming another job is refused and the job runs
-// on. A "hang" job sends one progress frame and its done frame, then pings
-// every 300 ms until the connection closes.
+// A "hello" job sends one progress frame and its done frame. A "long" job
+// sends ten progress frames 100 ms apart and is stopped by an abort naming
+// it; an abort naming another job is refused and the job runs on. A "hang"
+// job sends one progress frame and its done frame, then pings every 300 ms
+// until the connection closes. Any other job is done at once.
 func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	type msg struct {
@@ -43,6 +45,9 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 			continue
 		}
 		switch word(m.Text) {
+		case "hello":
+			c.send(frame("progress", m.Job, `"text":"hello from job `+string(m.Job)+`"`))
+			c.send(frame("done", m.Job, ""))
 		case "long":
 			tick := time.NewTicker(100 * time.Millisecond)
 			stopped := false
@@ -89,4 +94,27 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 		}
 	}
 	return nil
+}
+
+// JobqAuth is Jobq behind a greeting: the client's first frame must be
+// {"op":"hello","token":TOKEN}, answered {"op":"welcome"}; any other first
+// frame is answered {"op":"denied","msg":"invalid token"} and the
+// connection ends, as a server that checks credentials does.
+func JobqAuth(token string) fakeagent.ServeFunc {
+	return func(r io.Reader, w io.Writer, opt fakeagent.Options) error {
+		br := bufio.NewReader(r)
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return nil
+		}
+		var hello struct{ Op, Token string }
+		if json.Unmarshal(line, &hello) != nil || hello.Op != "hello" || hello.Token != token {
+			_, err := w.Write([]byte(`{"op":"denied","msg":"invalid token"}` + "\n"))
+			return err
+		}
+		if _, err := w.Write([]byte(`{"op":"welcome"}` + "\n")); err != nil {
+			return err
+		}
+		return Jobq(br, w, opt)
+	}
 }
