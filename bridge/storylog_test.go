@@ -66,7 +66,9 @@ func TestStoryLog_CountsEachSessionsUpdates(t *testing.T) {
 	}
 	b := &Bridge{}
 	s.Attach(b)
-	ev := func(k SessionEventKind, sid, body string) { b.OnSession(SessionEvent{Kind: k, Session: sid, Body: []byte(body)}) }
+	ev := func(k SessionEventKind, sid, body string) {
+		b.OnSession(SessionEvent{Kind: k, Session: sid, Body: []byte(body)})
+	}
 	ev(SessionOpened, "a", "")
 	ev(SessionOpened, "b", "")
 	ev(SessionPrompt, "a", "")
