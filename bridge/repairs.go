@@ -85,6 +85,11 @@ func (e *engine) note(l *link, o translate.Out) {
 		e.log.Debug("agent acknowledged the stop", "session", o.Session, "link", l.String())
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
 		return
+	case noteInvalidStop:
+		e.log.Warn("a profile's end_turn gave no stop reason; the turn ended end_turn",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteTurnQuiet:
 		e.log.Warn("turn without a frame the profile matched", "session", o.Session, "link", l.String(), "detail", string(o.Body))
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
@@ -123,6 +128,11 @@ const (
 	// noteCancelIgnored: a stopped turn ended as the agent finished it.
 	noteCancelIgnored = "cancel-ignored"
 )
+
+// noteInvalidStop is the Note a translator sends when a profile's end_turn
+// expression gave a value that is no stop reason (the turn ended
+// end_turn); it is not a repair.
+const noteInvalidStop = "invalid-stop-reason"
 
 // noteUnmatched is the Note a translator sends for an agent frame it has no
 // rule for.

@@ -39,6 +39,9 @@ const (
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
 	noteConnectExpect = "connect-expect"
+	// noteInvalidStop: an end_turn expression gave a value that is no
+	// stop reason; the turn ended end_turn. The engine logs it at WARN.
+	noteInvalidStop = "invalid-stop-reason"
 )
 
 type connState int
@@ -1160,7 +1163,7 @@ func (t *translator) progress(r *rule, tr *turn, promptReply bool, outs []transl
 	if tr == nil || r.keepalive {
 		return false
 	}
-	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != "" || r.fail != nil || r.permission != nil {
+	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != nil || r.fail != nil || r.permission != nil {
 		return true
 	}
 	for _, o := range outs {
@@ -1177,7 +1180,7 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
 		var outs []translate.Out
-		if r.endTurn != "" || r.fail != nil || promptReply {
+		if r.endTurn != nil || r.fail != nil || promptReply {
 			t.popTurn(tr)
 			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
 		}
@@ -1239,12 +1242,26 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		} else {
 			outs = append(outs, t.failTurn(tr, errObj)...)
 		}
-	case r.endTurn != "":
-		if tr.cancelled && r.endTurn != "cancelled" && !promptReply {
-			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
-				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, r.endTurn)})
+	case r.endTurn != nil:
+		reason := r.endTurn.eval(e)
+		stop := reason.text()
+		isString := reason.kind == vStr || reason.kind == vRaw && len(reason.raw) > 0 && reason.raw[0] == '"'
+		if !isString || !stopReasons[stop] {
+			// An expression over the frame gave no stop reason ACP knows:
+			// the rule still ends the turn, as end_turn, and says so.
+			got := string(reason.appendJSON(nil))
+			if reason.absent() {
+				got = "nothing"
+			}
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteInvalidStop, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "profile %s: event %q's end_turn gave %.80s, which is none of end_turn, max_tokens, max_turn_requests, refusal, cancelled; the turn ends end_turn (frame %.120s)", t.p.Name, r.name, got, frame)})
+			stop = "end_turn"
 		}
-		outs = append(outs, t.endTurn(tr, r.endTurn)...)
+		if tr.cancelled && stop != "cancelled" && !promptReply {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, stop)})
+		}
+		outs = append(outs, t.endTurn(tr, stop)...)
 	case promptReply:
 		outs = append(outs, t.endTurn(tr, "end_turn")...)
 	}
