@@ -100,15 +100,18 @@ type rulesProfile struct {
 	failMsg string
 	// args are extra bridge flags (a --config with a user dialect).
 	args []string
+	// connectExpect: the profile's connect block waits for a frame.
+	connectExpect bool
 }
 
 var rulesProfiles = []rulesProfile{
 	{
-		dialect:    "mini-agent-ws",
-		transports: []Transport{WSTransport(fakerules.MiniAgent)},
-		hello:      []string{"message You said: hello there"},
-		echo:       `{"id":"3","type":"prompt","timestamp":"T","session_id":"sid-uuid-2","data":{"prompt":"echo"}}`,
-		failMsg:    "Agent processing failed: Agent.run() takes 1 positional argument but 2 were given",
+		dialect:       "mini-agent-ws",
+		transports:    []Transport{WSTransport(fakerules.MiniAgent)},
+		hello:         []string{"message You said: hello there"},
+		echo:          `{"id":"3","type":"prompt","timestamp":"T","session_id":"sid-uuid-2","data":{"prompt":"echo"}}`,
+		failMsg:       "Agent processing failed: Agent.run() takes 1 positional argument but 2 were given",
+		connectExpect: true,
 	},
 	{
 		dialect:    "agent-rpc",
@@ -119,13 +122,14 @@ var rulesProfiles = []rulesProfile{
 		failMsg:    "model overloaded, try later",
 	},
 	{
-		dialect:    "open-interpreter",
-		transports: []Transport{withEnv(WSTransport(fakerules.OpenInterpreter("sk-e2e")), "INTERPRETER_API_KEY=sk-e2e")},
-		hello:      []string{"message You said: ", "message hello there"},
-		tool:       []string{"message Let me", "message  check.", "tool_call pending execute", "tool_call_update in_progress", "tool_call_update completed"},
-		approve:    []string{"tool_call pending execute", "tool_call_update in_progress", "tool_call_update in_progress", "tool_call_update completed", "message Done."},
-		echo:       `["{\"role\":\"user\",\"start\":true}","{\"role\":\"user\",\"type\":\"message\",\"content\":\"echo\"}","{\"role\":\"user\",\"end\":true}"]`,
-		failMsg:    "ZeroDivisionError: division by zero",
+		dialect:       "open-interpreter",
+		transports:    []Transport{withEnv(WSTransport(fakerules.OpenInterpreter("sk-e2e")), "INTERPRETER_API_KEY=sk-e2e")},
+		hello:         []string{"message You said: ", "message hello there"},
+		tool:          []string{"message Let me", "message  check.", "tool_call pending execute", "tool_call_update in_progress", "tool_call_update completed"},
+		approve:       []string{"tool_call pending execute", "tool_call_update in_progress", "tool_call_update in_progress", "tool_call_update completed", "message Done."},
+		echo:          `["{\"role\":\"user\",\"start\":true}","{\"role\":\"user\",\"type\":\"message\",\"content\":\"echo\"}","{\"role\":\"user\",\"end\":true}"]`,
+		failMsg:       "ZeroDivisionError: division by zero",
+		connectExpect: true,
 	},
 	{
 		dialect:    "zeroclaw",
@@ -263,6 +267,15 @@ func testRulesProfile(t *testing.T, p rulesProfile, tr Transport) {
 	resp, _ = turn(t, e, sid, "die")
 	if _, ok := resp.ErrorCode(); !ok {
 		t.Errorf("prompt during a dropped connection answered %s, want an error", resp)
+	}
+
+	// Waiting for the connect frame is what it is, not a repair of the
+	// stream (the log's debug lines, and the repair summary at exit).
+	if p.connectExpect {
+		stderrLine(t, e, "the connect-expect debug line", "waiting for the agent's connect frame", "connect frame matching")
+	}
+	if log := e.Bridge.Stderr(); strings.Contains(log, "repair=connect-expect") || strings.Contains(log, "connect-expect=") {
+		t.Errorf("connect-expect logged as a repair:\n%s", log)
 	}
 }
 
