@@ -171,6 +171,12 @@ type tool struct {
 	input, output              strings.Builder
 	rawInput                   []byte
 	announced                  bool
+	// rejected: the editor refused the permission the tool asked for, and
+	// it was reported failed. It is no longer open (no permission or
+	// $tool state refers to it), but the agent's own report of it (its
+	// output, its status) still finds it by key or name, until the agent
+	// closes it or the turn ends.
+	rejected bool
 }
 
 type pendingPermission struct {
@@ -780,7 +786,7 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 		return outs, nil
 	}
 	outs = append(outs, t.toolUpdate(sess, pp.tool, `"failed"`, false, nil))
-	sess.removeTool(pp.tool)
+	pp.tool.rejected = true
 	if outcome == "reject" && pp.rule.rejectEndsTurn {
 		outs = append(outs, t.endTurn(pp.turn, "end_turn")...)
 	}
@@ -1502,8 +1508,8 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 		}
 	}
 	status, _ := text(tr.status)
-	if tr.close && status == "" {
-		status = "completed"
+	if tr.close && status == "" && !tl.rejected {
+		status = "completed" // (a refused tool stays failed unless the agent says otherwise)
 	}
 	if !toolStatuses[status] {
 		status = ""
@@ -1604,11 +1610,12 @@ func (tl *tool) appendContent(b []byte) []byte {
 	return append(b, ']')
 }
 
-// closeTools ends every open tool call of sess with status.
+// closeTools ends every open tool call of sess with status; a refused one
+// was reported failed already.
 func (t *translator) closeTools(sess *session, status string) []translate.Out {
 	var outs []translate.Out
 	for _, tl := range sess.tools {
-		if tl.announced {
+		if tl.announced && !tl.rejected {
 			outs = append(outs, t.toolUpdate(sess, tl, `"`+status+`"`, false, nil))
 		}
 	}
@@ -1641,15 +1648,21 @@ func (s *session) toolID(key string) string {
 	return id
 }
 
+// lastTool is the session's latest open tool call (a refused one is not
+// open).
 func (s *session) lastTool() *tool {
-	if len(s.tools) == 0 {
-		return nil
+	for i := len(s.tools) - 1; i >= 0; i-- {
+		if !s.tools[i].rejected {
+			return s.tools[i]
+		}
 	}
-	return s.tools[len(s.tools)-1]
+	return nil
 }
 
-// findTool finds an open tool call by key, else the oldest open one with
-// name (tools without ids pair by order and name), else the latest.
+// findTool finds a tool call by key, else the oldest open one with name
+// (tools without ids pair by order and name), else the latest open one. A
+// call the editor refused is found too, after the open ones, so that the
+// agent's own report of it reaches the editor.
 func (s *session) findTool(key, name string) *tool {
 	if key != "" {
 		for _, tl := range s.tools {
@@ -1659,15 +1672,22 @@ func (s *session) findTool(key, name string) *tool {
 		}
 		return nil
 	}
-	if name != "" {
-		for _, tl := range s.tools {
-			if tl.name == name {
-				return tl
-			}
+	var refused *tool
+	for _, tl := range s.tools {
+		switch {
+		case name != "" && tl.name != name:
+		case !tl.rejected && name != "":
+			return tl
+		case tl.rejected && (refused == nil || name == ""):
+			refused = tl // by name the oldest, without one the latest
 		}
-		return nil
 	}
-	return s.lastTool()
+	if name == "" {
+		if tl := s.lastTool(); tl != nil {
+			return tl
+		}
+	}
+	return refused
 }
 
 func (s *session) removeTool(tl *tool) {
