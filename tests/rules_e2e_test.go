@@ -9,6 +9,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -481,5 +482,50 @@ func TestRules_PingsDoNotDefeatGiveUp(t *testing.T) {
 	}
 	if quiet != 1 {
 		t.Errorf("%d quiet WARN lines, want 1:\n%s", quiet, e.Bridge.Stderr())
+	}
+}
+
+// A profile whose agent has no chat history (jobs, commands) says so with
+// history_preamble = false: a session closed and resumed, which opens a
+// new agent session, does not send the agent the transcript before the
+// next prompt, where a command-style agent would run the old asks again
+// (issue 54). Without the setting the same steps do send it, which shows
+// the test sees the preamble when there is one.
+func TestRules_ProfileWithoutHistoryGetsNoPreamble(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, setting string
+		preamble      bool
+	}{{"history_preamble=false", "history_preamble = false", false}, {"default", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := t.TempDir() + "/jobq.hcl"
+			profile := strings.Replace(jobqProfile, "DONE", "done", 1)
+			profile = strings.Replace(profile, `dialect "jobq" {`, "dialect \"jobq\" {\n  "+tc.setting, 1)
+			if err := os.WriteFile(cfg, []byte(profile), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := NewEditor(t, WSTransport(fakerules.Jobq), EditorOptions{Args: []string{
+				"--dialect", "jobq", "--config", cfg, "--state-dir", t.TempDir(), "--log-level", "info"}})
+			e.Initialize(t)
+			cwd := t.TempDir()
+			sid := e.NewSession(t, cwd)
+			resp, got := turn(t, e, sid, "echo delete everything")
+			wantTurn(t, "first job", resp, got, []string{"message ran: echo delete everything"})
+			if l := e.RawCall(t, "session/close", fmt.Sprintf(`{"sessionId":%q}`, sid)); !l.Get("result").IsObject() {
+				t.Fatalf("session/close = %s", l)
+			}
+			if l := e.RawCall(t, "session/resume", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd)); !l.Get("result").IsObject() {
+				t.Fatalf("session/resume = %s", l)
+			}
+			resp, got = turn(t, e, sid, "echo list")
+			if tc.preamble {
+				if len(got) != 1 || !strings.Contains(got[0], "delete everything") || !strings.HasSuffix(got[0], "echo list") {
+					t.Fatalf("without history_preamble = false the resumed job should carry the transcript; the agent ran %q (%s)", got, resp)
+				}
+				return
+			}
+			wantTurn(t, "job after resume", resp, got, []string{"message ran: echo list"})
+		})
 	}
 }

@@ -199,6 +199,11 @@ type Dialect struct {
 	// a translator that has no connection, and dials only per-session
 	// links. Only meaningful with PerSession.
 	NoControlLink bool
+	// NoHistory means the agent's protocol has no chat history (a command
+	// or job protocol): a new agent session opened for an existing
+	// transcript (a load, a resume, a switch of agents) is not primed with
+	// the transcript, which such an agent would take as commands to run.
+	NoHistory bool
 	// Configure decodes the dialect's own options block (nil when the config
 	// has none) and returns a constructor for the translator of each link.
 	Configure func(options hcl.Body) (func() Translator, hcl.Diagnostics)

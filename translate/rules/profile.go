@@ -29,6 +29,10 @@ type Profile struct {
 	Summary string
 	// PerSession: the agent holds one conversation per connection.
 	PerSession bool
+	// NoHistory: history_preamble = false, the agent's protocol has no
+	// chat history (commands, jobs): a new agent session for an existing
+	// transcript is not primed with it.
+	NoHistory bool
 	// Source is the profile's HCL text when it came from a file (empty for
 	// a block decoded from a configuration file).
 	Source []byte
@@ -158,15 +162,17 @@ type permissionRule struct {
 type rawProfile struct {
 	Summary    *hcl.Attribute `hcl:"summary,optional"`
 	PerSession *hcl.Attribute `hcl:"per_session,optional"`
-	Envelope   *hcl.Attribute `hcl:"envelope,optional"`
-	Route      *hcl.Attribute `hcl:"route,optional"`
-	Connect    *rawConnect    `hcl:"connect,block"`
-	Heartbeat  *rawHeartbeat  `hcl:"heartbeat,block"`
-	Turn       *rawTurn       `hcl:"turn,block"`
-	Cancel     *rawCancel     `hcl:"cancel,block"`
-	Errors     []*rawError    `hcl:"error,block"`
-	Requests   []*rawRequest  `hcl:"request,block"`
-	Events     []*rawEvent    `hcl:"event,block"`
+	// HistoryPreamble: false when the agent's protocol has no chat history.
+	HistoryPreamble *hcl.Attribute `hcl:"history_preamble,optional"`
+	Envelope        *hcl.Attribute `hcl:"envelope,optional"`
+	Route           *hcl.Attribute `hcl:"route,optional"`
+	Connect         *rawConnect    `hcl:"connect,block"`
+	Heartbeat       *rawHeartbeat  `hcl:"heartbeat,block"`
+	Turn            *rawTurn       `hcl:"turn,block"`
+	Cancel          *rawCancel     `hcl:"cancel,block"`
+	Errors          []*rawError    `hcl:"error,block"`
+	Requests        []*rawRequest  `hcl:"request,block"`
+	Events          []*rawEvent    `hcl:"event,block"`
 }
 
 type rawConnect struct {
@@ -351,6 +357,14 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 			diags = append(diags, diag(raw.PerSession.Expr.Range(), "Invalid per_session", "per_session is true or false."))
 		} else {
 			p.PerSession = v.True()
+		}
+	}
+	if raw.HistoryPreamble != nil {
+		v, d := raw.HistoryPreamble.Expr.Value(nil)
+		if d.HasErrors() || v.IsNull() || v.Type() != cty.Bool {
+			diags = append(diags, diag(raw.HistoryPreamble.Expr.Range(), "Invalid history_preamble", "history_preamble is true or false."))
+		} else {
+			p.NoHistory = v.False()
 		}
 	}
 	if raw.Envelope != nil {
