@@ -1567,6 +1567,14 @@ func (t *translator) announce(sess *session, tl *tool, status string) translate.
 		b = append(b, `,"rawInput":`...)
 		b = append(b, tl.rawInput...)
 	}
+	if tl.name != "" {
+		// The agent's name for the tool, which ACP's tool call has no
+		// field for (the title is for people): traces name the tool's
+		// span by it, as claude-agent-acp's _meta.claudeCode.toolName.
+		b = append(b, `,"_meta":{"acpBridge":{"toolName":`...)
+		b = wire.AppendString(b, tl.name)
+		b = append(b, `}}`...)
+	}
 	b = append(b, `}}`...)
 	return translate.Out{Kind: translate.Notify, Method: "session/update", Body: b, Session: sess.id}
 }
