@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 func init() {
@@ -527,5 +529,38 @@ func TestRules_ProfileWithoutHistoryGetsNoPreamble(t *testing.T) {
 			}
 			wantTurn(t, "job after resume", resp, got, []string{"message ran: echo list"})
 		})
+	}
+}
+
+// A trace of a rule profile's agent names every agent frame by the rule
+// that took it (an event's name, the reply's request, the connect and
+// error blocks), so that trace view labels its arrows with them rather
+// than "frame" (issue 54); a frame no rule took has none.
+func TestRules_TraceNamesTheRule(t *testing.T) {
+	t.Parallel()
+	cfg := t.TempDir() + "/jobq.hcl"
+	if err := os.WriteFile(cfg, []byte(strings.Replace(jobqProfile, "DONE", "done", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/jobq.trace"
+	e := NewEditor(t, WSTransport(fakerules.Jobq), EditorOptions{Args: []string{
+		"--dialect", "jobq", "--config", cfg, "--no-sessions", "--trace", path}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	resp, got := turn(t, e, sid, "echo this")
+	wantTurn(t, "echo", resp, got, []string{"message ran: echo this"})
+	stopBridge(t, e.Bridge)
+	recs, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, r := range recs {
+		if r.Hop == "agent" && r.Dir == "in" {
+			rules = append(rules, gjson.GetBytes(r.Msg, "op").Str+"="+r.Rule)
+		}
+	}
+	if want := []string{"progress=progress", "done=done"}; !slices.Equal(rules, want) {
+		t.Errorf("the agent frames' rules in the trace are %q, want %q", rules, want)
 	}
 }

@@ -229,6 +229,15 @@ type Spawn struct {
 	Cwd string
 }
 
+// A RuleReporter is a Translator that can say which of its rules handled
+// the agent frame it was given last (a rule profile's event name, "reply
+// session/prompt"), "" when none did. The engine asks after each frame
+// and gives the answer to its taps, so that a trace names an agent frame
+// by what it meant rather than "frame"; it changes nothing else.
+type RuleReporter interface {
+	MatchedRule() string
+}
+
 // An AgentClock is a Translator that wants the time of each agent frame
 // (Msg.At gives it for everything else), for rules such as "the turn ends
 // after 2 s without a frame". The engine calls FromAgentAt instead of

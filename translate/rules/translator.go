@@ -62,6 +62,9 @@ type translator struct {
 	p       *Profile
 	envVars map[string]string
 	now     time.Time
+	// rule names the rule that handled the last agent frame (an event's
+	// name, "reply METHOD", "error", "connect.expect"…), for traces.
+	rule string
 	// grace is the engine's cancel grace, as its last cancel said
 	// (translate.Msg.Grace): how long the agent has to acknowledge a stop
 	// when the cancel block does not say.
@@ -815,6 +818,10 @@ func (t *translator) withdrawPermission(tr *turn) []translate.Out {
 
 // --- agent side --------------------------------------------------------------------
 
+// MatchedRule implements translate.RuleReporter: the rule that handled
+// the last agent frame, "" when none did.
+func (t *translator) MatchedRule() string { return t.rule }
+
 // FromAgent implements translate.Translator.
 func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	return t.FromAgentAt(frame, t.now)
@@ -830,6 +837,7 @@ func (t *translator) FromAgentAt(frame []byte, at time.Time) ([]translate.Out, e
 }
 
 func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
+	t.rule = ""
 	frame = bytes.TrimSpace(frame)
 	// The iterative scanner, not gjson's validator: a deeply nested frame
 	// cannot overflow the stack. With a JSON-RPC envelope the same pass
@@ -857,13 +865,16 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if t.conn == connWaitFrame {
 		c := t.p.connect
 		if c.reject != nil && c.reject.matches(frame, nil) {
+			t.rule = "connect.reject"
 			return t.rejected(frame), nil
 		}
 		if c.expect.matches(frame, nil) {
+			t.rule = "connect.expect"
 			return t.ready(nil), nil
 		}
 	}
 	if hb := t.p.heartbeat; hb != nil && hb.reply != nil && hb.reply.matches(frame, nil) {
+		t.rule = "heartbeat.reply"
 		return nil, nil
 	}
 	if t.p.envelope != envNone && (envErr != nil || !env.IsNotification()) {
@@ -900,6 +911,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	st := &t.st
 	*st = state{sess: sess, turn: tr, env: envOf(env, envErr)}
 	if tr != nil && !tr.ackBy.IsZero() && t.p.cancel.ack.matches(frame, st) {
+		t.rule = "cancel.ack"
 		return t.cancelAcked(tr), nil
 	}
 	for _, er := range t.p.errors {
@@ -1050,6 +1062,7 @@ func (t *translator) rejected(frame []byte) []translate.Out {
 
 // replied handles the reply to an exchange.
 func (t *translator) replied(ex *exchange, frame []byte) []translate.Out {
+	defer func() { t.rule = "reply " + ex.req.method }()
 	t.removeWaiting(ex)
 	if ex.turn != nil {
 		r := ex.req.reply
@@ -1107,6 +1120,7 @@ func (t *translator) finish(ex *exchange, frame []byte) []translate.Out {
 
 // failExchange fails an exchange with the agent's error object.
 func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
+	t.rule = "reply " + ex.req.method
 	t.removeWaiting(ex)
 	if ex.turn != nil {
 		return t.failTurn(ex.turn, errObj)
@@ -1121,6 +1135,7 @@ func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
 // the profile's turn key (keyed), else the oldest request waiting for the
 // agent, else the running turn of the frame's session.
 func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *turn, keyed bool) []translate.Out {
+	t.rule = "error"
 	e := t.evalEnv(frame, nil, sess, nil)
 	e.turn = tr
 	msg := er.message.eval(e).text()
@@ -1151,6 +1166,7 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
+	t.rule = r.name
 	outs := t.applyRule(r, frame, sess, tr, promptReply)
 	if t.progress(r, tr, promptReply, outs) {
 		t.matched(tr)
