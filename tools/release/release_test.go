@@ -29,10 +29,21 @@ func TestBuild_HostTargetVerifies(t *testing.T) {
 	}
 	src := Source{Revision: "0123456789abcdef0123456789abcdef01234567", Time: time.Date(2026, 11, 26, 1, 2, 3, 0, time.UTC)}
 	dist := t.TempDir()
-	var log bytes.Buffer
-	arts, err := Build(Options{Root: root, Dist: dist, Version: "v9.8.7-test.1", Source: src, Targets: []Target{host}, Log: &log})
+	var log, progress bytes.Buffer
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func() time.Time { clock = clock.Add(1500 * time.Millisecond); return clock }
+	arts, err := Build(Options{Root: root, Dist: dist, Version: "v9.8.7-test.1", Source: src, Targets: []Target{host}, Log: &log, Progress: &progress, Now: tick})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A line as the platform's build starts, one when it ends with its
+	// time, one for the archive: a build of six platforms that takes
+	// minutes says what it is doing.
+	wantProgress := "release: building " + host.String() + " (1 of 1) …\n" +
+		"release: building " + host.String() + " done in 1.5s\n" +
+		"release: archive " + filepath.Join(dist, "acp-bridge_9.8.7-test.1_"+host.OS+"_"+host.Arch+map[bool]string{true: ".zip", false: ".tar.gz"}[host.OS == "windows"]) + " written in 1.5s\n"
+	if progress.String() != wantProgress {
+		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), wantProgress)
 	}
 	if err := Verify(dist, arts); err != nil {
 		t.Fatalf("Verify: %v", err)
@@ -140,7 +151,7 @@ func TestVersions(t *testing.T) {
 // Usage errors name what is wrong before anything is built.
 func TestRun_UsageErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"publish"}, {"release"}, {"release", "1.2"}, {"-targets", "plan9/386", "check"}} {
-		err := run(args, &bytes.Buffer{})
+		err := run(args, &bytes.Buffer{}, &bytes.Buffer{})
 		if _, ok := err.(usageError); !ok {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
