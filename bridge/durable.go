@@ -188,6 +188,14 @@ func (d *durableSessions) onSession(ev SessionEvent) {
 	}
 }
 
+// aliasing reports whether unalias may change or drop an output: some
+// backend id differs from its editor id, a load is being replayed, or a
+// closed session's backend may still speak. Its callers test it first,
+// since nearly every output of a stream finds nothing to do.
+func (d *durableSessions) aliasing() bool {
+	return d.on() && (len(d.alias) != 0 || d.suppressing != 0 || len(d.gone) != 0)
+}
+
 // sessionHooked reports whether session events are wanted at all.
 func (d *durableSessions) sessionHooked() bool { return d.e.b.OnSession != nil || d.on() }
 
@@ -602,7 +610,7 @@ func (d *durableSessions) toBackend(s *session, params json.RawMessage) json.Raw
 // editor's back to the editor's id. drop is set for updates of a backend's
 // own load that the editor must not see twice.
 func (d *durableSessions) unalias(l *link, o translate.Out) (_ translate.Out, drop bool) {
-	if !d.on() || len(d.alias) == 0 && d.suppressing == 0 && len(d.gone) == 0 {
+	if !d.aliasing() {
 		return o, false
 	}
 	sid := o.Session

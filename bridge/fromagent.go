@@ -244,9 +244,11 @@ func (e *engine) toAgent(l *link, frame []byte) {
 // notify writes a translator's notification (Notify, built here, or
 // Forward, passed through as it came).
 func (e *engine) notify(l *link, o translate.Out) {
-	o, drop := e.dur.unalias(l, o)
-	if drop {
-		return
+	if e.dur.aliasing() {
+		var drop bool
+		if o, drop = e.dur.unalias(l, o); drop {
+			return
+		}
 	}
 	if o.Method == "session/update" {
 		sid := o.Session

@@ -85,6 +85,11 @@ func (e *engine) note(l *link, o translate.Out) {
 		e.log.Debug("agent acknowledged the stop", "session", o.Session, "link", l.String())
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
 		return
+	case noteConnectRejected:
+		e.log.Warn("agent refused the connection; every request on this link is answered with the refusal",
+			"link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteInvalidStop:
 		e.log.Warn("a profile's end_turn gave no stop reason; the turn ended end_turn",
 			"session", o.Session, "link", l.String(), "detail", string(o.Body))
@@ -121,6 +126,11 @@ func (e *engine) note(l *link, o translate.Out) {
 // noteCancelRefused is the Note a translator sends when the agent answers a
 // forwarded cancel with an error.
 const noteCancelRefused = "cancel-refused"
+
+// noteConnectRejected is the Note a rule profile's translator sends when
+// its connect block's reject matched: the agent refused the connection
+// (most often its credentials). Not a repair either.
+const noteConnectRejected = "connect-rejected"
 
 // noteTurnQuiet is the Note a translator sends when no frame of a turn
 // matched a rule for a while; it is not a repair either.

@@ -29,6 +29,10 @@ type StoryLog struct {
 	Now func() time.Time
 
 	sessions map[string]*sessionStory
+	// last is the story of lastID: a stream's updates name one session,
+	// and a map lookup per update is most of what counting them costs.
+	lastID string
+	last   *sessionStory
 	// asked holds the requests awaiting an answer, by hop, link, the
 	// direction of the request and its raw id.
 	asked map[askKey]asked
@@ -105,6 +109,11 @@ func (s *StoryLog) now() time.Time {
 }
 
 func (s *StoryLog) session(ev SessionEvent) {
+	if ev.Kind == SessionUpdate && s.last != nil && ev.Session == s.lastID {
+		s.last.updates++
+		s.last.bytes += len(ev.Body)
+		return
+	}
 	if s.sessions == nil {
 		s.sessions = make(map[string]*sessionStory)
 	}
@@ -113,6 +122,7 @@ func (s *StoryLog) session(ev SessionEvent) {
 		st = &sessionStory{opened: s.now()}
 		s.sessions[ev.Session] = st
 	}
+	s.lastID, s.last = ev.Session, st
 	switch ev.Kind {
 	case SessionOpened:
 		s.Logger.Info("session opened", "session", ev.Session, "cwd", ev.Cwd)
@@ -151,6 +161,7 @@ func (s *StoryLog) session(ev SessionEvent) {
 			s.Logger.Info("session closed", args...)
 		}
 		delete(s.sessions, ev.Session)
+		s.lastID, s.last = "", nil
 	}
 }
 
@@ -223,4 +234,5 @@ func (s *StoryLog) End(reason string) {
 			"duration", s.now().Sub(st.opened).Round(time.Millisecond).String(), "reason", reason)
 	}
 	s.sessions = nil
+	s.lastID, s.last = "", nil
 }

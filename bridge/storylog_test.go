@@ -54,3 +54,43 @@ func TestStoryLog_Synthetic(t *testing.T) {
 		t.Errorf("the hook set before Attach ran %d times, want 5", earlier)
 	}
 }
+
+// Updates of two sessions interleaved, one of them closed and opened again
+// under the same id mid-stream: each turn line counts its own session's
+// updates, whatever the one-entry cache of the last session held.
+func TestStoryLog_CountsEachSessionsUpdates(t *testing.T) {
+	var out strings.Builder
+	s := &StoryLog{
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info, DisableTime: true}),
+		Now:    func() time.Time { return time.Unix(0, 0) },
+	}
+	b := &Bridge{}
+	s.Attach(b)
+	ev := func(k SessionEventKind, sid, body string) { b.OnSession(SessionEvent{Kind: k, Session: sid, Body: []byte(body)}) }
+	ev(SessionOpened, "a", "")
+	ev(SessionOpened, "b", "")
+	ev(SessionPrompt, "a", "")
+	ev(SessionPrompt, "b", "")
+	for range 3 {
+		ev(SessionUpdate, "a", "xx")
+		ev(SessionUpdate, "b", "y")
+		ev(SessionUpdate, "b", "y")
+	}
+	ev(SessionTurnEnded, "a", `{"stopReason":"end_turn"}`)
+	ev(SessionUpdate, "b", "y")
+	ev(SessionClosed, "b", "")
+	ev(SessionUpdate, "b", "lost") // after close: counted nowhere
+	ev(SessionOpened, "b", "")
+	ev(SessionPrompt, "b", "")
+	ev(SessionUpdate, "b", "zzz")
+	ev(SessionTurnEnded, "b", `{"stopReason":"end_turn"}`)
+	got := out.String()
+	for _, want := range []string{
+		"turn ended: session=a stop_reason=end_turn duration=0s updates=3 bytes=6",
+		"turn ended: session=b stop_reason=end_turn duration=0s updates=1 bytes=3",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -302,6 +302,9 @@ func TestRules_OpenInterpreterBadKey(t *testing.T) {
 	if msg := line.Get("error.message").Str; !strings.Contains(msg, "INTERPRETER_API_KEY") {
 		t.Errorf("initialize with a wrong key answered %s; want an error naming INTERPRETER_API_KEY", line)
 	}
+	// The log says so at WARN, with the refusal frame and the variable.
+	stderrLine(t, e, "the WARN line for the refused connection", "[WARN]", "agent refused the connection",
+		`{\"auth\":false}`, "INTERPRETER_API_KEY")
 }
 
 var _ = fakeagent.Options{}

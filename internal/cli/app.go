@@ -189,7 +189,7 @@ func newApp() *cli.App {
 				UsageText: "acp-bridge doctor [--prompt TEXT] [--json] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
 				ArgsUsage: "[-- COMMAND [ARGS...]]",
 				Flags: append(serveFlags(),
-					&cli.StringFlag{Name: "prompt", Usage: "run one whole prompt turn with `TEXT` and report its end, the time to the first update and the agent frames the dialect could not place"},
+					&cli.StringFlag{Name: "prompt", Usage: "run one whole prompt turn with `TEXT` (permissions it asks are refused) and report its end, the time to the first update and the agent frames the dialect could not place; only such a turn, showing content with every frame matched, earns \"all good\""},
 					&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object, for scripts"},
 				),
 				Action: doctorAction,

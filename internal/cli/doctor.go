@@ -22,6 +22,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/acpclient"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/acp-bridge/acp-bridge/translate/rules"
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
@@ -79,8 +80,15 @@ func doctorAction(c *cli.Context) error {
 	d.say("agent:   %s", spec.Desc)
 	ok := d.run(c.Context, spec, r.dialect, r.newTranslator, s, logger)
 	d.progress.Clear()
-	if ok {
+	switch {
+	case !ok:
+		d.report.Verdict = "failed"
+	case d.turnChecked:
+		d.report.Verdict = "all good"
 		d.say("all good: an editor can use this agent through acp-bridge")
+	default:
+		d.report.Verdict = "no problem found"
+		d.say("no problem found in initialize and session/new; a prompt turn was not run: --prompt TEXT runs one (it asks the agent's model), and only a turn that shows content proves an editor can use the agent")
 	}
 	d.report.OK = ok
 	if d.json {
@@ -111,17 +119,24 @@ type doctor struct {
 	prompt   string // --prompt: run one whole turn with it
 	heard    *heard
 	report   doctorReport
+	// turnChecked: a prompt turn showed content and no frame went
+	// unmatched, the only run that earns "all good".
+	turnChecked bool
 }
 
-// doctorReport is doctor's report for scripts (--json).
+// doctorReport is doctor's report for scripts (--json). Verdict is "all
+// good" (a prompt turn showed content an editor would show, and no agent
+// frame went unmatched), "no problem found" (initialize and session/new
+// worked; no turn was run) or "failed".
 type doctorReport struct {
-	Agent string       `json:"agent"`
-	OK    bool         `json:"ok"`
-	Steps []doctorStep `json:"steps"`
+	Agent   string       `json:"agent"`
+	OK      bool         `json:"ok"`
+	Verdict string       `json:"verdict"`
+	Steps   []doctorStep `json:"steps"`
 }
 
-// doctorStep is one line of the report: status is ok, note, warning or
-// failed; fix says what to do about a failed step.
+// doctorStep is one line of the report: status is ok, note or failed;
+// fix says what to do about a failed step.
 type doctorStep struct {
 	Status string `json:"status"`
 	Text   string `json:"text"`
@@ -139,7 +154,7 @@ func (d *doctor) say(format string, args ...any) {
 func (d *doctor) step(status, format string, args ...any) {
 	text := d.scrub(fmt.Sprintf(format, args...))
 	d.report.Steps = append(d.report.Steps, doctorStep{Status: status, Text: text})
-	label := map[string]string{"ok": "ok", "note": "note", "warning": "warning", "failed": "FAILED"}[status]
+	label := map[string]string{"ok": "ok", "note": "note", "failed": "FAILED"}[status]
 	d.say("%-8s %s", label, text)
 }
 
@@ -198,11 +213,14 @@ type heardSoFar struct {
 	sent      int
 	received  int
 	frames    []string // the first maxKept, as snippets
+	jsonRPC   string   // the first frame in a JSON-RPC 2.0 envelope
 	noiseN    int
 	noise     []string
 	unmatchN  int
-	unmatched []string
-	expect    string // the connect-expect note's detail
+	unmatched []string // the first maxKept notes, without their near miss
+	nearMiss  string   // the first near miss an unmatched note named
+	expect    string   // the connect-expect note's detail
+	rejected  string   // the connect-rejected note's detail
 }
 
 const maxKept = 3
@@ -215,13 +233,22 @@ func (h *heard) tap(ev bridge.TapEvent) {
 		if h.d.received++; len(h.d.frames) < maxKept {
 			h.d.frames = append(h.d.frames, snippet(ev.Message, 160))
 		}
+		if h.d.jsonRPC == "" && gjson.GetBytes(ev.Message, "jsonrpc").Str == "2.0" {
+			h.d.jsonRPC = snippet(ev.Message, 160)
+		}
 	case ev.Hop == bridge.AgentHop:
 		h.d.sent++
 	case ev.Hop == bridge.BridgeHop && ev.Note == "connect-expect":
 		h.d.expect = ev.Detail
+	case ev.Hop == bridge.BridgeHop && ev.Note == "connect-rejected":
+		h.d.rejected = ev.Detail
 	case ev.Hop == bridge.BridgeHop && ev.Note == "unmatched-frames":
+		note, near, _ := strings.Cut(ev.Detail, rules.NearMissMark)
+		if h.d.nearMiss == "" {
+			h.d.nearMiss = near
+		}
 		if h.d.unmatchN++; len(h.d.unmatched) < maxKept {
-			h.d.unmatched = append(h.d.unmatched, snippet([]byte(ev.Detail), 200))
+			h.d.unmatched = append(h.d.unmatched, snippet([]byte(note), 200))
 		}
 	}
 }
@@ -275,8 +302,7 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 		spec.Command = &cmd
 	} else {
 		step := "WebSocket handshake with"
-		if u := strings.ToLower(spec.WebSocket.URL); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-			// Streamable HTTP connects at initialize (step 2).
+		if isHTTP(spec) {
 			step = "Streamable HTTP endpoint"
 		}
 		stop := d.waiting("the " + step + " " + spec.WebSocket.URL)
@@ -288,7 +314,11 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 			return d.fail(d.scrub(err.Error()), fixDial(err, spec))
 		}
 		link.Close()
-		d.pass("%s %s", step, spec.WebSocket.URL)
+		// Streamable HTTP sends nothing before initialize: its dial only
+		// checks the URL, so the endpoint is vouched for by initialize.
+		if !isHTTP(spec) {
+			d.pass("%s %s", step, spec.WebSocket.URL)
+		}
 	}
 
 	// Step 2: the engine in front of the agent, as serving composes it.
@@ -296,9 +326,10 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 	b.Tap = d.heard.tap
 	turn := &turnWatch{}
 	conn, end := serveInProcess(ctx, b, acpclient.Handler{
-		Request: func(method string, _ json.RawMessage) (any, *acpclient.Error) {
+		Request: func(method string, params json.RawMessage) (any, *acpclient.Error) {
 			if method == "session/request_permission" {
-				return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil
+				turn.asked()
+				return refusePermission(params), nil
 			}
 			return nil, &acpclient.Error{Code: translate.CodeMethodNotFound, Message: "doctor's editor does not serve " + method}
 		},
@@ -323,10 +354,10 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 		"clientInfo":         map[string]string{"name": "acp-bridge-doctor", "version": versionString()},
 	})
 	if err != nil {
-		if cause := linkCause(err); cause != nil && d.heard.snapshot().received == 0 {
-			return d.fail("initialize: "+d.scrub(err.Error()), fixLink(cause, spec))
-		}
-		return d.wrongDialect(ctx, "initialize", err, spec, dial)
+		return d.failed(ctx, "initialize", err, spec, dial)
+	}
+	if isHTTP(spec) {
+		d.pass("Streamable HTTP endpoint %s", spec.WebSocket.URL)
 	}
 	info := gjson.GetBytes(res, "agentInfo")
 	name := info.Get("name").Str
@@ -362,10 +393,7 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 			return d.fail("session/new: the agent requires authentication: "+d.scrub(rpcErr.Message),
 				"log in as the agent's documentation says (for Gemini CLI, run gemini once or set GEMINI_API_KEY in the agent's env), then run doctor again")
 		}
-		if cause := linkCause(err); cause != nil && d.heard.snapshot().received == 0 {
-			return d.fail("session/new: "+d.scrub(err.Error()), fixLink(cause, spec))
-		}
-		return d.wrongDialect(ctx, "session/new", err, spec, dial)
+		return d.failed(ctx, "session/new", err, spec, dial)
 	}
 	sid := gjson.GetBytes(res, "sessionId").Str
 	d.pass("session/new: session %s in %s", sid, cwd)
@@ -373,7 +401,10 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 	// Step 3: at least one frame from the agent, for every dialect.
 	prompt := d.prompt
 	if prompt == "" {
-		if d.heard.snapshot().received > 0 {
+		if h := d.heard.snapshot(); h.received > 0 {
+			if h.unmatchN > 0 {
+				return d.unmatched(ctx, "agent frames", "initialize and session/new worked", h, spec, dial)
+			}
 			return true
 		}
 		prompt = doctorPrompt
@@ -382,59 +413,230 @@ func (d *doctor) run(ctx context.Context, spec launch.Agent, dialect translate.D
 	return d.promptTurn(ctx, conn, turn, sid, prompt, spec, dial)
 }
 
-// turnWatch counts the session/update notifications of doctor's turn and
-// when the first came.
+// refusePermission answers a permission request as a careful user does:
+// with the option that rejects once (else rejects always), so that the
+// agent runs nothing for doctor and its turn goes on to its end; without a
+// rejecting option, cancelled.
+func refusePermission(params json.RawMessage) map[string]any {
+	var always string
+	for _, o := range gjson.GetBytes(params, "options").Array() {
+		switch o.Get("kind").Str {
+		case "reject_once":
+			return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": o.Get("optionId").Str}}
+		case "reject_always":
+			if always == "" {
+				always = o.Get("optionId").Str
+			}
+		}
+	}
+	if always != "" {
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": always}}
+	}
+	return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}
+}
+
+// turnWatch counts the session/update notifications of doctor's turn, when
+// the first came, and those with content an editor shows (a message, a
+// thought, a tool call, a plan), by kind.
 type turnWatch struct {
 	mu      sync.Mutex
 	updates int
 	first   time.Time
+	shown   int
+	kinds   []string // every kind seen, in order of first sight
+	asks    int      // permission requests, each refused
 }
 
-func (t *turnWatch) update(json.RawMessage) {
+func (t *turnWatch) asked() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.asks++
+}
+
+func (t *turnWatch) update(params json.RawMessage) {
+	u := gjson.GetBytes(params, "update")
+	kind := u.Get("sessionUpdate").Str
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.updates++; t.updates == 1 {
 		t.first = time.Now()
 	}
+	if !slices.Contains(t.kinds, kind) {
+		t.kinds = append(t.kinds, kind)
+	}
+	if shows(kind, u) {
+		t.shown++
+	}
 }
 
-func (t *turnWatch) get() (int, time.Time) {
+// shows reports whether an update of kind is content an editor shows the
+// user as the agent's answer: a message or thought chunk that is not
+// empty, a tool call, a plan. Commands, modes, usage, session information
+// and the echo of the user's own prompt are not.
+func shows(kind string, u gjson.Result) bool {
+	switch kind {
+	case "agent_message_chunk", "agent_thought_chunk":
+		c := u.Get("content")
+		return c.Get("type").Str != "text" || c.Get("text").Str != ""
+	case "tool_call", "tool_call_update", "plan":
+		return true
+	}
+	return false
+}
+
+func (t *turnWatch) get() (updates int, first time.Time, shown, asks int, kinds []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.updates, t.first
+	return t.updates, t.first, t.shown, t.asks, slices.Clone(t.kinds)
 }
 
 // promptTurn runs one whole turn and reports its end, the time to the
-// first update, and the agent frames the dialect could not place.
+// first update, and the agent frames the dialect could not place. The turn
+// passes only when it ended, showed content an editor would show, and no
+// agent frame went unmatched: then doctor may say "all good".
 func (d *doctor) promptTurn(ctx context.Context, conn *acpclient.Conn, turn *turnWatch, sid, prompt string, spec launch.Agent, dial dialFunc) bool {
-	_, _, unmatchedBefore := d.heard.counts()
 	start := time.Now()
 	stop := d.waiting("the end of the prompt turn")
 	pctx, cancel := context.WithTimeout(ctx, d.timeout)
 	res, err := conn.Call(pctx, "session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": prompt}}})
 	cancel()
 	stop()
-	took := time.Since(start)
-	updates, first := turn.get()
+	took := time.Since(start).Round(time.Millisecond)
+	updates, first, shown, asks, kinds := turn.get()
 	h := d.heard.snapshot()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no end of turn within %v (%d update(s) so far)", d.timeout, updates)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return d.failed(ctx, "session/prompt", err, spec, dial)
 		}
-		return d.wrongDialect(ctx, "session/prompt", err, spec, dial)
+		err = fmt.Errorf("no end of turn within %v (%d update(s) so far)", d.timeout, updates)
+		if updates == 0 || h.unmatchN > 0 {
+			return d.failed(ctx, "session/prompt", err, spec, dial)
+		}
+		// The agent streamed, in words the dialect understood: the
+		// dialect is right, the end never came (or not yet).
+		why := "the dialect did not recognise the end of its turn: check the match of the rule that ends it (--log-level debug shows every frame)"
+		if acpFamily(spec.Dialect) {
+			why = "it never answered session/prompt, which an ACP agent must do with a stopReason: that is for the agent to fix"
+		}
+		return d.fail(fmt.Sprintf("session/prompt: %v; %s", err, d.heardText(h)),
+			fmt.Sprintf("the agent streamed but did not end the turn: if it is still working, give it longer (--%s); if not, %s", launch.FlagRequestTimeout, why))
 	}
+	stopReason := gjson.GetBytes(res, "stopReason").Str
 	if h.received == 0 {
-		return d.wrongDialect(ctx, "session/prompt", fmt.Errorf("the turn ended (%s) after %v without a word from the agent", gjson.GetBytes(res, "stopReason").Str, took.Round(time.Millisecond)), spec, dial)
+		return d.wrongDialect(ctx, "session/prompt", fmt.Errorf("the turn ended (%s) after %v without a word from the agent", stopReason, took), spec, dial)
 	}
-	firstUpdate := "no update"
-	if updates > 0 {
-		firstUpdate = fmt.Sprintf("first update after %v", first.Sub(start).Round(time.Millisecond))
+	ended := fmt.Sprintf("the turn ended (%s) after %v with %d update(s)", stopReason, took, updates)
+	if h.unmatchN > 0 {
+		return d.unmatched(ctx, "session/prompt", ended, h, spec, dial)
 	}
-	d.pass("session/prompt: end of turn (%s) after %v; %d update(s), %s", gjson.GetBytes(res, "stopReason").Str, took.Round(time.Millisecond), updates, firstUpdate)
-	if n := h.unmatchN - unmatchedBefore; n > 0 {
-		d.step("warning", "%d agent frame(s) matched no rule of dialect %s and were dropped: %s", n, spec.Dialect, strings.Join(h.unmatched, " | "))
+	if shown == 0 {
+		what := ended
+		if len(kinds) > 0 {
+			what += " (" + strings.Join(kinds, ", ") + ")"
+		}
+		what += ", none of them content an editor shows (a message, a thought, a tool call, a plan); " + d.heardText(h)
+		if fix, ok := d.fixJSONRPC(ctx, h, spec, dial); ok {
+			return d.fail("session/prompt: "+what, fix)
+		}
+		return d.fail("session/prompt: "+what,
+			fmt.Sprintf("no rule of dialect %s turned the agent's answer into a message: run doctor with --log-level debug to see which rule each frame matched, and give the one that carries the answer a message (or final_message); or use a prompt this agent answers in words", spec.Dialect))
 	}
+	d.pass("session/prompt: end of turn (%s) after %v; %d update(s), first update after %v; %d with content an editor shows", stopReason, took, updates, first.Sub(start).Round(time.Millisecond), shown)
+	if asks > 0 {
+		d.note("the agent asked permission %d time(s); doctor refused, so that it ran nothing", asks)
+	}
+	d.turnChecked = true
 	return true
+}
+
+// failed reports a step whose request failed, by the likeliest cause the
+// evidence shows: the agent refused the connection (a profile's reject),
+// the link could not be opened or was refused (HTTP status, a dead
+// process), frames no rule matched, or another dialect.
+func (d *doctor) failed(ctx context.Context, step string, err error, spec launch.Agent, dial dialFunc) bool {
+	h := d.heard.snapshot()
+	switch cause := linkCause(err); {
+	case h.rejected != "":
+		return d.fail(fmt.Sprintf("%s: %s; %s", step, d.scrub(err.Error()), strings.TrimPrefix(h.rejected, "profile "+spec.Dialect+": ")),
+			"the agent refused the credentials: check the token the profile sends"+readsEnv(h.rejected)+" and that it is valid for this agent (if the refusal is about something else, its words above say what)")
+	case cause != nil && h.received == 0:
+		return d.fail(step+": "+d.scrub(err.Error()), fixLink(cause, spec))
+	case h.expect != "" && step == "initialize" && h.nearMiss == "":
+		// The greeting never came, and nothing the agent sent looks like
+		// a typo of it: wrongDialect says which frame it waited for.
+	case h.unmatchN > 0:
+		return d.unmatched(ctx, step, d.scrub(err.Error()), h, spec, dial)
+	}
+	return d.wrongDialect(ctx, step, err, spec, dial)
+}
+
+// readsEnv returns " (it reads NAME, … from the environment)" when a
+// connect-rejected note names the variables the profile reads, else "".
+func readsEnv(note string) string {
+	const mark = "the profile reads the environment variable(s) "
+	if _, names, ok := strings.Cut(note, mark); ok {
+		return " (it reads " + names + " from the environment)"
+	}
+	return ""
+}
+
+// unmatched reports a step after which agent frames matched no rule of the
+// dialect: they are the evidence, shown in the report, and the fix is the
+// profile's match a typo broke (the rule that likely meant the frame), the
+// ACP dialect when the frames are JSON-RPC 2.0, or a rule for them.
+func (d *doctor) unmatched(ctx context.Context, step, what string, h heardSoFar, spec launch.Agent, dial dialFunc) bool {
+	if h.nearMiss != "" {
+		what = strings.ReplaceAll(what, rules.NearMissMark+h.nearMiss, "") // the fix quotes it
+	}
+	text := fmt.Sprintf("%s: %s; %d agent frame(s) matched no rule of dialect %s and were dropped: %s", step, what, h.unmatchN, spec.Dialect, strings.Join(h.unmatched, " | "))
+	if h.nearMiss != "" {
+		return d.fail(text, "edit the profile's match: "+h.nearMiss)
+	}
+	if fix, ok := d.fixJSONRPC(ctx, h, spec, dial); ok {
+		return d.fail(text, fix)
+	}
+	fix := fmt.Sprintf("add a rule for these frames to dialect %s (an event whose match fits them; one without output if they mean nothing to an editor), or, if the agent speaks another protocol, pick its dialect (--%s NAME; 'acp-bridge dialects' lists them)", spec.Dialect, launch.FlagDialect)
+	if h.jsonRPC != "" && !acpFamily(spec.Dialect) {
+		fix += fmt.Sprintf("; its frames are JSON-RPC 2.0, as ACP's are: if it speaks ACP, use --%s acp", launch.FlagDialect)
+	}
+	return d.fail(text, fix)
+}
+
+// fixJSONRPC is the fix for an agent whose frames are JSON-RPC 2.0 under a
+// dialect of another protocol, when the agent confirms it speaks ACP by
+// answering an ACP initialize on a link of its own: the ACP dialect of the
+// version it answers with. ok is false when it does not confirm (a rule
+// profile over JSON-RPC, say).
+func (d *doctor) fixJSONRPC(ctx context.Context, h heardSoFar, spec launch.Agent, dial dialFunc) (string, bool) {
+	if h.jsonRPC == "" || acpFamily(spec.Dialect) {
+		return "", false
+	}
+	v, ok := d.probeACP(ctx, dial)
+	if !ok {
+		return "", false
+	}
+	saw := fmt.Sprintf("the agent's frames are JSON-RPC 2.0 (%s), and asked in ACP, it answers initialize with protocolVersion %s", h.jsonRPC, v.Raw)
+	switch {
+	case v.Type == gjson.Number && v.Int() >= 1:
+		return fmt.Sprintf("%s: it speaks ACP itself, use --%s acp (dialect = \"acp\" in its agent block)", saw, launch.FlagDialect), true
+	case v.Type == gjson.String && strings.HasPrefix(v.Str, "0."):
+		return fmt.Sprintf("%s: it speaks legacy ACP, use --%s acp-v0", saw, launch.FlagDialect), true
+	}
+	return "", false
+}
+
+// acpFamily reports whether dialect speaks ACP's JSON-RPC itself.
+func acpFamily(dialect string) bool {
+	return dialect == "acp" || dialect == "acp-v2" || dialect == "acp-v0"
+}
+
+// isHTTP reports whether spec reaches its agent over Streamable HTTP.
+func isHTTP(spec launch.Agent) bool {
+	if spec.WebSocket == nil {
+		return false
+	}
+	u := strings.ToLower(spec.WebSocket.URL)
+	return strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")
 }
 
 type dialFunc = func(context.Context, bridge.Spawn) (bridge.Link, error)
@@ -539,7 +741,26 @@ func linkCause(err error) error {
 			return errors.New(msg)
 		}
 	}
+	if httpStatus(msg) != 0 {
+		return errors.New(msg) // a Streamable HTTP endpoint refused the request
+	}
 	return nil
+}
+
+// httpStatus returns the status of the first "HTTP NNN" in msg, else 0.
+func httpStatus(msg string) int {
+	for rest := msg; ; {
+		i := strings.Index(rest, "HTTP ")
+		if i < 0 {
+			return 0
+		}
+		rest = rest[i+len("HTTP "):]
+		if len(rest) >= 3 {
+			if n, err := strconv.Atoi(rest[:3]); err == nil && n >= 100 && n <= 599 && (len(rest) == 3 || rest[3] < '0' || rest[3] > '9') {
+				return n
+			}
+		}
+	}
 }
 
 // fixDial says what to do about a failed WebSocket dial, by its cause.
@@ -556,14 +777,27 @@ func fixDial(err error, spec launch.Agent) string {
 		return "TLS: the agent's certificate is not valid for the host in the URL; use the host name the certificate names"
 	case strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:"):
 		return "TLS: the secure handshake failed; check that the agent serves wss:// on this port (or use ws:// if it serves plain WebSocket)"
-	case strings.Contains(msg, "HTTP 401") || strings.Contains(msg, "HTTP 403"):
-		return fmt.Sprintf("auth: the agent refused the credentials; check the handshake headers (headers = { Authorization = … } in the websocket block, or --%s NAME=ENVVAR) and that the environment variable holds a valid token", launch.FlagHeader)
-	case strings.Contains(msg, "HTTP 404"):
+	case httpStatus(msg) == 401 || httpStatus(msg) == 403:
+		how := fmt.Sprintf("--%s Authorization=ENVVAR, the variable holding \"Bearer <token>\" (or headers = { Authorization = … } in the agent's websocket block)", launch.FlagHeader)
+		if len(spec.WebSocket.Header) > 0 || strings.Contains(spec.WebSocket.URL, "@") {
+			return fmt.Sprintf("the server wants a token and refused the credentials sent (HTTP %d): check that the header's variable holds a valid token (%s)", httpStatus(msg), how)
+		}
+		return fmt.Sprintf("the server wants a token (HTTP %d) and none was sent: give it with %s", httpStatus(msg), how)
+	case httpStatus(msg) == 404:
+		if isHTTP(spec) {
+			return "the URL's path is not the agent's ACP endpoint; check the path in the URL"
+		}
 		return "the URL's path is not the agent's WebSocket endpoint; check the path in the URL"
 	case strings.Contains(msg, "handshake refused"):
 		return "the server at this URL answered HTTP but did not accept a WebSocket; check the URL"
+	case strings.Contains(msg, "connection refused"):
+		return fmt.Sprintf("nothing listens at %s: start the agent or fix the URL (its host and port)", spec.WebSocket.URL)
+	case strings.Contains(msg, "no such host"):
+		return fmt.Sprintf("the host in %s is not known: fix the URL's host name", spec.WebSocket.URL)
 	case strings.Contains(msg, "unreachable") || errors.As(err, &opErr):
 		return fmt.Sprintf("nothing answers at %s: start the agent, or check the host and port in the URL (and any firewall between)", spec.WebSocket.URL)
+	case httpStatus(msg) != 0:
+		return fmt.Sprintf("the server at %s refused the request (HTTP %d): check that the URL is the agent's ACP endpoint, and see its words above", spec.WebSocket.URL, httpStatus(msg))
 	}
 	return "run with --log-level debug for the details of the dial"
 }

@@ -63,13 +63,23 @@ func TestDoctorHearsTheAgent(t *testing.T) {
 			[]string{"ok       session/prompt: end of turn (end_turn) after", "4 update(s), first update after", "all good"},
 			[]string{"a short prompt checks"}},
 		{"prompt turn with unmatched frames", nil,
-			[]string{"doctor", "--dialect", "chat-lines", "--prompt", "hi", "--", "sh", "-c", `while read l; do echo '{"kind":"delta","text":"hi"}'; echo '{"weird":1}'; done`}, 0,
-			[]string{"ok       session/prompt: end of turn", `warning  1 agent frame(s) matched no rule of dialect chat-lines and were dropped: no rule of profile chat-lines matches {"weird":1}`},
-			nil},
+			[]string{"doctor", "--dialect", "chat-lines", "--prompt", "hi", "--", "sh", "-c", `while read l; do echo '{"kind":"delta","text":"hi"}'; echo '{"weird":1}'; done`}, 1,
+			[]string{`FAILED   session/prompt: the turn ended (end_turn) after`, `1 agent frame(s) matched no rule of dialect chat-lines and were dropped: no rule of profile chat-lines matches {"weird":1}`,
+				"to fix:  add a rule for these frames to dialect chat-lines"},
+			[]string{"all good", "ok       session/prompt"}},
+		{"prompt turn without content", nil,
+			[]string{"doctor", "--dialect", "chat-lines", "--prompt", "hi", "--", "sh", "-c", `while read l; do echo '{"kind":"delta","text":""}'; done`}, 1,
+			[]string{`FAILED   session/prompt: the turn ended (end_turn) after`, "none of them content an editor shows", `the agent sent 1 frame(s): {"kind":"delta","text":""}`,
+				"to fix:  no rule of dialect chat-lines turned the agent's answer into a message"},
+			[]string{"all good", "ok       session/prompt"}},
+		{"no prompt turn", nil,
+			append([]string{"doctor", "--"}, acp...), 0,
+			[]string{"ok       session/new", "no problem found in initialize and session/new; a prompt turn was not run: --prompt TEXT runs one"},
+			[]string{"all good", "FAILED"}},
 		{"prompt turn without an end", nil,
 			append([]string{"doctor", "--request-timeout", "2s", "--prompt", "hold", "--"}, acp...), 1,
-			[]string{"ok       session/new", "FAILED   session/prompt: no end of turn within 2s"},
-			[]string{"all good"}},
+			[]string{"ok       session/new", "FAILED   session/prompt: no end of turn within 2s", "to fix:  the agent streamed but did not end the turn: if it is still working, give it longer (--request-timeout); if not, it never answered session/prompt"},
+			[]string{"all good", "pick the dialect"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,14 +110,15 @@ func TestDoctorJSON(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
 	var report struct {
-		Agent string
-		OK    bool
-		Steps []struct{ Status, Text, Fix string }
+		Agent   string
+		OK      bool
+		Verdict string
+		Steps   []struct{ Status, Text, Fix string }
 	}
 	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
 	}
-	if !report.OK || len(report.Steps) != 4 || report.Steps[3].Status != "ok" || !strings.HasPrefix(report.Steps[3].Text, "session/prompt: end of turn") {
+	if !report.OK || report.Verdict != "all good" || len(report.Steps) != 4 || report.Steps[3].Status != "ok" || !strings.HasPrefix(report.Steps[3].Text, "session/prompt: end of turn") {
 		t.Errorf("report = %+v", report)
 	}
 }

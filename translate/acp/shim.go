@@ -683,7 +683,10 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	if kind != "" && !stableVariant(kind) && s.on[iUnstableVariants] {
 		return append(pre, note(RuleUnstableVariants, sid, "dropped a %q update, which the stable ACP v1 schema does not have", kind)), nil
 	}
-	if s.on[iSchema] {
+	// A chunk whose envelope is Plain was read whole in the shape the
+	// SDKs write it (wire.Envelope.Plain): its content is a text block,
+	// so the schema rule has nothing left to check.
+	if s.on[iSchema] && !(env.Plain && chunkKind(kind)) {
 		if why := badUpdate(kind, env.Params); why != "" {
 			pre = append(pre, note(RuleSchema, sid, "session/update %s: %s", kind, why))
 			if s.opt.DropInvalid {

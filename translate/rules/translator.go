@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,11 @@ const (
 	// it starts waiting: a person told only that initialize timed out
 	// learns what never came (acp-bridge doctor reports it).
 	noteConnectExpect = "connect-expect"
+	// noteConnectRejected: the connect block's reject matched, with the
+	// frame and the environment variables the profile reads (most often
+	// the credentials it sent). The engine logs it at WARN; acp-bridge
+	// doctor reports it.
+	noteConnectRejected = "connect-rejected"
 	// noteInvalidStop: an end_turn expression gave a value that is no
 	// stop reason; the turn ended end_turn. The engine logs it at WARN.
 	noteInvalidStop = "invalid-stop-reason"
@@ -940,14 +946,18 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 			return t.apply(r, frame, sess, tr, false), nil
 		}
 	}
-	if t.conn == connWaitFrame {
-		return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("profile %s still waits for the connect frame matching %s; got %.120s", t.p.Name, t.p.connect.expect, frame))}}, nil
+	hint := t.p.nearMiss(frame)
+	if hint != "" {
+		hint = NearMissMark + hint
 	}
-	o := translate.Out{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s", t.p.Name, frame))}
+	if t.conn == connWaitFrame {
+		return []translate.Out{{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("profile %s still waits for the connect frame matching %s; got %.120s%s", t.p.Name, t.p.connect.expect, frame, hint))}}, nil
+	}
+	o := translate.Out{Kind: translate.Note, Method: noteUnmatched, Body: []byte(fmt.Sprintf("no rule of profile %s matches %.120s%s", t.p.Name, frame, hint))}
 	if sess != nil {
 		o.Session = sess.id
 		if tr := sess.live(); tr != nil {
-			tr.unmatched = fmt.Appendf(tr.unmatched[:0], "%.200s", frame)
+			tr.unmatched = fmt.Appendf(tr.unmatched[:0], "%.200s%s", frame, hint)
 		}
 	}
 	return []translate.Out{o}, nil
@@ -1051,7 +1061,11 @@ func (t *translator) rejected(frame []byte) []translate.Out {
 	t.rejectErr = translate.Errorf(translate.CodeInternalError, "%s", msg).JSON()
 	held := t.held
 	t.held = nil
-	var outs []translate.Out
+	body := fmt.Sprintf("profile %s: the agent refused the connection with %.200s (connect's reject matched %s)", t.p.Name, frame, t.p.connect.reject)
+	if len(t.envVars) > 0 {
+		body += "; the profile reads the environment variable(s) " + strings.Join(slices.Sorted(maps.Keys(t.envVars)), ", ")
+	}
+	outs := []translate.Out{{Kind: translate.Note, Method: noteConnectRejected, Body: []byte(body)}}
 	for _, m := range held {
 		if m.Kind == translate.Request {
 			outs = append(outs, fail(m.Ref, t.rejectErr))

@@ -1,6 +1,7 @@
 package fakerules
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -21,10 +22,12 @@ import (
 //	S→C {"op":"ping"}, C→S {"op":"pong"}                   keepalive
 //
 // A job whose text holds "echo" first sends a progress frame with its
-// whole text, "ran: TEXT". A "long" job sends ten progress frames 100 ms apart and is stopped by an
-// abort naming it; an abort naming another job is refused and the job runs
-// on. A "hang" job sends one progress frame and its done frame, then pings
-// every 300 ms until the connection closes.
+// whole text, "ran: TEXT". A "hello" job sends one progress frame and its
+// done frame. A "long" job sends ten progress frames 100 ms apart and is
+// stopped by an abort naming it; an abort naming another job is refused
+// and the job runs on. A "hang" job sends one progress frame and its done
+// frame, then pings every 300 ms until the connection closes. Any other
+// job is done at once.
 func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	type msg struct {
@@ -50,6 +53,9 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 			c.send(frame("progress", m.Job, `"text":`+q("ran: "+m.Text)))
 		}
 		switch word(m.Text) {
+		case "hello":
+			c.send(frame("progress", m.Job, `"text":"hello from job `+string(m.Job)+`"`))
+			c.send(frame("done", m.Job, ""))
 		case "long":
 			tick := time.NewTicker(100 * time.Millisecond)
 			stopped := false
@@ -96,4 +102,27 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 		}
 	}
 	return nil
+}
+
+// JobqAuth is Jobq behind a greeting: the client's first frame must be
+// {"op":"hello","token":TOKEN}, answered {"op":"welcome"}; any other first
+// frame is answered {"op":"denied","msg":"invalid token"} and the
+// connection ends, as a server that checks credentials does.
+func JobqAuth(token string) fakeagent.ServeFunc {
+	return func(r io.Reader, w io.Writer, opt fakeagent.Options) error {
+		br := bufio.NewReader(r)
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return nil
+		}
+		var hello struct{ Op, Token string }
+		if json.Unmarshal(line, &hello) != nil || hello.Op != "hello" || hello.Token != token {
+			_, err := w.Write([]byte(`{"op":"denied","msg":"invalid token"}` + "\n"))
+			return err
+		}
+		if _, err := w.Write([]byte(`{"op":"welcome"}` + "\n")); err != nil {
+			return err
+		}
+		return Jobq(br, w, opt)
+	}
 }
