@@ -161,7 +161,11 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 			if method != "session/new" {
 				// The backend no longer has it (restarted, expired): a new
 				// backend session, primed with the transcript.
-				d.e.log.Warn("the agent could not reopen its own session; starting a new one primed with the transcript",
+				msg := "the agent could not reopen its own session; starting a new one primed with the transcript"
+				if d.e.b.Sessions.NoPreamble || bind.Dialect.NoHistory {
+					msg = "the agent could not reopen its own session; starting a new one (without the transcript: no history preamble)"
+				}
+				d.e.log.Warn(msg,
 					"session", s.id, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str, "error", errorMessage(o.Body))
 				if !l.control {
 					d.e.sup.retireLink(l, method+" failed")
@@ -186,7 +190,7 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 				id = s.id
 			}
 			d.setBackend(s, id)
-			if !d.e.b.Sessions.NoPreamble {
+			if !d.e.b.Sessions.NoPreamble && !bind.Dialect.NoHistory {
 				s.b.primer = history
 			}
 		} else {

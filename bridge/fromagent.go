@@ -71,9 +71,6 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	if ev.compacted {
 		e.repaired(RepairMultiLineFrames, "", "")
 	}
-	if e.b.Tap != nil { // (tested here: building the event costs, per frame)
-		e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame})
-	}
 	if e.log.IsTrace() {
 		e.log.Trace("agent → bridge", "link", l.String(), "frame", truncate(frame, 2048))
 	}
@@ -94,6 +91,15 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 		outs, err = tr.FromAgentAt(frame, time.Now())
 	default:
 		outs, err = l.tr.FromAgent(frame)
+	}
+	if e.b.Tap != nil { // (tested here: building the event costs, per frame)
+		// After the translator, which names the rule that took the frame,
+		// and before what it made of it is applied (and tapped).
+		rule := ""
+		if rr, ok := l.tr.(translate.RuleReporter); ok {
+			rule = rr.MatchedRule()
+		}
+		e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame, Rule: rule})
 	}
 	if err != nil {
 		e.log.Warn("unusable frame from the agent", "link", l.String(), "error", err, "frame", truncate(frame, 200))

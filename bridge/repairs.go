@@ -90,6 +90,18 @@ func (e *engine) note(l *link, o translate.Out) {
 			"link", l.String(), "detail", string(o.Body))
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
 		return
+	case noteInvalidStop:
+		e.log.Warn("a profile's end_turn gave no stop reason; the turn ended end_turn",
+			"session", o.Session, "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
+	case noteConnectExpect:
+		// Not a repair: the profile's connect block waiting for the
+		// agent's first frame, which it says so that "initialize timed
+		// out" can be told as "this frame never came".
+		e.log.Debug("waiting for the agent's connect frame", "link", l.String(), "detail", string(o.Body))
+		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
+		return
 	case noteTurnQuiet:
 		e.log.Warn("turn without a frame the profile matched", "session", o.Session, "link", l.String(), "detail", string(o.Body))
 		e.tap(TapEvent{Hop: BridgeHop, Session: o.Session, Note: o.Method, Detail: string(o.Body)})
@@ -132,6 +144,15 @@ const (
 	noteCancelAcked   = "cancel-acknowledged"
 	// noteCancelIgnored: a stopped turn ended as the agent finished it.
 	noteCancelIgnored = "cancel-ignored"
+)
+
+// noteInvalidStop is the Note a translator sends when a profile's end_turn
+// expression gave a value that is no stop reason (the turn ended
+// end_turn); noteConnectExpect when a profile's connect block starts
+// waiting for the agent's first frame. Neither is a repair.
+const (
+	noteInvalidStop   = "invalid-stop-reason"
+	noteConnectExpect = "connect-expect"
 )
 
 // noteUnmatched is the Note a translator sends for an agent frame it has no

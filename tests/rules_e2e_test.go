@@ -9,6 +9,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/coder/acp-go-sdk"
+	"github.com/tidwall/gjson"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 	fakerules "github.com/acp-bridge/acp-bridge/tests/fakeagent/rules"
+	"github.com/acp-bridge/acp-bridge/toolkit/trace"
 )
 
 func init() {
@@ -100,15 +103,18 @@ type rulesProfile struct {
 	failMsg string
 	// args are extra bridge flags (a --config with a user dialect).
 	args []string
+	// connectExpect: the profile's connect block waits for a frame.
+	connectExpect bool
 }
 
 var rulesProfiles = []rulesProfile{
 	{
-		dialect:    "mini-agent-ws",
-		transports: []Transport{WSTransport(fakerules.MiniAgent)},
-		hello:      []string{"message You said: hello there"},
-		echo:       `{"id":"3","type":"prompt","timestamp":"T","session_id":"sid-uuid-2","data":{"prompt":"echo"}}`,
-		failMsg:    "Agent processing failed: Agent.run() takes 1 positional argument but 2 were given",
+		dialect:       "mini-agent-ws",
+		transports:    []Transport{WSTransport(fakerules.MiniAgent)},
+		hello:         []string{"message You said: hello there"},
+		echo:          `{"id":"3","type":"prompt","timestamp":"T","session_id":"sid-uuid-2","data":{"prompt":"echo"}}`,
+		failMsg:       "Agent processing failed: Agent.run() takes 1 positional argument but 2 were given",
+		connectExpect: true,
 	},
 	{
 		dialect:    "agent-rpc",
@@ -119,13 +125,14 @@ var rulesProfiles = []rulesProfile{
 		failMsg:    "model overloaded, try later",
 	},
 	{
-		dialect:    "open-interpreter",
-		transports: []Transport{withEnv(WSTransport(fakerules.OpenInterpreter("sk-e2e")), "INTERPRETER_API_KEY=sk-e2e")},
-		hello:      []string{"message You said: ", "message hello there"},
-		tool:       []string{"message Let me", "message  check.", "tool_call pending execute", "tool_call_update in_progress", "tool_call_update completed"},
-		approve:    []string{"tool_call pending execute", "tool_call_update in_progress", "tool_call_update in_progress", "tool_call_update completed", "message Done."},
-		echo:       `["{\"role\":\"user\",\"start\":true}","{\"role\":\"user\",\"type\":\"message\",\"content\":\"echo\"}","{\"role\":\"user\",\"end\":true}"]`,
-		failMsg:    "ZeroDivisionError: division by zero",
+		dialect:       "open-interpreter",
+		transports:    []Transport{withEnv(WSTransport(fakerules.OpenInterpreter("sk-e2e")), "INTERPRETER_API_KEY=sk-e2e")},
+		hello:         []string{"message You said: ", "message hello there"},
+		tool:          []string{"message Let me", "message  check.", "tool_call pending execute", "tool_call_update in_progress", "tool_call_update completed"},
+		approve:       []string{"tool_call pending execute", "tool_call_update in_progress", "tool_call_update in_progress", "tool_call_update completed", "message Done."},
+		echo:          `["{\"role\":\"user\",\"start\":true}","{\"role\":\"user\",\"type\":\"message\",\"content\":\"echo\"}","{\"role\":\"user\",\"end\":true}"]`,
+		failMsg:       "ZeroDivisionError: division by zero",
+		connectExpect: true,
 	},
 	{
 		dialect:    "zeroclaw",
@@ -263,6 +270,15 @@ func testRulesProfile(t *testing.T, p rulesProfile, tr Transport) {
 	resp, _ = turn(t, e, sid, "die")
 	if _, ok := resp.ErrorCode(); !ok {
 		t.Errorf("prompt during a dropped connection answered %s, want an error", resp)
+	}
+
+	// Waiting for the connect frame is what it is, not a repair of the
+	// stream (the log's debug lines, and the repair summary at exit).
+	if p.connectExpect {
+		stderrLine(t, e, "the connect-expect debug line", "waiting for the agent's connect frame", "connect frame matching")
+	}
+	if log := e.Bridge.Stderr(); strings.Contains(log, "repair=connect-expect") || strings.Contains(log, "connect-expect=") {
+		t.Errorf("connect-expect logged as a repair:\n%s", log)
 	}
 }
 
@@ -471,5 +487,83 @@ func TestRules_PingsDoNotDefeatGiveUp(t *testing.T) {
 	}
 	if quiet != 1 {
 		t.Errorf("%d quiet WARN lines, want 1:\n%s", quiet, e.Bridge.Stderr())
+	}
+}
+
+// A profile whose agent has no chat history (jobs, commands) says so with
+// history_preamble = false: a session closed and resumed, which opens a
+// new agent session, does not send the agent the transcript before the
+// next prompt, where a command-style agent would run the old asks again
+// (issue 54). Without the setting the same steps do send it, which shows
+// the test sees the preamble when there is one.
+func TestRules_ProfileWithoutHistoryGetsNoPreamble(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, setting string
+		preamble      bool
+	}{{"history_preamble=false", "history_preamble = false", false}, {"default", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := t.TempDir() + "/jobq.hcl"
+			profile := strings.Replace(jobqProfile, "DONE", "done", 1)
+			profile = strings.Replace(profile, `dialect "jobq" {`, "dialect \"jobq\" {\n  "+tc.setting, 1)
+			if err := os.WriteFile(cfg, []byte(profile), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := NewEditor(t, WSTransport(fakerules.Jobq), EditorOptions{Args: []string{
+				"--dialect", "jobq", "--config", cfg, "--state-dir", t.TempDir(), "--log-level", "info"}})
+			e.Initialize(t)
+			cwd := t.TempDir()
+			sid := e.NewSession(t, cwd)
+			resp, got := turn(t, e, sid, "echo delete everything")
+			wantTurn(t, "first job", resp, got, []string{"message ran: echo delete everything"})
+			if l := e.RawCall(t, "session/close", fmt.Sprintf(`{"sessionId":%q}`, sid)); !l.Get("result").IsObject() {
+				t.Fatalf("session/close = %s", l)
+			}
+			if l := e.RawCall(t, "session/resume", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd)); !l.Get("result").IsObject() {
+				t.Fatalf("session/resume = %s", l)
+			}
+			resp, got = turn(t, e, sid, "echo list")
+			if tc.preamble {
+				if len(got) != 1 || !strings.Contains(got[0], "delete everything") || !strings.HasSuffix(got[0], "echo list") {
+					t.Fatalf("without history_preamble = false the resumed job should carry the transcript; the agent ran %q (%s)", got, resp)
+				}
+				return
+			}
+			wantTurn(t, "job after resume", resp, got, []string{"message ran: echo list"})
+		})
+	}
+}
+
+// A trace of a rule profile's agent names every agent frame by the rule
+// that took it (an event's name, the reply's request, the connect and
+// error blocks), so that trace view labels its arrows with them rather
+// than "frame" (issue 54); a frame no rule took has none.
+func TestRules_TraceNamesTheRule(t *testing.T) {
+	t.Parallel()
+	cfg := t.TempDir() + "/jobq.hcl"
+	if err := os.WriteFile(cfg, []byte(strings.Replace(jobqProfile, "DONE", "done", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/jobq.trace"
+	e := NewEditor(t, WSTransport(fakerules.Jobq), EditorOptions{Args: []string{
+		"--dialect", "jobq", "--config", cfg, "--no-sessions", "--trace", path}})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	resp, got := turn(t, e, sid, "echo this")
+	wantTurn(t, "echo", resp, got, []string{"message ran: echo this"})
+	stopBridge(t, e.Bridge)
+	recs, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, r := range recs {
+		if r.Hop == "agent" && r.Dir == "in" {
+			rules = append(rules, gjson.GetBytes(r.Msg, "op").Str+"="+r.Rule)
+		}
+	}
+	if want := []string{"progress=progress", "done=done"}; !slices.Equal(rules, want) {
+		t.Errorf("the agent frames' rules in the trace are %q, want %q", rules, want)
 	}
 }

@@ -199,6 +199,11 @@ type Dialect struct {
 	// a translator that has no connection, and dials only per-session
 	// links. Only meaningful with PerSession.
 	NoControlLink bool
+	// NoHistory means the agent's protocol has no chat history (a command
+	// or job protocol): a new agent session opened for an existing
+	// transcript (a load, a resume, a switch of agents) is not primed with
+	// the transcript, which such an agent would take as commands to run.
+	NoHistory bool
 	// Configure decodes the dialect's own options block (nil when the config
 	// has none) and returns a constructor for the translator of each link.
 	Configure func(options hcl.Body) (func() Translator, hcl.Diagnostics)
@@ -222,6 +227,15 @@ type Spawn struct {
 	Env []string
 	// Cwd is the child's working directory; "" means the session's cwd.
 	Cwd string
+}
+
+// A RuleReporter is a Translator that can say which of its rules handled
+// the agent frame it was given last (a rule profile's event name, "reply
+// session/prompt"), "" when none did. The engine asks after each frame
+// and gives the answer to its taps, so that a trace names an agent frame
+// by what it meant rather than "frame"; it changes nothing else.
+type RuleReporter interface {
+	MatchedRule() string
 }
 
 // An AgentClock is a Translator that wants the time of each agent frame

@@ -52,4 +52,9 @@ type Event struct {
 	Note string
 	// Detail says more about a note, for a person.
 	Detail string
+	// Rule names the rule of the link's translator that handled an
+	// inbound agent message (translate.RuleReporter): a rule profile's
+	// event, "reply session/prompt"; empty when none did or the dialect
+	// has no rules.
+	Rule string
 }

@@ -99,6 +99,11 @@ summary = "NAME: describe your agent in one line"
 # true when the agent holds one conversation per connection.
 per_session = false
 
+# false when the agent keeps no chat history (jobs, commands): a session
+# reopened on a new agent session then gets no transcript before its next
+# prompt, which such an agent would run as asks.
+# history_preamble = false
+
 turn {
   # The path where the agent's frames name their turn, compared with the
   # same path of the prompt's frame: frames of other turns are dropped.

@@ -15,8 +15,9 @@ import (
 // (an ExportTraceServiceRequest, as an OTLP file exporter or collector's
 // file receiver reads it), following the GenAI semantic conventions: one
 // span per turn ("invoke_agent", from the editor's session/prompt to its
-// answer) and, under it, one per tool call ("execute_tool", from the
-// tool_call update to the tool_call_update that completes or fails it).
+// answer) and, under it, one per tool call ("execute_tool NAME", named by
+// the tool's name (see toolName), from the tool_call update to the
+// tool_call_update that completes or fails it).
 // Every session is one trace. Only what the trace holds is exported: ids,
 // kinds, statuses, times; never prompt or message text.
 func WriteOTLP(w io.Writer, service string, recs []Record) error {
@@ -81,11 +82,12 @@ func WriteOTLP(w io.Writer, service string, recs []Record) error {
 					parent = spans[i].SpanID
 				}
 				tools[key] = len(spans)
+				name := toolName(u)
 				spans = append(spans, otlpSpan{
 					TraceID: hexID(sid, 16), SpanID: hexID(key+"\x00"+r.Time, 8), ParentSpanID: parent,
-					Name: "execute_tool " + u.Get("kind").Str, Kind: 1, Start: wall(r), End: wall(r),
+					Name: "execute_tool " + name, Kind: 1, Start: wall(r), End: wall(r),
 					Attributes: attrs("gen_ai.operation.name", "execute_tool", "gen_ai.tool.call.id", id,
-						"gen_ai.tool.name", u.Get("title").Str, "gen_ai.tool.type", u.Get("kind").Str, "gen_ai.conversation.id", sid),
+						"gen_ai.tool.name", name, "acp.tool_call.kind", u.Get("kind").Str, "gen_ai.conversation.id", sid),
 				})
 			case "tool_call_update":
 				i, ok := tools[key]
@@ -112,6 +114,29 @@ func WriteOTLP(w io.Writer, service string, recs []Record) error {
 	}}}
 	enc := json.NewEncoder(w)
 	return enc.Encode(req)
+}
+
+// toolName is the name of the tool a tool_call update runs, for its
+// span (GenAI's "execute_tool {gen_ai.tool.name}"): the agent's own name
+// for it where the update carries one in _meta (claude-agent-acp's
+// _meta.claudeCode.toolName, a rule profile's _meta.acpBridge.toolName),
+// else its ACP kind ("read", "execute"), else "tool". Never the title,
+// which is for people and may quote the call's input.
+func toolName(u gjson.Result) string {
+	name := u.Get("_meta.toolName").Str
+	if name == "" {
+		u.Get("_meta").ForEach(func(_, ns gjson.Result) bool {
+			name = ns.Get("toolName").Str
+			return name == ""
+		})
+	}
+	if name == "" {
+		name = u.Get("kind").Str
+	}
+	if name == "" {
+		name = "tool"
+	}
+	return name
 }
 
 type otlpSpan struct {

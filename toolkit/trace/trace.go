@@ -67,6 +67,9 @@ type Record struct {
 	Raw    string          `json:"raw,omitempty"`
 	Note   string          `json:"note,omitempty"`
 	Detail string          `json:"detail,omitempty"`
+	// Rule names the rule of the dialect that handled an inbound agent
+	// message (a rule profile's event name, "reply session/prompt").
+	Rule string `json:"rule,omitempty"`
 }
 
 // Message returns the message bytes of r: Msg, or Raw.
@@ -263,6 +266,7 @@ func (w *Writer) record(e event) Record {
 		Hop:     ev.Hop.String(),
 		Link:    ev.Link,
 		Session: ev.Session,
+		Rule:    ev.Rule,
 	}
 	if ev.Hop == tap.BridgeHop {
 		r.Kind, r.Note, r.Detail = KindNote, ev.Note, ev.Detail
@@ -367,6 +371,7 @@ func (w *Writer) line(r Record) []byte {
 	b = appendField(b, "raw", r.Raw)
 	b = appendField(b, "note", r.Note)
 	b = appendField(b, "detail", r.Detail)
+	b = appendField(b, "rule", r.Rule)
 	b = append(b, '}')
 	if w.opt.Scrub != nil {
 		b = w.opt.Scrub(b)
@@ -466,7 +471,7 @@ func recordOf(line []byte) (Record, error) {
 	g := gjson.ParseBytes(line)
 	r := Record{TNs: g.Get("t_ns").Int(), Time: g.Get("time").Str, Hop: g.Get("hop").Str, Dir: g.Get("dir").Str,
 		Link: int(g.Get("link").Int()), Session: g.Get("session").Str, Kind: g.Get("kind").Str, Method: g.Get("method").Str,
-		Raw: g.Get("raw").Str, Note: g.Get("note").Str, Detail: g.Get("detail").Str}
+		Raw: g.Get("raw").Str, Note: g.Get("note").Str, Detail: g.Get("detail").Str, Rule: g.Get("rule").Str}
 	if id := g.Get("id"); id.Exists() {
 		r.ID = json.RawMessage(id.Raw)
 	}

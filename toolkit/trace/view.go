@@ -259,8 +259,21 @@ func latency(ns int64) string {
 }
 
 // label is the text on an arrow: a session/update names its kind, as
-// every notification arrow would otherwise read the same.
+// every notification arrow would otherwise read the same, and an agent
+// frame the rule of the dialect that handled it (a rule profile's event
+// name), as every plain JSON frame would otherwise read "frame".
 func label(r Record) string {
+	l := kindLabel(r)
+	switch {
+	case r.Rule == "":
+		return l
+	case r.Kind == KindFrame:
+		return r.Rule
+	}
+	return l + " · " + r.Rule
+}
+
+func kindLabel(r Record) string {
 	id := ""
 	if len(r.ID) > 0 {
 		id = " #" + string(r.ID)

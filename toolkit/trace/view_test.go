@@ -248,7 +248,12 @@ func TestView_UpdateKindsAndLatencies(t *testing.T) {
 		mk("in", 3_000_000, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"@type":"agent_message_text","text":"x"}}}`),
 		mk("in", 1_235_000_000, `{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}`),
 		mk("in", 1_236_000_000, `{"jsonrpc":"2.0","id":99,"result":{}}`), // answers nothing: no latency
+		// A rule profile's frames are named by the rule that took them.
+		mk("in", 1_237_000_000, `{"op":"progress","job":1,"text":"x"}`),
+		mk("in", 1_238_000_000, `{"op":"huh"}`), // no rule took it
+		mk("in", 1_239_000_000, `{"jsonrpc":"2.0","method":"agent/update","params":{}}`),
 	}
+	recs[5].Rule, recs[7].Rule = "progress", "token"
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, "t", recs); err != nil {
 		t.Fatal(err)
@@ -260,6 +265,9 @@ func TestView_UpdateKindsAndLatencies(t *testing.T) {
 		"session/update agent_message_text",
 		"result #7 · 1234 ms",
 		"result #99",
+		"progress",
+		"frame",
+		"agent/update · token",
 	} {
 		if got[i].Label != want {
 			t.Errorf("record %d labelled %q, want %q", i, got[i].Label, want)

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -155,7 +156,13 @@ type Options struct {
 	Version string
 	Source  Source
 	Targets []Target
-	Log     io.Writer // progress, one line per archive
+	Log     io.Writer // one line per archive: its name and platform
+	// Progress, when set, gets a line as each platform's build starts and
+	// as it ends, with how long it took (a cold build takes minutes), and
+	// one per archive written. The command gives it stderr.
+	Progress io.Writer
+	// Now is the clock the durations are read from; nil means time.Now.
+	Now func() time.Time
 }
 
 // Artifact is one archive Build wrote.
@@ -176,16 +183,29 @@ func Build(o Options) ([]Artifact, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(work)
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
 	var arts []Artifact
-	for _, t := range o.Targets {
+	for i, t := range o.Targets {
 		bin := filepath.Join(work, t.OS+"-"+t.Arch, t.exe())
+		fmt.Fprintf(progress, "release: building %s (%d of %d) …\n", t, i+1, len(o.Targets))
+		start := now()
 		if err := compile(o, t, bin); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(progress, "release: building %s done in %s\n", t, seconds(now().Sub(start)))
+		start = now()
 		a, err := pack(o, t, bin)
 		if err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(progress, "release: archive %s written in %s\n", filepath.Join(o.Dist, a.Name), seconds(now().Sub(start)))
 		fmt.Fprintf(o.Log, "%s  %s\n", a.Name, t)
 		arts = append(arts, a)
 	}
@@ -198,6 +218,11 @@ func Build(o Options) ([]Artifact, error) {
 		return nil, err
 	}
 	return arts, nil
+}
+
+// seconds is d for a person: "41.2s".
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
 }
 
 // ldflags stamps the build (see internal/buildinfo) and drops the symbol

@@ -24,7 +24,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -37,7 +37,9 @@ func main() {
 
 type usageError struct{ error }
 
-func run(args []string, out io.Writer) error {
+// run does what args say; out gets the archives' names, progress a line
+// as each platform's build starts and ends (a build takes minutes).
+func run(args []string, out, progress io.Writer) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	targets := fs.String("targets", strings.Join(DefaultTargets, ","), "the GOOS/GOARCH pairs to build, comma-separated")
@@ -60,7 +62,7 @@ func run(args []string, out io.Writer) error {
 	mode := fs.Arg(0)
 	switch {
 	case mode == "snapshot" && fs.NArg() == 1:
-		_, err := Build(Options{Root: root, Dist: *dist, Version: src.snapshotVersion(), Source: src, Targets: ts, Log: out})
+		_, err := Build(Options{Root: root, Dist: *dist, Version: src.snapshotVersion(), Source: src, Targets: ts, Log: out, Progress: progress})
 		return err
 	case mode == "release" && fs.NArg() == 2:
 		version := fs.Arg(1)
@@ -70,7 +72,7 @@ func run(args []string, out io.Writer) error {
 		if src.Modified {
 			return fmt.Errorf("release %s: the working tree has uncommitted changes; commit or stash them, so the archives are built from revision %s alone", version, src.Revision)
 		}
-		_, err := Build(Options{Root: root, Dist: *dist, Version: version, Source: src, Targets: ts, Log: out})
+		_, err := Build(Options{Root: root, Dist: *dist, Version: version, Source: src, Targets: ts, Log: out, Progress: progress})
 		return err
 	case mode == "check" && fs.NArg() == 1:
 		dir, err := os.MkdirTemp("", "acp-bridge-release-check-")
@@ -78,7 +80,7 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		arts, err := Build(Options{Root: root, Dist: dir, Version: src.snapshotVersion(), Source: src, Targets: ts, Log: out})
+		arts, err := Build(Options{Root: root, Dist: dir, Version: src.snapshotVersion(), Source: src, Targets: ts, Log: out, Progress: progress})
 		if err != nil {
 			return err
 		}

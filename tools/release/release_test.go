@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +31,21 @@ func TestBuild_HostTargetVerifies(t *testing.T) {
 	}
 	src := Source{Revision: "0123456789abcdef0123456789abcdef01234567", Time: time.Date(2026, 11, 26, 1, 2, 3, 0, time.UTC)}
 	dist := t.TempDir()
-	var log bytes.Buffer
-	arts, err := Build(Options{Root: root, Dist: dist, Version: "v9.8.7-test.1", Source: src, Targets: []Target{host}, Log: &log})
+	var log, progress bytes.Buffer
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func() time.Time { clock = clock.Add(1500 * time.Millisecond); return clock }
+	arts, err := Build(Options{Root: root, Dist: dist, Version: "v9.8.7-test.1", Source: src, Targets: []Target{host}, Log: &log, Progress: &progress, Now: tick})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A line as the platform's build starts, one when it ends with its
+	// time, one for the archive: a build of six platforms that takes
+	// minutes says what it is doing.
+	wantProgress := "release: building " + host.String() + " (1 of 1) …\n" +
+		"release: building " + host.String() + " done in 1.5s\n" +
+		"release: archive " + filepath.Join(dist, "acp-bridge_9.8.7-test.1_"+host.OS+"_"+host.Arch+map[bool]string{true: ".zip", false: ".tar.gz"}[host.OS == "windows"]) + " written in 1.5s\n"
+	if progress.String() != wantProgress {
+		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), wantProgress)
 	}
 	if err := Verify(dist, arts); err != nil {
 		t.Fatalf("Verify: %v", err)
@@ -80,6 +93,9 @@ func TestBuild_HostTargetVerifies(t *testing.T) {
 	if info.Version != "v9.8.7-test.1" || info.Revision != src.Revision || info.Time != "2026-11-26T01:02:03Z" || info.Stamp != "ldflags" {
 		t.Errorf("the packed binary says %+v; want the stamp it was built with", info)
 	}
+
+	// install.sh installs from these archives, served as a release is.
+	testInstallScript(t, root, dist, host, "9.8.7-test.1")
 
 	// Packing is reproducible: the same binary and revision give the same
 	// bytes.
@@ -140,9 +156,75 @@ func TestVersions(t *testing.T) {
 // Usage errors name what is wrong before anything is built.
 func TestRun_UsageErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"publish"}, {"release"}, {"release", "1.2"}, {"-targets", "plan9/386", "check"}} {
-		err := run(args, &bytes.Buffer{})
+		err := run(args, &bytes.Buffer{}, &bytes.Buffer{})
 		if _, ok := err.(usageError); !ok {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// testInstallScript runs the one-line installer (install.sh at the
+// repository's root) against dist, the archives and SHA256SUMS of a
+// release, served over HTTP as GitHub serves a release's files: the binary
+// lands in the directory asked for and runs; a release whose archive does
+// not match its checksum installs nothing and says why.
+func testInstallScript(t *testing.T, root, dist string, host Target, version string) {
+	t.Helper()
+	if host.OS == "windows" {
+		return // the script is for Linux and macOS; Windows takes the .zip
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to run install.sh with")
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dist)))
+	defer srv.Close()
+	start := time.Now()
+	defer func() { t.Logf("install.sh, three runs: %v", time.Since(start).Round(time.Millisecond)) }()
+	install := func(dir string, args ...string) (string, error) {
+		cmd := exec.Command(sh, append([]string{filepath.Join(root, "install.sh"), "--dir", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "ACP_BRIDGE_RELEASE_URL="+srv.URL, "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	dir := filepath.Join(t.TempDir(), "bin")
+	out, err := install(dir, "--version", "v"+version)
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	got, err := exec.Command(filepath.Join(dir, "acp-bridge"), "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(got), version) {
+		t.Fatalf("the installed binary's --version: %q, %v; want it to name %s (install.sh said %q)", got, err, version, out)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "acp-bridge")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("installed binary: %v, %v; want mode 0755", st, err)
+	}
+	if out, err := install(filepath.Join(t.TempDir(), "bin"), "--version", "v0.0.1"); err == nil || !strings.Contains(out, "is not v0.0.1") {
+		t.Errorf("install.sh --version v0.0.1 from a %s release: %v\n%s; want a refusal", version, err, out)
+	}
+
+	// The same release with a corrupted archive: nothing is installed.
+	bad := t.TempDir()
+	entries, _ := os.ReadDir(dist)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dist, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(e.Name(), ".tar.gz") {
+			b[len(b)/2] ^= 0xff
+		}
+		if err := os.WriteFile(filepath.Join(bad, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Config.Handler = http.FileServer(http.Dir(bad))
+	dir = filepath.Join(t.TempDir(), "bin")
+	out, err = install(dir)
+	if err == nil || !strings.Contains(out, "checksum mismatch") || !strings.Contains(out, "nothing was installed") {
+		t.Errorf("install.sh of a corrupted archive: %v\n%s; want a checksum mismatch", err, out)
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Errorf("install.sh of a corrupted archive left %v in %s", left, dir)
 	}
 }

@@ -28,6 +28,7 @@ func (p *Profile) Dialect() translate.Dialect {
 		Name:       p.Name,
 		Summary:    summary,
 		PerSession: p.PerSession,
+		NoHistory:  p.NoHistory,
 		Configure:  p.configure,
 		Secrets:    p.secrets,
 	}

@@ -29,6 +29,10 @@ type Profile struct {
 	Summary string
 	// PerSession: the agent holds one conversation per connection.
 	PerSession bool
+	// NoHistory: history_preamble = false, the agent's protocol has no
+	// chat history (commands, jobs): a new agent session for an existing
+	// transcript is not primed with it.
+	NoHistory bool
 	// Source is the profile's HCL text when it came from a file (empty for
 	// a block decoded from a configuration file).
 	Source []byte
@@ -115,10 +119,13 @@ type rule struct {
 	send         []node
 	updates      []update
 	finalMessage node
-	endTurn      string
-	fail         node
-	tool         *toolRule
-	permission   *permissionRule
+	// endTurn, when set, ends the turn with the stop reason it evaluates
+	// to: a constant checked at load, or an expression over the frame
+	// whose value is checked when it ends a turn.
+	endTurn    node
+	fail       node
+	tool       *toolRule
+	permission *permissionRule
 	// keepalive: the event's frames (pings) say nothing of a turn, so they
 	// never count toward the turn's quiet and give_up.
 	keepalive bool
@@ -155,15 +162,17 @@ type permissionRule struct {
 type rawProfile struct {
 	Summary    *hcl.Attribute `hcl:"summary,optional"`
 	PerSession *hcl.Attribute `hcl:"per_session,optional"`
-	Envelope   *hcl.Attribute `hcl:"envelope,optional"`
-	Route      *hcl.Attribute `hcl:"route,optional"`
-	Connect    *rawConnect    `hcl:"connect,block"`
-	Heartbeat  *rawHeartbeat  `hcl:"heartbeat,block"`
-	Turn       *rawTurn       `hcl:"turn,block"`
-	Cancel     *rawCancel     `hcl:"cancel,block"`
-	Errors     []*rawError    `hcl:"error,block"`
-	Requests   []*rawRequest  `hcl:"request,block"`
-	Events     []*rawEvent    `hcl:"event,block"`
+	// HistoryPreamble: false when the agent's protocol has no chat history.
+	HistoryPreamble *hcl.Attribute `hcl:"history_preamble,optional"`
+	Envelope        *hcl.Attribute `hcl:"envelope,optional"`
+	Route           *hcl.Attribute `hcl:"route,optional"`
+	Connect         *rawConnect    `hcl:"connect,block"`
+	Heartbeat       *rawHeartbeat  `hcl:"heartbeat,block"`
+	Turn            *rawTurn       `hcl:"turn,block"`
+	Cancel          *rawCancel     `hcl:"cancel,block"`
+	Errors          []*rawError    `hcl:"error,block"`
+	Requests        []*rawRequest  `hcl:"request,block"`
+	Events          []*rawEvent    `hcl:"event,block"`
 }
 
 type rawConnect struct {
@@ -348,6 +357,14 @@ func (c *compiler) profile(p *Profile, raw *rawProfile) hcl.Diagnostics {
 			diags = append(diags, diag(raw.PerSession.Expr.Range(), "Invalid per_session", "per_session is true or false."))
 		} else {
 			p.PerSession = v.True()
+		}
+	}
+	if raw.HistoryPreamble != nil {
+		v, d := raw.HistoryPreamble.Expr.Value(nil)
+		if d.HasErrors() || v.IsNull() || v.Type() != cty.Bool {
+			diags = append(diags, diag(raw.HistoryPreamble.Expr.Range(), "Invalid history_preamble", "history_preamble is true or false."))
+		} else {
+			p.NoHistory = v.False()
 		}
 	}
 	if raw.Envelope != nil {
@@ -655,7 +672,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 	}
 	r.finalMessage = tmpl(raw.FinalMessage)
 	if raw.EndTurn != nil {
-		r.endTurn, diags = stopReason(raw.EndTurn, diags)
+		r.endTurn, diags = c.stopReasonExpr(raw.EndTurn, diags)
 	}
 	r.fail = tmpl(raw.Fail)
 	if raw.Tool != nil {
@@ -684,7 +701,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 		if rp.RejectEndsTurn != nil {
 			pr.rejectEndsTurn, diags = optBool(rp.RejectEndsTurn, diags)
 		}
-		if r.endTurn != "" || r.fail != nil {
+		if r.endTurn != nil || r.fail != nil {
 			diags = append(diags, diag(decl, "Permission ends nothing", "A rule that asks for permission keeps the turn open; it cannot also end_turn or fail."))
 		}
 		r.permission = pr
@@ -693,7 +710,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 		notHere(raw.Keepalive, "keepalive belongs in events: a reply is the answer to a request.")
 	} else if raw.Keepalive != nil {
 		r.keepalive, diags = optBool(raw.Keepalive, diags)
-		if r.keepalive && (r.endTurn != "" || r.fail != nil || r.permission != nil) {
+		if r.keepalive && (r.endTurn != nil || r.fail != nil || r.permission != nil) {
 			diags = append(diags, diag(raw.Keepalive.Range, "Keepalive ends nothing", "A keepalive event says its frames are not a turn's; it cannot also end_turn, fail or ask for permission."))
 		}
 	}
@@ -836,6 +853,67 @@ func duration(a *hcl.Attribute, diags hcl.Diagnostics) (time.Duration, hcl.Diagn
 		return 0, append(diags, diag(a.Expr.Range(), "Invalid "+a.Name, "%s is a positive duration such as \"1500ms\" or \"30s\"; got %q.", a.Name, s))
 	}
 	return dur, diags
+}
+
+// stopReasonExpr compiles an event's end_turn: a stop reason, or an
+// expression whose value is one (map(frame.reason, { length =
+// "max_tokens" }, "end_turn"), frame.done == true ? "end_turn" :
+// "refusal"). Every constant it can yield is checked now; a value read
+// from the frame is checked when the rule ends a turn.
+func (c *compiler) stopReasonExpr(a *hcl.Attribute, diags hcl.Diagnostics) (node, hcl.Diagnostics) {
+	n, d := c.template(a.Expr, scopeRule)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	for _, v := range constStops(n) {
+		if v.kind != vStr || !stopReasons[v.str] { // (literal strings are vStr)
+			got := string(v.appendJSON(nil))
+			if v.absent() {
+				got = "null"
+			}
+			diags = append(diags, diag(a.Expr.Range(), "Invalid stop reason",
+				"%s is one of end_turn, max_tokens, max_turn_requests, refusal, cancelled, or an expression whose every value is one; it can be %s.", a.Name, got))
+		}
+	}
+	return n, diags
+}
+
+// constStops returns the constants a stop reason expression can evaluate
+// to: a constant, a map's table values and default, either branch of a
+// condition, default's alternatives. Values read from a frame are left
+// to the run-time check.
+func constStops(n node) []value {
+	switch x := n.(type) {
+	case *constNode:
+		return []value{x.v}
+	case *mapNode:
+		var out []value
+		keys := make([]string, 0, len(x.table))
+		for k := range x.table {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, x.table[k])
+		}
+		if x.def != nil {
+			out = append(out, constStops(x.def)...)
+		}
+		return out
+	case *condNode:
+		return append(constStops(x.yes), constStops(x.no)...)
+	case *defaultNode:
+		var out []value
+		for _, a := range x.alts {
+			if c, ok := a.(*constNode); ok && !c.v.missing() && c.v.text() == "" {
+				continue // an empty constant is skipped by default itself
+			}
+			out = append(out, constStops(a)...)
+		}
+		return out
+	}
+	return nil
 }
 
 func stopReason(a *hcl.Attribute, diags hcl.Diagnostics) (string, hcl.Diagnostics) {

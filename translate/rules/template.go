@@ -221,6 +221,12 @@ func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostic
 		return c.template(x.Expression, sc)
 	case *hclsyntax.ForExpr:
 		return c.forExpr(x, sc)
+	case *hclsyntax.ConditionalExpr:
+		cond, diags := c.template(x.Condition, sc)
+		yes, d := c.template(x.TrueResult, sc)
+		diags = append(diags, d...)
+		no, d := c.template(x.FalseResult, sc)
+		return &condNode{cond: cond, yes: yes, no: no}, append(diags, d...)
 	case *hclsyntax.BinaryOpExpr:
 		if x.Op != hclsyntax.OpEqual && x.Op != hclsyntax.OpNotEqual {
 			break
@@ -230,7 +236,7 @@ func (c *compiler) template(expr hcl.Expression, sc scope) (node, hcl.Diagnostic
 		return &eqNode{l: l, r: r, not: x.Op == hclsyntax.OpNotEqual}, append(diags, d...)
 	}
 	return nil, hcl.Diagnostics{diag(expr.Range(), "Unsupported expression",
-		"A template may hold literals, quoted strings with ${…}, objects, lists, [for v in list : … if a == b], variables (frame, params, prompt, session, turn, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
+		"A template may hold literals, quoted strings with ${…}, objects, lists, [for v in list : … if a == b], a == b ? x : y, variables (frame, params, prompt, session, turn, tool, id, now) and the functions env, map, join, default, string and tojson; this expression is none of those.")}
 }
 
 func constKey(expr hcl.Expression) (string, hcl.Diagnostics) {
@@ -776,6 +782,17 @@ func (n *eqNode) eval(e *evalEnv) value {
 		return rawValue([]byte("true"))
 	}
 	return rawValue([]byte("false"))
+}
+
+// condNode is cond ? yes : no: yes when cond is the JSON value true (a
+// comparison, or a frame's boolean), else no.
+type condNode struct{ cond, yes, no node }
+
+func (n *condNode) eval(e *evalEnv) value {
+	if v := n.cond.eval(e); v.kind == vRaw && string(v.raw) == "true" {
+		return n.yes.eval(e)
+	}
+	return n.no.eval(e)
 }
 
 // local is one loop variable's current value.

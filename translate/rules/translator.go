@@ -45,6 +45,9 @@ const (
 	// the credentials it sent). The engine logs it at WARN; acp-bridge
 	// doctor reports it.
 	noteConnectRejected = "connect-rejected"
+	// noteInvalidStop: an end_turn expression gave a value that is no
+	// stop reason; the turn ended end_turn. The engine logs it at WARN.
+	noteInvalidStop = "invalid-stop-reason"
 )
 
 type connState int
@@ -65,6 +68,9 @@ type translator struct {
 	p       *Profile
 	envVars map[string]string
 	now     time.Time
+	// rule names the rule that handled the last agent frame (an event's
+	// name, "reply METHOD", "error", "connect.expect"…), for traces.
+	rule string
 	// grace is the engine's cancel grace, as its last cancel said
 	// (translate.Msg.Grace): how long the agent has to acknowledge a stop
 	// when the cancel block does not say.
@@ -174,6 +180,12 @@ type tool struct {
 	input, output              strings.Builder
 	rawInput                   []byte
 	announced                  bool
+	// rejected: the editor refused the permission the tool asked for, and
+	// it was reported failed. It is no longer open (no permission or
+	// $tool state refers to it), but the agent's own report of it (its
+	// output, its status) still finds it by key or name, until the agent
+	// closes it or the turn ends.
+	rejected bool
 }
 
 type pendingPermission struct {
@@ -783,7 +795,7 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 		return outs, nil
 	}
 	outs = append(outs, t.toolUpdate(sess, pp.tool, `"failed"`, false, nil))
-	sess.removeTool(pp.tool)
+	pp.tool.rejected = true
 	if outcome == "reject" && pp.rule.rejectEndsTurn {
 		outs = append(outs, t.endTurn(pp.turn, "end_turn")...)
 	}
@@ -812,6 +824,10 @@ func (t *translator) withdrawPermission(tr *turn) []translate.Out {
 
 // --- agent side --------------------------------------------------------------------
 
+// MatchedRule implements translate.RuleReporter: the rule that handled
+// the last agent frame, "" when none did.
+func (t *translator) MatchedRule() string { return t.rule }
+
 // FromAgent implements translate.Translator.
 func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	return t.FromAgentAt(frame, t.now)
@@ -827,6 +843,7 @@ func (t *translator) FromAgentAt(frame []byte, at time.Time) ([]translate.Out, e
 }
 
 func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
+	t.rule = ""
 	frame = bytes.TrimSpace(frame)
 	// The iterative scanner, not gjson's validator: a deeply nested frame
 	// cannot overflow the stack. With a JSON-RPC envelope the same pass
@@ -854,13 +871,16 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	if t.conn == connWaitFrame {
 		c := t.p.connect
 		if c.reject != nil && c.reject.matches(frame, nil) {
+			t.rule = "connect.reject"
 			return t.rejected(frame), nil
 		}
 		if c.expect.matches(frame, nil) {
+			t.rule = "connect.expect"
 			return t.ready(nil), nil
 		}
 	}
 	if hb := t.p.heartbeat; hb != nil && hb.reply != nil && hb.reply.matches(frame, nil) {
+		t.rule = "heartbeat.reply"
 		return nil, nil
 	}
 	if t.p.envelope != envNone && (envErr != nil || !env.IsNotification()) {
@@ -897,6 +917,7 @@ func (t *translator) fromAgent(frame []byte) ([]translate.Out, error) {
 	st := &t.st
 	*st = state{sess: sess, turn: tr, env: envOf(env, envErr)}
 	if tr != nil && !tr.ackBy.IsZero() && t.p.cancel.ack.matches(frame, st) {
+		t.rule = "cancel.ack"
 		return t.cancelAcked(tr), nil
 	}
 	for _, er := range t.p.errors {
@@ -1055,6 +1076,7 @@ func (t *translator) rejected(frame []byte) []translate.Out {
 
 // replied handles the reply to an exchange.
 func (t *translator) replied(ex *exchange, frame []byte) []translate.Out {
+	defer func() { t.rule = "reply " + ex.req.method }()
 	t.removeWaiting(ex)
 	if ex.turn != nil {
 		r := ex.req.reply
@@ -1112,6 +1134,7 @@ func (t *translator) finish(ex *exchange, frame []byte) []translate.Out {
 
 // failExchange fails an exchange with the agent's error object.
 func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
+	t.rule = "reply " + ex.req.method
 	t.removeWaiting(ex)
 	if ex.turn != nil {
 		return t.failTurn(ex.turn, errObj)
@@ -1126,6 +1149,7 @@ func (t *translator) failExchange(ex *exchange, errObj []byte) []translate.Out {
 // the profile's turn key (keyed), else the oldest request waiting for the
 // agent, else the running turn of the frame's session.
 func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *turn, keyed bool) []translate.Out {
+	t.rule = "error"
 	e := t.evalEnv(frame, nil, sess, nil)
 	e.turn = tr
 	msg := er.message.eval(e).text()
@@ -1156,6 +1180,7 @@ func (t *translator) agentError(er *errorRule, frame []byte, sess *session, tr *
 
 // apply carries out a rule. A reply rule of a prompt ends its turn.
 func (t *translator) apply(r *rule, frame []byte, sess *session, tr *turn, promptReply bool) []translate.Out {
+	t.rule = r.name
 	outs := t.applyRule(r, frame, sess, tr, promptReply)
 	if t.progress(r, tr, promptReply, outs) {
 		t.matched(tr)
@@ -1174,7 +1199,7 @@ func (t *translator) progress(r *rule, tr *turn, promptReply bool, outs []transl
 	if tr == nil || r.keepalive {
 		return false
 	}
-	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != "" || r.fail != nil || r.permission != nil {
+	if t.keyed || promptReply || len(r.keep) > 0 || r.tool != nil || r.endTurn != nil || r.fail != nil || r.permission != nil {
 		return true
 	}
 	for _, o := range outs {
@@ -1191,7 +1216,7 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		// The editor was already answered for this turn: only its end
 		// matters, and nothing reaches the editor.
 		var outs []translate.Out
-		if r.endTurn != "" || r.fail != nil || promptReply {
+		if r.endTurn != nil || r.fail != nil || promptReply {
 			t.popTurn(tr)
 			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
 		}
@@ -1253,12 +1278,26 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		} else {
 			outs = append(outs, t.failTurn(tr, errObj)...)
 		}
-	case r.endTurn != "":
-		if tr.cancelled && r.endTurn != "cancelled" && !promptReply {
-			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
-				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, r.endTurn)})
+	case r.endTurn != nil:
+		reason := r.endTurn.eval(e)
+		stop := reason.text()
+		isString := reason.kind == vStr || reason.kind == vRaw && len(reason.raw) > 0 && reason.raw[0] == '"'
+		if !isString || !stopReasons[stop] {
+			// An expression over the frame gave no stop reason ACP knows:
+			// the rule still ends the turn, as end_turn, and says so.
+			got := string(reason.appendJSON(nil))
+			if reason.absent() {
+				got = "nothing"
+			}
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteInvalidStop, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "profile %s: event %q's end_turn gave %.80s, which is none of end_turn, max_tokens, max_turn_requests, refusal, cancelled; the turn ends end_turn (frame %.120s)", t.p.Name, r.name, got, frame)})
+			stop = "end_turn"
 		}
-		outs = append(outs, t.endTurn(tr, r.endTurn)...)
+		if tr.cancelled && stop != "cancelled" && !promptReply {
+			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteCancelIgnored, Session: tr.sess.id,
+				Body: fmt.Appendf(nil, "the agent finished the turn instead of stopping it (event %q ends it %s); the prompt is answered cancelled", r.name, stop)})
+		}
+		outs = append(outs, t.endTurn(tr, stop)...)
 	case promptReply:
 		outs = append(outs, t.endTurn(tr, "end_turn")...)
 	}
@@ -1499,8 +1538,8 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 		}
 	}
 	status, _ := text(tr.status)
-	if tr.close && status == "" {
-		status = "completed"
+	if tr.close && status == "" && !tl.rejected {
+		status = "completed" // (a refused tool stays failed unless the agent says otherwise)
 	}
 	if !toolStatuses[status] {
 		status = ""
@@ -1558,6 +1597,14 @@ func (t *translator) announce(sess *session, tl *tool, status string) translate.
 		b = append(b, `,"rawInput":`...)
 		b = append(b, tl.rawInput...)
 	}
+	if tl.name != "" {
+		// The agent's name for the tool, which ACP's tool call has no
+		// field for (the title is for people): traces name the tool's
+		// span by it, as claude-agent-acp's _meta.claudeCode.toolName.
+		b = append(b, `,"_meta":{"acpBridge":{"toolName":`...)
+		b = wire.AppendString(b, tl.name)
+		b = append(b, `}}`...)
+	}
 	b = append(b, `}}`...)
 	return translate.Out{Kind: translate.Notify, Method: "session/update", Body: b, Session: sess.id}
 }
@@ -1601,11 +1648,12 @@ func (tl *tool) appendContent(b []byte) []byte {
 	return append(b, ']')
 }
 
-// closeTools ends every open tool call of sess with status.
+// closeTools ends every open tool call of sess with status; a refused one
+// was reported failed already.
 func (t *translator) closeTools(sess *session, status string) []translate.Out {
 	var outs []translate.Out
 	for _, tl := range sess.tools {
-		if tl.announced {
+		if tl.announced && !tl.rejected {
 			outs = append(outs, t.toolUpdate(sess, tl, `"`+status+`"`, false, nil))
 		}
 	}
@@ -1638,15 +1686,21 @@ func (s *session) toolID(key string) string {
 	return id
 }
 
+// lastTool is the session's latest open tool call (a refused one is not
+// open).
 func (s *session) lastTool() *tool {
-	if len(s.tools) == 0 {
-		return nil
+	for i := len(s.tools) - 1; i >= 0; i-- {
+		if !s.tools[i].rejected {
+			return s.tools[i]
+		}
 	}
-	return s.tools[len(s.tools)-1]
+	return nil
 }
 
-// findTool finds an open tool call by key, else the oldest open one with
-// name (tools without ids pair by order and name), else the latest.
+// findTool finds a tool call by key, else the oldest open one with name
+// (tools without ids pair by order and name), else the latest open one. A
+// call the editor refused is found too, after the open ones, so that the
+// agent's own report of it reaches the editor.
 func (s *session) findTool(key, name string) *tool {
 	if key != "" {
 		for _, tl := range s.tools {
@@ -1656,15 +1710,22 @@ func (s *session) findTool(key, name string) *tool {
 		}
 		return nil
 	}
-	if name != "" {
-		for _, tl := range s.tools {
-			if tl.name == name {
-				return tl
-			}
+	var refused *tool
+	for _, tl := range s.tools {
+		switch {
+		case name != "" && tl.name != name:
+		case !tl.rejected && name != "":
+			return tl
+		case tl.rejected && (refused == nil || name == ""):
+			refused = tl // by name the oldest, without one the latest
 		}
-		return nil
 	}
-	return s.lastTool()
+	if name == "" {
+		if tl := s.lastTool(); tl != nil {
+			return tl
+		}
+	}
+	return refused
 }
 
 func (s *session) removeTool(tl *tool) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
@@ -20,11 +21,13 @@ import (
 //	S→C {"op":"fail","job":N,"code":"E_NOJOB","msg":"…"}   no such job
 //	S→C {"op":"ping"}, C→S {"op":"pong"}                   keepalive
 //
-// A "hello" job sends one progress frame and its done frame. A "long" job
-// sends ten progress frames 100 ms apart and is stopped by an abort naming
-// it; an abort naming another job is refused and the job runs on. A "hang"
-// job sends one progress frame and its done frame, then pings every 300 ms
-// until the connection closes. Any other job is done at once.
+// A job whose text holds "echo" first sends a progress frame with its
+// whole text, "ran: TEXT". A "hello" job sends one progress frame and its
+// done frame. A "long" job sends ten progress frames 100 ms apart and is
+// stopped by an abort naming it; an abort naming another job is refused
+// and the job runs on. A "hang" job sends one progress frame and its done
+// frame, then pings every 300 ms until the connection closes. Any other
+// job is done at once.
 func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	type msg struct {
@@ -43,6 +46,11 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 		var m msg
 		if json.Unmarshal(line, &m) != nil || m.Op != "run" {
 			continue
+		}
+		if strings.Contains(m.Text, "echo") {
+			// What the job was given, whole: a test sees whether it
+			// carried anything besides the prompt (a chat preamble).
+			c.send(frame("progress", m.Job, `"text":`+q("ran: "+m.Text)))
 		}
 		switch word(m.Text) {
 		case "hello":
