@@ -155,6 +155,10 @@ type permissionRule struct {
 	reject         []node
 	cancelled      []node
 	rejectEndsTurn bool
+	// reportWait is how long a refusal that ends the turn waits for the
+	// agent's report of the refused call before it answers the prompt
+	// (reject_report_wait; 0: it answers at once).
+	reportWait time.Duration
 }
 
 // --- the HCL schema ------------------------------------------------------------
@@ -270,6 +274,9 @@ type rawPermission struct {
 	Reject         *hcl.Attribute `hcl:"reject,optional"`
 	Cancelled      *hcl.Attribute `hcl:"cancelled,optional"`
 	RejectEndsTurn *hcl.Attribute `hcl:"reject_ends_turn,optional"`
+	// RejectReportWait: how long the turn's end waits after a refusal for
+	// the agent's report of the refused call.
+	RejectReportWait *hcl.Attribute `hcl:"reject_report_wait,optional"`
 }
 
 // Methods a profile may declare a request block for.
@@ -686,7 +693,7 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 		r.tool = tr
 	}
 	if raw.Permission != nil {
-		pr := &permissionRule{rejectEndsTurn: true}
+		pr := &permissionRule{rejectEndsTurn: true, reportWait: defaultRejectReportWait}
 		rp := raw.Permission
 		pr.title, pr.options = tmpl(rp.Title), tmpl(rp.Options)
 		for _, f := range []struct {
@@ -700,6 +707,13 @@ func (c *compiler) rule(name string, body hcl.Body, decl hcl.Range, reply, promp
 		}
 		if rp.RejectEndsTurn != nil {
 			pr.rejectEndsTurn, diags = optBool(rp.RejectEndsTurn, diags)
+		}
+		if a := rp.RejectReportWait; a != nil {
+			pr.reportWait, diags = waitDuration(a, diags)
+			if !pr.rejectEndsTurn {
+				diags = append(diags, diag(a.Range, "reject_report_wait without reject_ends_turn",
+					"reject_report_wait is how long a refusal that ends the turn waits for the agent's report of the refused call; with reject_ends_turn = false the turn ends by the agent's own end rule. Remove one of them."))
+			}
 		}
 		if r.endTurn != nil || r.fail != nil {
 			diags = append(diags, diag(decl, "Permission ends nothing", "A rule that asks for permission keeps the turn open; it cannot also end_turn or fail."))
@@ -854,6 +868,25 @@ func duration(a *hcl.Attribute, diags hcl.Diagnostics) (time.Duration, hcl.Diagn
 	}
 	return dur, diags
 }
+
+// waitDuration is duration that also takes "0s" (no wait).
+func waitDuration(a *hcl.Attribute, diags hcl.Diagnostics) (time.Duration, hcl.Diagnostics) {
+	s, diags := constString(a, diags)
+	if s == "" {
+		return 0, diags
+	}
+	dur, err := time.ParseDuration(s)
+	if err != nil || dur < 0 {
+		return 0, append(diags, diag(a.Expr.Range(), "Invalid "+a.Name, "%s is a duration such as \"500ms\", or \"0s\" for none; got %q.", a.Name, s))
+	}
+	return dur, diags
+}
+
+// defaultRejectReportWait is how long a refusal that ends the turn waits
+// for the agent's report of the refused call: long enough for an agent
+// that answers the refusal at once (a local process, a socket), short
+// enough that a person who said no is not kept waiting.
+const defaultRejectReportWait = 500 * time.Millisecond
 
 // stopReasonExpr compiles an event's end_turn: a stop reason, or an
 // expression whose value is one (map(frame.reason, { length =

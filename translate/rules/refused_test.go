@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
@@ -51,4 +52,33 @@ func TestGoldenRefused(t *testing.T) {
 		t.Fatal(diags)
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/refused/*.txtar")
+}
+
+// refusedWait is refused with the default reject_ends_turn = true: the
+// refusal ends the turn, but its answer waits reject_report_wait (500 ms
+// by default) for the agent's report of the refused call, which may come
+// in pieces (a log event that adds output without closing the call).
+var refusedWait = strings.Replace(refused, "    reject_ends_turn = false\n", "", 1) + `
+event "say" {
+  match   = { op = "say" }
+  message = frame.text
+}
+event "tool-log" {
+  match = { op = "log" }
+  tool {
+    key    = frame.id
+    output = frame.text
+  }
+}
+`
+
+func TestGoldenRefusedWait(t *testing.T) {
+	if strings.Contains(refusedWait, "reject_ends_turn") {
+		t.Fatal("refusedWait still sets reject_ends_turn")
+	}
+	p, diags := Parse("refused-wait.hcl", []byte(refusedWait))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/refused-wait/*.txtar")
 }

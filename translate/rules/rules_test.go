@@ -386,3 +386,17 @@ func TestGoldenQuietPing(t *testing.T) {
 	}
 	translatetest.Run(t, p.Dialect(), "testdata/quiet-ping/*.txtar")
 }
+
+// TestGoldenJobqNoWait: reject_report_wait = "0s" keeps a refusal's end
+// of the turn immediate.
+func TestGoldenJobqNoWait(t *testing.T) {
+	src := strings.Replace(jobq, "    cancelled = {", "    reject_report_wait = \"0s\"\n    cancelled = {", 1)
+	if src == jobq {
+		t.Fatal("the jobq profile's permission block moved; set reject_report_wait in it")
+	}
+	p, diags := Parse("jobq-nowait.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	translatetest.Run(t, p.Dialect(), "testdata/jobq-nowait/*.txtar")
+}

@@ -132,6 +132,10 @@ type session struct {
 	// numbers its tool calls per turn would otherwise give two turns the
 	// same ids, which editors merge.
 	toolIDs map[string]bool
+	// lateRefused are the last calls the editor refused that the agent had
+	// not closed when their turn ended: a report of one after that is
+	// noted as late, not dropped without a word.
+	lateRefused []*tool
 	// draining: the last turn ended cancelled (or was answered by the
 	// engine), and the agent may not have stopped with it: updates of no
 	// turn are dropped until the next prompt, as the engine does for the
@@ -173,6 +177,12 @@ type turn struct {
 	stopKeyed bool
 	// kept are the values events kept for the turn (turn.NAME).
 	kept map[string][]byte
+	// reportBy: the editor refused a permission whose rule ends the turn,
+	// and the turn's end waits until then for the agent's report of the
+	// refused call (each report moves it reportWait on); the agent's own
+	// end of the turn comes first if it comes. Zero when not waiting.
+	reportBy   time.Time
+	reportWait time.Duration
 }
 
 type tool struct {
@@ -470,7 +480,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 			// Its end may never come, and the agent's frames cannot say
 			// which turn they belong to: from here on they are the new one's.
 			t.popTurn(old)
-			outs = append(outs, t.closeToolsQuiet(sess)...)
+			outs = append(outs, t.closeToolsQuiet(sess, nil)...)
 		}
 	}
 	sess.draining = false
@@ -524,6 +534,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 
 // cancelTurn handles session/cancel (or $/cancel_request on the prompt).
 func (t *translator) cancelTurn(tr *turn) []translate.Out {
+	tr.reportBy = time.Time{} // the stop decides the turn's end now
 	outs := t.withdrawPermission(tr)
 	if t.p.cancel != nil && len(t.p.cancel.send) > 0 {
 		if tr.cancelled {
@@ -636,6 +647,12 @@ func (t *translator) tick() []translate.Out {
 				outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
 				continue
 			case tr.dropped:
+				tr.reportBy = time.Time{}
+				continue
+			case !tr.reportBy.IsZero() && !t.now.Before(tr.reportBy):
+				// The agent sent no (more) report of the refused call in
+				// time: the refusal ends the turn, as its rule says.
+				outs = append(outs, t.endTurn(tr, "end_turn")...)
 				continue
 			case !tr.giveUpAt.IsZero() && !t.now.Before(tr.giveUpAt):
 				msg := fmt.Sprintf("profile %s: no frame of the turn matched a rule for %s; the turn is given up", t.p.Name, t.p.giveUp)
@@ -683,7 +700,7 @@ func (t *translator) wake(outs []translate.Out) []translate.Out {
 	}
 	for _, s := range t.sessions {
 		for _, tr := range s.turns {
-			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt, tr.ackBy} {
+			for _, d := range [...]time.Time{tr.deadline, tr.quietAt, tr.giveUpAt, tr.ackBy, tr.reportBy} {
 				if !d.IsZero() && (next.IsZero() || d.Before(next)) {
 					next = d
 				}
@@ -786,7 +803,8 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 	case "cancelled":
 		frames = pp.rule.cancelled
 	}
-	outs = append(outs, frameOuts(t.evalFrames(frames, e, true))...)
+	sent := t.evalFrames(frames, e, true)
+	outs = append(outs, frameOuts(sent)...)
 	if pp.turn.dropped {
 		return outs, nil
 	}
@@ -797,6 +815,13 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 	outs = append(outs, t.toolUpdate(sess, pp.tool, `"failed"`, false, nil))
 	pp.tool.rejected = true
 	if outcome == "reject" && pp.rule.rejectEndsTurn {
+		if pp.rule.reportWait > 0 && len(sent) > 0 && !pp.turn.cancelled {
+			// The agent was told of the refusal and may report the call
+			// (its output, why it stopped): the answer waits for that,
+			// as every update of a turn comes before its answer.
+			pp.turn.reportBy, pp.turn.reportWait = t.now.Add(pp.rule.reportWait), pp.rule.reportWait
+			return outs, nil
+		}
 		outs = append(outs, t.endTurn(pp.turn, "end_turn")...)
 	}
 	return outs, nil
@@ -1218,7 +1243,7 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		var outs []translate.Out
 		if r.endTurn != nil || r.fail != nil || promptReply {
 			t.popTurn(tr)
-			outs = append(outs, t.closeToolsQuiet(tr.sess)...)
+			outs = append(outs, t.closeToolsQuiet(tr.sess, nil)...)
 		}
 		if len(r.updates) > 0 || r.tool != nil {
 			outs = append(outs, translate.Out{Kind: translate.Note, Method: noteDropped, Session: tr.sess.id,
@@ -1248,7 +1273,12 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 		return outs
 	}
 	if r.tool != nil {
-		outs = append(outs, t.applyTool(r.tool, e, sess)...)
+		tos, tl := t.applyTool(r.tool, e, sess)
+		outs = append(outs, tos...)
+		if tl != nil && tl.rejected && tr != nil && !tr.reportBy.IsZero() {
+			// A report of the refused call: the turn waits on for more.
+			tr.reportBy = t.now.Add(tr.reportWait)
+		}
 		e.tool = sess.lastTool()
 	}
 	for _, u := range r.updates {
@@ -1261,7 +1291,7 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 			outs = append(outs, o)
 		}
 	}
-	askPermission := r.permission != nil && tr != nil && tr.perm == 0 && !tr.cancelled
+	askPermission := r.permission != nil && tr != nil && tr.perm == 0 && !tr.cancelled && tr.reportBy.IsZero()
 	if askPermission {
 		outs = append(outs, t.askPermission(r.permission, frame, tr)...)
 	}
@@ -1270,6 +1300,15 @@ func (t *translator) applyRule(r *rule, frame []byte, sess *session, tr *turn, p
 	case r.permission != nil && tr.cancelled:
 		// The agent stopped to ask after the editor cancelled: the turn is over.
 		outs = append(outs, t.endTurn(tr, "cancelled")...)
+	case r.permission != nil && !tr.reportBy.IsZero():
+		// The agent moved on from the refused call to ask again: the
+		// refusal ended the turn, and the ask is not put to the editor;
+		// the call it asked for did not run.
+		if tl := sess.lastTool(); tl != nil && tl.announced {
+			outs = append(outs, t.toolUpdate(sess, tl, `"failed"`, false, nil))
+			tl.rejected = true
+		}
+		outs = append(outs, t.endTurn(tr, "end_turn")...)
 	case r.fail != nil:
 		msg := r.fail.eval(e).text()
 		errObj := translate.Errorf(translate.CodeInternalError, "%s", msg).JSON()
@@ -1378,7 +1417,7 @@ func (t *translator) endTurn(tr *turn, reason string) []translate.Out {
 	outs := t.withdrawPermission(tr)
 	t.popTurn(tr)
 	if tr.dropped {
-		return append(outs, t.closeToolsQuiet(tr.sess)...)
+		return append(outs, t.closeToolsQuiet(tr.sess, nil)...)
 	}
 	status := "completed"
 	if tr.cancelled {
@@ -1397,7 +1436,7 @@ func (t *translator) failTurn(tr *turn, errObj []byte) []translate.Out {
 	outs := t.withdrawPermission(tr)
 	t.popTurn(tr)
 	if tr.dropped {
-		return append(outs, t.closeToolsQuiet(tr.sess)...)
+		return append(outs, t.closeToolsQuiet(tr.sess, nil)...)
 	}
 	outs = append(outs, t.closeTools(tr.sess, "failed")...)
 	return append(outs, fail(tr.ref, errObj))
@@ -1487,7 +1526,8 @@ var toolKinds = map[string]bool{"read": true, "edit": true, "delete": true, "mov
 	"execute": true, "think": true, "fetch": true, "switch_mode": true, "other": true}
 var toolStatuses = map[string]bool{"pending": true, "in_progress": true, "completed": true, "failed": true}
 
-func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []translate.Out {
+// applyTool carries out a tool rule; tl is the call it touched (nil: none).
+func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) (outs []translate.Out, tl *tool) {
 	text := func(n node) (string, bool) {
 		if n == nil {
 			return "", false
@@ -1500,14 +1540,13 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 	}
 	key, _ := text(tr.key)
 	name, _ := text(tr.name)
-	var tl *tool
 	if tr.open {
 		tl = &tool{key: key, name: name, id: sess.toolID(key)}
 		sess.tools = append(sess.tools, tl)
 	} else {
 		tl = sess.findTool(key, name)
 		if tl == nil {
-			return nil
+			return t.lateReport(sess, key, name, e.frame), nil
 		}
 	}
 	e.tool = tl
@@ -1544,7 +1583,6 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 	if !toolStatuses[status] {
 		status = ""
 	}
-	var outs []translate.Out
 	if !tr.quiet {
 		if !tl.announced {
 			outs = append(outs, t.announce(sess, tl, status))
@@ -1559,7 +1597,23 @@ func (t *translator) applyTool(tr *toolRule, e *evalEnv, sess *session) []transl
 	if tr.close {
 		sess.removeTool(tl)
 	}
-	return outs
+	return outs, tl
+}
+
+// lateReport notes a tool rule's frame for a call the editor refused whose
+// turn has ended (by key or name only: a rule that names no call pairs
+// with whatever is open).
+func (t *translator) lateReport(sess *session, key, name string, frame []byte) []translate.Out {
+	if key == "" && name == "" {
+		return nil
+	}
+	for _, tl := range sess.lateRefused {
+		if key != "" && tl.key == key || key == "" && tl.name == name {
+			return []translate.Out{{Kind: translate.Note, Method: noteDropped, Session: sess.id,
+				Body: fmt.Appendf(nil, "the agent's report of tool call %s, which the editor refused, came after its turn ended (raise the permission's reject_report_wait to show it): %.120s", tl.id, frame)}}
+		}
+	}
+	return nil
 }
 
 // announce emits the tool_call that makes tl known to the editor.
@@ -1657,14 +1711,27 @@ func (t *translator) closeTools(sess *session, status string) []translate.Out {
 			outs = append(outs, t.toolUpdate(sess, tl, `"`+status+`"`, false, nil))
 		}
 	}
+	return t.closeToolsQuiet(sess, outs)
+}
+
+// closeToolsQuiet forgets the session's tool calls; the refused ones the
+// agent did not close are remembered as such for a while.
+func (t *translator) closeToolsQuiet(sess *session, outs []translate.Out) []translate.Out {
+	for _, tl := range sess.tools {
+		if tl.rejected {
+			if len(sess.lateRefused) == maxLateRefused {
+				sess.lateRefused = slices.Delete(sess.lateRefused, 0, 1)
+			}
+			sess.lateRefused = append(sess.lateRefused, tl)
+		}
+	}
 	sess.tools = nil
 	return outs
 }
 
-func (t *translator) closeToolsQuiet(sess *session) []translate.Out {
-	sess.tools = nil
-	return nil
-}
+// maxLateRefused is how many refused calls of ended turns a session
+// remembers.
+const maxLateRefused = 8
 
 // toolID returns a toolCallId the session has not used: the agent's key
 // when it has one and it is new to the session, else the key (or "tool")
