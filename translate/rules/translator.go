@@ -647,7 +647,10 @@ func (t *translator) tick() []translate.Out {
 				outs = append(outs, t.endTurn(tr, t.p.silenceTo)...)
 				continue
 			case tr.dropped:
-				tr.reportBy = time.Time{}
+				// Answered already and watched for nothing but its end: a
+				// deadline left set would be past at every later tick,
+				// and wake would ask for a tick a millisecond on, forever.
+				tr.quietAt, tr.giveUpAt, tr.reportBy = time.Time{}, time.Time{}, time.Time{}
 				continue
 			case !tr.reportBy.IsZero() && !t.now.Before(tr.reportBy):
 				// The agent sent no (more) report of the refused call in
