@@ -32,9 +32,10 @@ func init() {
 }
 
 // jobqProfile is a user dialect for fakerules.Jobq: its frames name their
-// job (turn { key }), its stop names job 999 (a job no turn has), and it
-// answers the agent's pings. DONE is the done rule's op (misspelt by a
-// test that needs a turn that never ends).
+// job (turn { key }), its stop names job 999 (a job no turn has), it
+// answers the agent's pings, and a job's question is a permission whose
+// refusal ends the turn (reject_ends_turn's default). DONE is the done
+// rule's op (misspelt by a test that needs a turn that never ends).
 const jobqProfile = `dialect "jobq" {
   turn {
     key     = "job"
@@ -58,6 +59,31 @@ const jobqProfile = `dialect "jobq" {
   event "progress" {
     match   = { op = "progress" }
     message = frame.text
+  }
+  event "tool" {
+    match = { op = "tool", status = "running" }
+    tool {
+      open   = true
+      key    = frame.id
+      name   = frame.name
+      status = "in_progress"
+    }
+  }
+  event "tool-end" {
+    match = { op = "tool" }
+    tool {
+      key    = frame.id
+      output = frame.output
+      status = map(frame.status, { done = "completed" })
+      close  = true
+    }
+  }
+  event "ask" {
+    match = { op = "ask" }
+    permission {
+      allow  = { op = "approve", job = turn.sent.job, ask = frame.ask }
+      reject = { op = "deny", job = turn.sent.job, ask = frame.ask }
+    }
   }
   event "done" {
     match    = { op = "DONE" }
@@ -460,6 +486,79 @@ func TestRules_StopNamingNoJobRefused(t *testing.T) {
 	if len(before) >= 10 {
 		t.Errorf("the prompt was answered after the whole job (%d progress updates), not at the refusal", len(before))
 	}
+}
+
+// The editor refuses a job's question, which ends the turn (the
+// permission's reject_ends_turn default): the agent, told by the reject
+// frame, reports the refused call itself ({"op":"tool",…,"status":
+// "denied","output":"user said no"}), and that report reaches the editor
+// as an update of the call before the prompt's answer, which is end_turn
+// (issue 54, item 6). Driven by acp-go-sdk's client through the built
+// binary; the SDK sees the same update the stdout line holds.
+func TestRules_RefusedToolKeepsAgentReport(t *testing.T) {
+	t.Parallel()
+	e := jobqEditor(t, "done")
+	e.Fake.OnPermission(func(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		for _, o := range p.Options {
+			if o.Kind == acp.PermissionOptionKindRejectOnce {
+				return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
+			}
+		}
+		return acp.RequestPermissionResponse{}, fmt.Errorf("no reject_once option in %+v", p.Options)
+	})
+	e.Initialize(t)
+	sid := e.NewSession(t, t.TempDir())
+	start := time.Now()
+	r, err := e.Prompt(ctxT(t), sid, "delete tmp")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	if r.StopReason != acp.StopReasonEndTurn {
+		t.Errorf("refused prompt ended %q, want end_turn", r.StopReason)
+	}
+	if n := len(e.Fake.Permissions()); n != 1 {
+		t.Fatalf("%d permission requests, want 1", n)
+	}
+	resp := e.Out.Response(t, e.In.LastID("session/prompt"))
+	var report, failed, completed int // stdout line numbers (0: none)
+	for _, l := range e.Out.Lines() {
+		u := l.Get("params.update")
+		if l.Method() != "session/update" || u.Get("toolCallId").Str != "t1" {
+			continue
+		}
+		switch {
+		case u.Get("content.#(content.text==\"user said no\")").Exists():
+			report = l.N
+		case u.Get("status").Str == "failed":
+			failed = l.N
+		case u.Get("status").Str == "completed":
+			completed = l.N
+		}
+	}
+	if report == 0 {
+		t.Fatalf("the agent's report of the refused call (output \"user said no\") never reached the editor; stdout: %q", e.Out.Lines())
+	}
+	if report > resp.N {
+		t.Errorf("the agent's report of the refused call came after the prompt's answer (stdout lines %d, %d)", report, resp.N)
+	}
+	if failed == 0 || failed > report || completed != 0 {
+		t.Errorf("the refused call: failed at line %d, report at %d, completed at %d; want it failed before the report and never completed", failed, report, completed)
+	}
+	seen := false
+	for _, u := range e.Fake.Updates(sid) {
+		if tc := u.Update.ToolCallUpdate; tc != nil && tc.ToolCallId == "t1" {
+			for _, c := range tc.Content {
+				if c.Content != nil && c.Content.Content.Text != nil && c.Content.Content.Text.Text == "user said no" {
+					seen = true
+				}
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("the SDK client got no tool_call_update of t1 with the agent's output")
+	}
+	t.Logf("refused prompt answered in %v (the agent's own end; the bridge waits at most reject_report_wait after a report)", took)
 }
 
 // An agent that pings every 300 ms while a turn hangs (a typo in the done

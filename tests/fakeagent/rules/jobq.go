@@ -20,14 +20,20 @@ import (
 //	C→S {"op":"abort","job":N}                             stop job N
 //	S→C {"op":"fail","job":N,"code":"E_NOJOB","msg":"…"}   no such job
 //	S→C {"op":"ping"}, C→S {"op":"pong"}                   keepalive
+//	S→C {"op":"tool","job":N,"id":"t1","name":"rm","status":"running"}
+//	S→C {"op":"ask","job":N,"ask":"a1"}                    a question
+//	C→S {"op":"approve"|"deny","job":N,"ask":"a1"}         its answer
+//	S→C {"op":"tool","job":N,"id":"t1","status":"done"|"denied","output":"…"}
 //
 // A job whose text holds "echo" first sends a progress frame with its
 // whole text, "ran: TEXT". A "hello" job sends one progress frame and its
 // done frame. A "long" job sends ten progress frames 100 ms apart and is
 // stopped by an abort naming it; an abort naming another job is refused
 // and the job runs on. A "hang" job sends one progress frame and its done
-// frame, then pings every 300 ms until the connection closes. Any other
-// job is done at once.
+// frame, then pings every 300 ms until the connection closes. A "delete"
+// job opens a tool call and asks; when the answer comes it reports the
+// call itself (denied with "user said no", or done with "removed") and is
+// done. Any other job is done at once.
 func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	type msg struct {
@@ -96,6 +102,24 @@ func Jobq(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 				case <-tick.C:
 					c.send(`{"op":"ping"}`)
 				}
+			}
+		case "delete":
+			c.send(frame("tool", m.Job, `"id":"t1","name":"rm","status":"running"`))
+			c.send(frame("ask", m.Job, `"ask":"a1"`))
+			for l := range c.in {
+				var a msg
+				if json.Unmarshal(l, &a) != nil || a.Job != m.Job {
+					continue
+				}
+				if a.Op == "deny" {
+					c.send(frame("tool", m.Job, `"id":"t1","status":"denied","output":"user said no"`))
+				} else if a.Op == "approve" {
+					c.send(frame("tool", m.Job, `"id":"t1","status":"done","output":"removed"`))
+				} else {
+					continue
+				}
+				c.send(frame("done", m.Job, ""))
+				break
 			}
 		default:
 			c.send(frame("done", m.Job, ""))
