@@ -19,6 +19,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/bridge/remote"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
@@ -103,10 +104,11 @@ func remoteServeAction(c *cli.Context) error {
 		logger.Warn("flag applies to websocket agents only; ignored", "flag", name)
 	}
 	srv.Logger = logger.Named("remote")
+	retention := &store.Retention{}
 	srv.Engine = func(ctx context.Context, id string, in io.Reader, out io.Writer) error {
 		log := logger.With("connection", id[:8])
 		b := launch.NewBridge(spec, dialect, newTranslator, s, log, versionString())
-		sessions, err := setupSessions(c, cfg, spec, b, log, s.MaxMessage)
+		sessions, err := setupSessions(c, cfg, spec, b, log, s.MaxMessage, retention)
 		if err != nil {
 			return err
 		}
