@@ -80,6 +80,48 @@ shim {
   stdout_noise_limit = 1000
 }
 
+# `acp-bridge serve`: the agent served to remote editors over the ACP remote
+# transport (see docs/remote.md). Only serve reads this block; each setting
+# is overridden by the flag of the same name (--listen, --path, ...). The
+# settings serve shares with the relay stay at the top: max_message bounds a
+# message on the endpoint too, and the session settings (state_dir, ...)
+# apply to every connection.
+serve {
+  # HOST:PORT to listen on; port 0 picks a free one. An address beyond
+  # loopback needs a token. Default "127.0.0.1:8443".
+  listen = "127.0.0.1:8443"
+
+  # The endpoint's path. Default "/acp".
+  path = "/acp"
+
+  # The bearer token every request must carry ("Authorization: Bearer
+  # TOKEN"), read from the environment: a token written here is refused.
+  # Or token_file, a file holding it (relative to this file's directory).
+  # --token-env VAR or --token-file FILE override both. Default: none.
+  # token      = env("ACP_TOKEN")
+  # token_file = "acp-token"
+
+  # Serve HTTPS and WSS with this certificate chain and key (PEM files,
+  # both or neither; relative to this file's directory). Default: plain.
+  # tls_cert = "cert.pem"
+  # tls_key  = "key.pem"
+
+  # Web origins (scheme://host:port) whose pages are served besides the
+  # endpoint's own; "*" allows every origin. Default [] (none).
+  allow_origins = []
+
+  # Connections open at once; one more is answered 503. Default 64.
+  max_connections = 64
+
+  # Output a connection holds that its client has not read; beyond it the
+  # connection's bridge waits. A size as for max_message. Default "8MiB".
+  max_buffered = "8MiB"
+
+  # Close an HTTP connection with no open stream and no message for this
+  # long; "off" never. Default "5m".
+  idle_timeout = "5m"
+}
+
 # The agent block used when --agent (env ACP_BRIDGE_AGENT) is not given.
 # May be omitted when there is only one agent block. It must name one.
 default_agent = "gemini"

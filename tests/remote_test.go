@@ -47,8 +47,15 @@ func StartServe(t *testing.T, args, env []string) *Served {
 // restart it).
 func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
 	t.Helper()
+	return StartServeArgs(t, append([]string{"--listen", addr}, args...), env)
+}
+
+// StartServeArgs is StartServe with no --listen of its own: `acp-bridge
+// serve ARGS...` (a configuration's serve block may say where to listen).
+func StartServeArgs(t *testing.T, args, env []string) *Served {
+	t.Helper()
 	s := &Served{t: t, exited: make(chan struct{}), state: make(chan int, 1)}
-	full := append([]string{"serve", "--listen", addr}, args...)
+	full := append([]string{"serve"}, args...)
 	s.cmd = exec.Command(BridgeBin, full...)
 	s.cmd.Env = hermeticEnv(t, env)
 	ownGroup(s.cmd)

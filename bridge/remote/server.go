@@ -185,13 +185,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
 			s.refusals.warn(s.log(), "refused a request without a bearer token", "remote", r.RemoteAddr)
-			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env, --token-file or its configuration's serve block)")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
 			s.refusals.warn(s.log(), "refused a request with a wrong bearer token", "remote", r.RemoteAddr)
-			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env, --token-file or its configuration's serve block)")
 			return
 		}
 	}

@@ -687,6 +687,44 @@ func TestStore_CreateIsO1InSessionsOnDisk(t *testing.T) {
 	}
 }
 
+// Stores that share a Retention (serve's, one per connection) share its
+// schedule: many Stores opened on a directory of many sessions, each
+// creating a session, make one retention pass between them, not one each
+// (serve made one per connection: with 500 connections, a third of its
+// CPU time went to reading listing files). A Store of its own still makes
+// one at Open.
+func TestStore_SharedRetentionOnePassForManyStores(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := open(t, Options{Dir: dir})
+	const onDisk, stores = 200, 50
+	now := clock.Now()
+	for i := range onDisk {
+		sid := fmt.Sprintf("old%d", i)
+		create(t, s, sid, Meta{CreatedAt: now})
+		s.Append(sid, Record{Kind: KindMeta, Cwd: "/w", At: now, Sync: true})
+	}
+	s.Close()
+	c := &readCounter{FS: osFS{}}
+	shared := &Retention{}
+	for i := range stores {
+		si := open(t, Options{Dir: dir, FS: c, Retention: shared})
+		create(t, si, fmt.Sprintf("new%d", i), Meta{CreatedAt: now})
+		done := make(chan struct{})
+		si.Written(func() { close(done) })
+		<-done
+	}
+	lists, listing := c.counts()
+	if lists > 2 || listing > 2*(onDisk+stores) {
+		t.Errorf("%d Stores sharing a Retention, each creating a session beside %d on disk, listed the directory %d times and read %d listing files: a pass per Store",
+			stores, onDisk, lists, listing)
+	}
+	own := &readCounter{FS: osFS{}}
+	open(t, Options{Dir: dir, FS: own})
+	if lists, _ := own.counts(); lists == 0 {
+		t.Errorf("a Store of its own made no retention pass at Open")
+	}
+}
+
 // A session whose transcript is not a regular file (a directory, a FIFO, a
 // symlink: put there by hand or by another user) cannot be loaded, and is
 // not listed either: the list offers only what a load can open.
