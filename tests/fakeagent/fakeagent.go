@@ -510,6 +510,11 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 //	               stopReason cancelled
 //	stop REASON    the chunk "stopping:REASON", then stopReason REASON
 //	               (refusal, max_tokens, …)
+//	seam           the seam matrix's turn (tests/seam_matrix_e2e_test.go):
+//	               the chunk "seam-before", tool call seam-1 (pending),
+//	               session/request_permission; allowed once: seam-1
+//	               completed and the chunk "seam-after", otherwise seam-1
+//	               failed and the chunk "seam-refused"
 //	die            two chunks, then Options.Die
 //	close          two chunks, then Options.Close
 //	anything else  the chunk "echo:<text>" and end_turn
@@ -596,6 +601,32 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			SessionId: sid,
 			Update:    acp.UpdateToolCall("perm-1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted)),
 		})
+		return end()
+
+	case "seam":
+		_ = a.say(sid, "seam-before")
+		_ = a.conn.SessionUpdate(bg, acp.SessionNotification{
+			SessionId: sid,
+			Update: acp.StartToolCall("seam-1", "Run the seam tool",
+				acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusPending)),
+		})
+		resp, err := a.conn.RequestPermission(bg, acp.RequestPermissionRequest{
+			SessionId: sid,
+			ToolCall:  acp.ToolCallUpdate{ToolCallId: "seam-1", Title: acp.Ptr("Run the seam tool")},
+			Options: []acp.PermissionOption{
+				{OptionId: "allow-once", Name: "Allow once", Kind: acp.PermissionOptionKindAllowOnce},
+				{OptionId: "reject-once", Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
+			},
+		})
+		status, text := acp.ToolCallStatusFailed, "seam-refused"
+		if err == nil && resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow-once" {
+			status, text = acp.ToolCallStatusCompleted, "seam-after"
+		}
+		_ = a.conn.SessionUpdate(bg, acp.SessionNotification{
+			SessionId: sid,
+			Update:    acp.UpdateToolCall("seam-1", acp.WithUpdateStatus(status)),
+		})
+		_ = a.say(sid, text)
 		return end()
 
 	case "fs":
