@@ -612,7 +612,10 @@ func (d *durableSessions) unalias(l *link, o translate.Out) (_ translate.Out, dr
 			sid = gjson.GetBytes(o.Body, "sessionId").Str
 		}
 	}
-	if d.gone[aliasKey{l, sid}] && o.Method == "session/update" && d.e.sessions[sid] == nil {
+	// A session closed here and now being loaded by the agent itself
+	// (held) gets its replay: those updates are not the closed one's late
+	// ones.
+	if d.gone[aliasKey{l, sid}] && !d.held[sid] && o.Method == "session/update" && d.e.sessions[sid] == nil {
 		d.e.repaired(RepairDrainedTurnUpdates, sid, "update for a session closed here: "+gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 		return o, true
 	}

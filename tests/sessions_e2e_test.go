@@ -25,9 +25,15 @@ import (
 // "tool:title:status").
 func replayBefore(t *testing.T, e *Editor, sid acp.SessionId, id string) []string {
 	t.Helper()
+	return replaySince(t, e, sid, id, 0)
+}
+
+// replaySince is replayBefore counting only the lines from the from'th on.
+func replaySince(t *testing.T, e *Editor, sid acp.SessionId, id string, from int) []string {
+	t.Helper()
 	e.Out.Response(t, id)
 	var got []string
-	for _, l := range e.Out.Lines() {
+	for _, l := range e.Out.Lines()[from:] {
 		if l.IsResponse() && l.ID() == id {
 			return got
 		}
@@ -182,6 +188,31 @@ func TestSessions_LoadUsesTheAgentsOwnLoad(t *testing.T) {
 		t.Fatalf("the agent's own session/load was not used; events %q", j.Events)
 	}
 	promptWorks(t, e2, sid, 1)
+}
+
+// A session closed and loaded again in the same process, over an agent
+// that loads (and replays) its own sessions: the agent's replay reaches the
+// editor. The updates the agent sends for the closed session's id are
+// dropped as late ones until a load of it is under way (issue 52's seam
+// matrix found the whole replay dropped, bridge to bridge).
+func TestSessions_AgentsOwnLoadAfterCloseReplays(t *testing.T) {
+	t.Parallel()
+	state, cwd := t.TempDir(), t.TempDir()
+	tr := withEnv(ChildTransport("acp"), fakeagent.EnvLoadSession+"=1")
+	e := NewEditor(t, tr, EditorOptions{Args: []string{"--state-dir", state}})
+	e.Initialize(t)
+	sid := e.NewSession(t, cwd)
+	promptTurn(t, e, sid, 2)
+	if r := e.RawCall(t, "session/close", fmt.Sprintf(`{"sessionId":%q}`, sid)); r.Get("error").Exists() {
+		t.Fatalf("session/close: %s", r)
+	}
+	from := len(e.Out.Lines())
+	id := e.RawSend(t, "session/load", fmt.Sprintf(`{"sessionId":%q,"cwd":%q,"mcpServers":[]}`, sid, cwd))
+	want := []string{"agent:replayed-by-agent " + string(sid)}
+	if got := replaySince(t, e, sid, id, from); !slices.Equal(got, want) {
+		t.Fatalf("between the load and its answer: got %q, want the agent's own replay %q", got, want)
+	}
+	promptWorks(t, e, sid, 1)
 }
 
 func TestSessions_LoadOverLegacyAgentWithoutLoad(t *testing.T) {
