@@ -56,6 +56,9 @@
 //   no-echo              a prompt is never echoed (no user_message under the
 //                        acknowledgement's messageId)
 //   overlap              a prompt during a turn runs alongside it
+//   preempt              a prompt during a turn ends that turn (idle,
+//                        cancelled, as if the client had cancelled it) and
+//                        runs instead
 //   mute-initialize      initialize is never answered
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
@@ -260,7 +263,8 @@ const app = acp
       throw acp.RequestError.sessionNotFound(sessionId);
     }
     const s = known(sessionId);
-    if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
+    if (s.turn && defects.has("preempt")) s.turn.abort();
+    else if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
     const texts = params.prompt.filter((b) => b.type === "text").map((b) => b.text);
     const text = texts.at(-1) ?? "";
     const messageId = `u-${++messages}`;
