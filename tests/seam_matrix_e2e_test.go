@@ -11,10 +11,16 @@ package tests
 //	trace     {on, off}
 //
 // A cell is one point of that product: its own agent, bridge(s) and
-// editor, started for it alone. The suite runs a turn with text, a tool
+// editor, started for it alone. By default the test runs a pairwise
+// covering array of the product (seamPairwise: every pair of values of
+// any two dimensions is in some cell, 19 cells chosen deterministically
+// with a fixed seed, about a minute on 2 cores); ACP_SEAM_MATRIX=full runs
+// every applicable cell of the product (124, several minutes), and
+// ACP_SEAM_CELLS=REGEXP only the cells whose name matches (with the
+// reference), e.g. ACP_SEAM_CELLS='^v2/rules/'. The suite runs a turn with text, a tool
 // call and a permission; a cancelled turn; two prompts at once; close and
 // load (v2: resume with a replay); close and resume; a second initialize
-// and a turn after it; and, on seamIdleCells only, a turn after the link
+// and a turn after it; and, on the cells seamIdle names, a turn after the link
 // sat idle 15 s. Each step's outcome is reduced to a seamOutcome (the
 // agent's text, the tool calls' final states, the permission outcome by
 // the chosen option's kind, the stop reason, what a load replays), which
@@ -42,11 +48,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -141,6 +149,9 @@ type seamCell struct {
 	transport string // child, ws, http, b2b
 	sessions  bool
 	trace     bool
+	// idle: the cell also runs the 15 s idle step (seamIdle); not a
+	// dimension, and not part of the name.
+	idle bool
 }
 
 func (c seamCell) name() string {
@@ -155,7 +166,7 @@ var seamReference = seamCell{editor: 1, backend: seamBackends[0], transport: "ch
 var seamTransports = []string{"child", "ws", "http", "b2b"}
 
 // seamCells is the whole product, the reference first.
-func seamCells() []seamCell {
+func seamAllCells() []seamCell {
 	cells := []seamCell{seamReference}
 	for _, ed := range []int{1, 2} {
 		for _, b := range seamBackends {
@@ -170,6 +181,110 @@ func seamCells() []seamCell {
 				}
 			}
 		}
+	}
+	return cells
+}
+
+// seamValues are a cell's values, one per dimension, as seamPairwise
+// pairs them.
+func (c seamCell) values() [5]string {
+	return [5]string{fmt.Sprint("editor=", c.editor), "backend=" + c.backend.name, "transport=" + c.transport,
+		fmt.Sprint("sessions=", c.sessions), fmt.Sprint("trace=", c.trace)}
+}
+
+// seamPairwise picks, from the applicable cells of all, a covering array
+// of strength 2: every pair of values of two dimensions that some
+// applicable cell has is in at least one chosen cell. It is greedy (each
+// step takes the cell that covers the most pairs not yet covered), the
+// reference first, and deterministic: ties go to the earlier cell in an
+// order shuffled once with a fixed seed, so the same cells run every time
+// and a cell that fails is named the same way the next time.
+func seamPairwise(all []seamCell) []seamCell {
+	type pair struct{ a, b string }
+	pairsOf := func(c seamCell) []pair {
+		v := c.values()
+		var ps []pair
+		for i := range v {
+			for j := i + 1; j < len(v); j++ {
+				ps = append(ps, pair{v[i], v[j]})
+			}
+		}
+		return ps
+	}
+	var cands []seamCell
+	need := map[pair]bool{}
+	for _, c := range all {
+		if seamNA(c) != "" {
+			continue
+		}
+		cands = append(cands, c)
+		for _, p := range pairsOf(c) {
+			need[p] = true
+		}
+	}
+	rng := rand.New(rand.NewPCG(52, 2))
+	rest := slices.Clone(cands[1:]) // cands[0] is the reference
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	chosen := []seamCell{cands[0]}
+	for _, p := range pairsOf(cands[0]) {
+		delete(need, p)
+	}
+	for len(need) > 0 {
+		best, bestN := -1, 0
+		for i, c := range rest {
+			n := 0
+			for _, p := range pairsOf(c) {
+				if need[p] {
+					n++
+				}
+			}
+			if n > bestN {
+				best, bestN = i, n
+			}
+		}
+		c := rest[best]
+		rest = slices.Delete(rest, best, best+1)
+		chosen = append(chosen, c)
+		for _, p := range pairsOf(c) {
+			delete(need, p)
+		}
+	}
+	return chosen
+}
+
+// seamCells are the cells this run runs, the reference first: the
+// pairwise covering array of the product (seamPairwise) by default, the
+// whole product with ACP_SEAM_MATRIX=full; ACP_SEAM_CELLS=REGEXP keeps
+// only the cells whose name it matches (and the reference, which every
+// cell is compared with).
+func seamCells(t *testing.T) []seamCell {
+	all := seamAllCells()
+	var cells []seamCell
+	switch m := os.Getenv("ACP_SEAM_MATRIX"); m {
+	case "full":
+		cells = all
+		for i, c := range cells {
+			cells[i].idle = c.backend.name == "acp" && c.sessions && !c.trace
+		}
+	case "", "pairwise":
+		cells = seamPairwise(all)
+		idled := map[string]bool{}
+		for i, c := range cells {
+			k := fmt.Sprint(c.editor, c.transport)
+			cells[i].idle = !idled[k]
+			idled[k] = true
+		}
+	default:
+		t.Fatalf("ACP_SEAM_MATRIX=%q: want full or pairwise", m)
+	}
+	if f := os.Getenv("ACP_SEAM_CELLS"); f != "" {
+		re, err := regexp.Compile(f)
+		if err != nil {
+			t.Fatalf("ACP_SEAM_CELLS: %v", err)
+		}
+		cells = slices.DeleteFunc(cells, func(c seamCell) bool {
+			return c.name() != seamReference.name() && !re.MatchString(c.name())
+		})
 	}
 	return cells
 }
@@ -203,10 +318,6 @@ func seamStepNA(c seamCell, step string) string {
 		if c.editor == 2 {
 			return "ACP v2 forbids a repeated initialize after other requests; the v2 SDK editor refuses to send one"
 		}
-	case "close":
-		if c.editor == 1 && c.backend.name == "rules" && !c.sessions {
-			return "session/close is optional in ACP v1; the agent-rpc profile has none, and --no-sessions leaves the bridge nothing to close"
-		}
 	case "permission":
 		if !c.backend.permission {
 			return "the agent-rpc format has no permission requests"
@@ -215,14 +326,22 @@ func seamStepNA(c seamCell, step string) string {
 	return ""
 }
 
-// seamIdleCells are the cells that also run the 15 s idle step: the
-// reference on each transport, and a v2 editor on each transport, both
-// over the ACP v1 relay with sessions on and no trace. Idle waits cost no
-// CPU but 15 s each; one per transport and editor covers the links' own
-// deadlines (dial, handshake, earlier writes).
+// seamIdle says whether cell c also runs the 15 s idle step. Idle waits
+// cost no CPU but 15 s each; one per transport and editor covers the
+// links' own deadlines (dial, handshake, earlier writes). In the whole
+// product those are the cells over the ACP v1 relay with sessions on and
+// no trace; in the pairwise array (which may hold none of those), the
+// first cell chosen of each editor and transport (c.idle, set by
+// seamCells).
 func seamIdle(c seamCell) bool {
-	return c.backend.name == "acp" && c.sessions && !c.trace
+	return c.idle
 }
+
+// seamWait guards every wait of the suite against a hang, and only that:
+// a cell starts up to three processes (node ones among them) while the
+// others run, and on a loaded 2-core machine a node agent has taken 18 s
+// to read its first line. No step is timed.
+const seamWait = sdkWait
 
 // seamParallel is how many cells run at once.
 const seamParallel = 24
@@ -262,7 +381,7 @@ type seamEditor interface {
 func TestSeamMatrix(t *testing.T) {
 	NodeSDK(t)
 	t.Parallel()
-	cells := seamCells()
+	cells := seamCells(t)
 	// The reference cell sends its outcome, or closes ref when it failed.
 	ref := make(chan seamOutcome, 1)
 	var refOut seamOutcome
@@ -272,13 +391,21 @@ func TestSeamMatrix(t *testing.T) {
 		refOnce.Do(func() { refOut, refOK = <-ref })
 		return refOut, refOK
 	}
+	all := seamAllCells()
 	var na []string
-	for _, c := range cells {
+	for _, c := range all {
 		if why := seamNA(c); why != "" {
 			na = append(na, c.name()+": "+why)
 		}
 	}
-	t.Logf("%d cells, %d not applicable:\n\t%s", len(cells), len(na), strings.Join(na, "\n\t"))
+	t.Logf("the product has %d cells, %d not applicable:\n\t%s", len(all), len(na), strings.Join(na, "\n\t"))
+	var names []string
+	for _, c := range cells {
+		if seamNA(c) == "" {
+			names = append(names, c.name()+map[bool]string{true: " (+ idle step)"}[c.idle])
+		}
+	}
+	t.Logf("running %d cells (ACP_SEAM_MATRIX=full runs every applicable one):\n\t%s", len(names), strings.Join(names, "\n\t"))
 	// Cells mostly wait on their processes: seamParallel of them run at a
 	// time, whatever -parallel says (t.Run from goroutines, the reference
 	// first; a cell waiting for the reference's outcome holds no slot).
@@ -574,7 +701,7 @@ func seamPromptTurn(t *testing.T, ed seamEditor, v int, sid, text string) seamTu
 // fails with Errorf and an empty result.
 func seamWaitIdle(t *testing.T, ed seamEditor, sid string, mark int) gjson.Result {
 	t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
+	deadline := time.Now().Add(seamWait)
 	for {
 		running := false
 		for _, m := range ed.received()[mark:] {
@@ -595,7 +722,7 @@ func seamWaitIdle(t *testing.T, ed seamEditor, sid string, mark int) gjson.Resul
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("session %s: no idle state_update after running within %v", sid, WaitTimeout)
+			t.Errorf("session %s: no idle state_update after running within %v", sid, seamWait)
 			return gjson.Result{}
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -616,15 +743,15 @@ func seamCancel(t *testing.T, ed seamEditor, v int, sid, word string) string {
 		res, err := ed.request(t, "session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": word}}})
 		done <- answer{res, err}
 	}()
-	waitUntil(t, WaitTimeout, "the cancelled turn's first words", func() bool {
+	waitUntil(t, seamWait, "the cancelled turn's first words", func() bool {
 		return seamNormalize(ed.received()[mark:], sid, false).Text != ""
 	})
 	ed.notify(t, "session/cancel", map[string]any{"sessionId": sid})
 	var a answer
 	select {
 	case a = <-done:
-	case <-time.After(WaitTimeout):
-		t.Fatalf("the cancelled prompt was not answered within %v", WaitTimeout)
+	case <-time.After(seamWait):
+		t.Fatalf("the cancelled prompt was not answered within %v", seamWait)
 	}
 	if a.err != nil {
 		return "error: " + a.err.Error()
@@ -746,7 +873,7 @@ func seamGoEditor(t *testing.T, args, env []string) seamEditor {
 }
 
 func seamCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), seamWait)
 	t.Cleanup(cancel)
 	return ctx
 }
