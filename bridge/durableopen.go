@@ -126,14 +126,40 @@ func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 	bind := d.agentNamed(meta.Agent)
 	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == d.e.b.AgentName &&
 		(meta.Backend == "" || meta.Backend == sid) && gjson.GetBytes(d.caps[bind.Name], "loadSession").Bool() {
-		// The agent's own load of its own session, which replays itself.
+		// The agent's own load of its own session, which replays itself;
+		// when the agent no longer has it, ownLoadFailed opens it here.
 		if d.held == nil {
-			d.held = map[string]bool{}
+			d.held = map[string]*store.Meta{}
 		}
-		d.held[sid] = true
+		d.held[sid] = &meta
 		d.e.dispatch(req, env)
 		return
 	}
+	d.openRecorded(req, meta, bind)
+}
+
+// ownLoadFailed takes over a session/load the agent was serving itself
+// (openStored) and failed with -32002, resource not found: the agent no
+// longer has the session (it forgot it on session/close, or lost it in a
+// restart), but the store does, so the session is opened as one the agent
+// cannot load: the store's replay, and a new agent session primed with the
+// history. It reports whether it took req over (then req is not failed).
+func (d *durableSessions) ownLoadFailed(req *request, errObj json.RawMessage) bool {
+	meta := d.held[req.session]
+	if req.method != "session/load" || meta == nil || gjson.GetBytes(errObj, "code").Int() != translate.CodeResourceNotFound {
+		return false
+	}
+	delete(d.held, req.session)
+	d.e.log.Info("the agent could not load its own session; opening it from the transcript", "session", req.session,
+		"agent_error", gjson.GetBytes(errObj, "message").Str)
+	d.openRecorded(req, *meta, d.agentNamed(meta.Agent))
+	return true
+}
+
+// openRecorded opens the recorded session meta, taken in the store for
+// req: its transcript replayed (load) and its backend re-attached.
+func (d *durableSessions) openRecorded(req *request, meta store.Meta, bind Binding) {
+	sid := req.session
 	// A session the engine only routed so far (a prompt for an id it did
 	// not know, sent before this load) becomes the recorded one.
 	old := d.e.sessions[sid]

@@ -33,8 +33,14 @@ func replayRecord(sid string, r store.Record) []json.RawMessage {
 	var out []json.RawMessage
 	switch r.Kind {
 	case store.KindPrompt:
+		// A prompt a v2 editor sent keeps the messageId it was given
+		// (v2front names it in the prompt's _meta).
+		idMember := ""
+		if id := gjson.GetBytes(r.Body, `_meta.acp-bridge.messageId`); id.Type == gjson.String {
+			idMember = `,"messageId":` + mustJSON(id.Str)
+		}
 		gjson.GetBytes(r.Body, "prompt").ForEach(func(_, block gjson.Result) bool {
-			u := `{"sessionUpdate":"user_message_chunk","content":` + string(replayBlock(block)) + `}`
+			u := `{"sessionUpdate":"user_message_chunk","content":` + string(replayBlock(block)) + idMember + `}`
 			out = append(out, updateParams(sid, u))
 			return true
 		})
