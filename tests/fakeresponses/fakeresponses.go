@@ -137,7 +137,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		idx++
 	}
 	call := func(cmd, justification string) {
-		args := map[string]any{"cmd": cmd}
+		args := map[string]any{"cmd": cmd, "login": false}
 		if justification != "" {
 			args["sandbox_permissions"] = "require_escalated"
 			args["justification"] = justification

@@ -389,12 +389,21 @@ func (t *translator) notification(method string, p gjson.Result) []translate.Out
 		}
 		return nil
 	}
-	if turnID != "" {
+	// The turn's id comes with turn/start's answer or turn/started; until
+	// then a notification naming another turn (a resumed thread's usage)
+	// is not the turn's.
+	if method == "turn/started" && tu.id == "" {
+		tu.id = p.Get("turn.id").Str
+	}
+	if method == "thread/tokenUsage/updated" && (tu.id == "" || turnID != tu.id) {
+		s.setUsage(p.Get("tokenUsage"))
 		if tu.id == "" {
-			tu.id = turnID
-		} else if tu.id != turnID {
-			return nil
+			tu.base = s.total
 		}
+		return nil
+	}
+	if turnID != "" && tu.id != "" && tu.id != turnID {
+		return nil
 	}
 	switch method {
 	case "item/agentMessage/delta":
