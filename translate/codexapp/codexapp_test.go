@@ -116,4 +116,3 @@ func FuzzFromAgent(f *testing.F) {
 	f.Add([]byte("event> abandon 3\n" + `{"method":"item/completed","params":{"threadId":"th","turnId":"tu","item":{"type":"agentMessage","id":"m","text":"late"}}}`))
 	translatetest.FuzzAgent(f, Dialect, "", fuzzSetup)
 }
-
