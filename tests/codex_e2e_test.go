@@ -12,6 +12,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -452,4 +453,78 @@ func validateCodexTrace(t *testing.T, path string) {
 	if sent < 5 {
 		t.Errorf("the trace holds %d frames to Codex, want the whole session's", sent)
 	}
+}
+
+// The same bridge and Codex driven by the official TypeScript SDK's client
+// (tests/testdata/codexeditor/editor.mjs), which validates every message
+// it receives: streamed text and thoughts, a command allowed once, a cancel.
+func TestCodex_RealCLI_TypeScriptSDK(t *testing.T) {
+	t.Parallel()
+	argv := NodeScript(t, "testdata/codexeditor/editor.mjs")
+	s := newCodexSetup(t, "stdio")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := StartBridge(t, s.args, s.env, pw)
+	resultFile := filepath.Join(t.TempDir(), "result.json")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "CODEX_CWD="+s.cwd, "CODEX_RESULT="+resultFile)
+	cmd.Stdin, cmd.Stdout = pr, b.In
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * codexWait):
+		_ = cmd.Process.Kill()
+		err = <-done
+		t.Errorf("the TypeScript editor did not finish within %s", 2*codexWait)
+	}
+	pw.Close()
+	b.In.Close()
+	b.WaitExit(codexWait)
+	if err != nil {
+		t.Fatalf("TypeScript editor: %v\nstderr:\n%s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(resultFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Agent       string
+		Modes       []string
+		Stops       []string
+		Texts       []string
+		Thoughts    []string
+		Permissions [][]string
+		Error       *string
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	if res.Error != nil {
+		t.Fatalf("the TypeScript SDK failed: %s\nbridge stderr:\n%s", *res.Error, tail(b.Stderr(), 8<<10))
+	}
+	if !slices.Equal(res.Stops, []string{"end_turn", "end_turn", "cancelled"}) {
+		t.Errorf("stop reasons %q, want end_turn, end_turn, cancelled", res.Stops)
+	}
+	if got := strings.Join(res.Texts, ""); !strings.HasPrefix(got, fakeresponses.Hello) {
+		t.Errorf("texts %q, want %q first", got, fakeresponses.Hello)
+	}
+	if got := strings.Join(res.Thoughts, ""); got != fakeresponses.Thought {
+		t.Errorf("thoughts %q, want %q", got, fakeresponses.Thought)
+	}
+	if len(res.Permissions) != 1 || !slices.Contains(res.Permissions[0], "allow_once:approved") || !slices.Contains(res.Permissions[0], "reject_once:abort") {
+		t.Errorf("permission options %q, want allow once and reject", res.Permissions)
+	}
+	if _, err := os.Stat(filepath.Join(s.cwd, fakeresponses.RunFile)); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	validateCodexTrace(t, s.trace)
 }
