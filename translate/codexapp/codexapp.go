@@ -45,8 +45,9 @@
 //     read-only (on-request, read-only sandbox), auto (on-request,
 //     workspace-write) and full-access (never, danger-full-access). The
 //     session's current mode is the preset its thread started with; a
-//     thread whose policy is no preset shows "auto" until the editor picks
-//     one. A picked mode or model is sent with the next turn/start, the
+//     thread whose policy is no preset is shown as "auto" and runs as auto
+//     from its next turn, so that what the editor shows is what runs. A
+//     picked mode or model is sent with the next turn/start, the
 //     app-server's own way to change them ("for this turn and subsequent
 //     turns").
 //   - Models are the app-server's model/list, read once after initialize,
@@ -98,11 +99,14 @@
 //     know are reported as Notes.
 //
 // Differences from codex-acp 0.16.0 (which embeds Codex's core rather than
-// speaking to an app-server), and why: see tests/codex_parity_test.go's
-// recorded comparison; the bridge cannot offer codex-acp's
-// terminal-backed command output (the app-server runs the command itself)
-// and reports no available commands (the app-server has no slash commands
-// to list).
+// speaking to an app-server), and why: the bridge cannot show a command's
+// output in an editor terminal (the app-server runs the command itself and
+// streams its output, shown as the tool call's content); it lists no
+// available commands (the app-server has no slash commands to list); the
+// "always" option of a command approval is Codex's proposed prefix rule
+// when the request offers no session-wide approval (0.169.0 offers
+// acceptForSession for file changes only). A recorded side-by-side parity
+// run against codex-acp is not part of the tests yet.
 package codexapp
 
 import (
