@@ -173,7 +173,7 @@ func TestCodex_Record(t *testing.T) {
 		turn(c, firstThread, "think, then say hello")
 		save("turn", c)
 	})
-	for _, decision := range []string{"accept", "decline"} {
+	for _, decision := range []string{"accept", "decline", "cancel"} {
 		t.Run("command-"+decision, func(t *testing.T) {
 			c := startAppServer(t, bin, env, ws)
 			c.answer = func(gjson.Result) string { return fmt.Sprintf(`{"decision":%q}`, decision) }

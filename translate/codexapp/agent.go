@@ -126,9 +126,15 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		if errObj == nil || s == nil || s.turn != r.turn {
 			return nil, nil
 		}
+		tu := s.turn
+		if !tu.started {
+			// Too early: Codex has not started the turn it named. The
+			// interrupt goes again at turn/started.
+			tu.interrupt = false
+			return nil, nil
+		}
 		// Codex refused: the prompt is answered cancelled now, the turn's
 		// later items dropped.
-		tu := s.turn
 		outs := []translate.Out{{Kind: translate.Note, Method: noteInterruptRefused, Session: s.id, Body: errObj}}
 		outs = append(outs, t.closeTools(s, tu)...)
 		s.turn = nil
@@ -251,7 +257,7 @@ func (t *translator) modelList(s *session) []model {
 		found = found || m.id == s.model
 	}
 	if !found && s.model != "" {
-		list = append(list, model{id: s.model, name: s.model})
+		list = append([]model{{id: s.model, name: s.model}}, list...)
 	}
 	return list
 }
@@ -320,28 +326,40 @@ func (t *translator) serverRequest(env *translate.Envelope) []translate.Out {
 		tc["rawInput"] = map[string]any{"reason": reason}
 	}
 	a := &approval{agentID: id, session: sid, turn: tu}
+	command := env.Method == "item/commandExecution/requestApproval"
+	alwaysName := "Yes, and don't ask again for these files in this session"
+	if command {
+		alwaysName = "Yes, and don't ask again for this command in this session"
+	}
 	decisions := p.Get("availableDecisions")
 	switch {
-	case env.Method == "item/fileChange/requestApproval" || !decisions.Exists():
-		a.always = json.RawMessage(`"acceptForSession"`)
+	case !command || !decisions.Exists():
+		a.always, a.alwaysID = json.RawMessage(`"acceptForSession"`), optAlways
 	default:
 		for _, d := range decisions.Array() {
 			if d.Str == "acceptForSession" {
-				a.always = json.RawMessage(`"acceptForSession"`)
+				a.always, a.alwaysID = json.RawMessage(`"acceptForSession"`), optAlways
 				break
 			}
-			if d.IsObject() && d.Get("acceptWithExecpolicyAmendment").Exists() && a.always == nil {
-				a.always = json.RawMessage(d.Raw)
+			if am := d.Get("acceptWithExecpolicyAmendment"); d.IsObject() && am.Exists() && a.always == nil {
+				a.always, a.alwaysID = json.RawMessage(d.Raw), optAmendment
+				var words []string
+				for _, w := range am.Get("execpolicy_amendment").Array() {
+					words = append(words, w.Str)
+				}
+				alwaysName = "Yes, and don't ask again for commands that start with `" + strings.Join(words, " ") + "`"
 			}
 		}
 	}
-	var options []map[string]any
-	if a.always != nil {
-		options = append(options, map[string]any{"optionId": optAlways, "name": "Always", "kind": "allow_always"})
+	allowName, rejectName := "Yes", "No, provide feedback"
+	if command {
+		allowName, rejectName = "Yes, proceed", "No, and tell Codex what to do differently"
 	}
-	options = append(options,
-		map[string]any{"optionId": optAllow, "name": "Yes", "kind": "allow_once"},
-		map[string]any{"optionId": optReject, "name": "No, provide feedback", "kind": "reject_once"})
+	options := []map[string]any{{"optionId": optAllow, "name": allowName, "kind": "allow_once"}}
+	if a.always != nil {
+		options = append(options, map[string]any{"optionId": a.alwaysID, "name": alwaysName, "kind": "allow_always"})
+	}
+	options = append(options, map[string]any{"optionId": optReject, "name": rejectName, "kind": "reject_once"})
 	return append(outs, t.calls.Call(sid, "session/request_permission",
 		marshal(map[string]any{"sessionId": sid, "toolCall": tc, "options": options}), a))
 }
@@ -392,8 +410,12 @@ func (t *translator) notification(method string, p gjson.Result) []translate.Out
 	// The turn's id comes with turn/start's answer or turn/started; until
 	// then a notification naming another turn (a resumed thread's usage)
 	// is not the turn's.
-	if method == "turn/started" && tu.id == "" {
-		tu.id = p.Get("turn.id").Str
+	if method == "turn/started" && (tu.id == "" || tu.id == p.Get("turn.id").Str) {
+		tu.id, tu.started = p.Get("turn.id").Str, true
+		if tu.cancelled {
+			return t.interrupt(s, tu)
+		}
+		return nil
 	}
 	if method == "thread/tokenUsage/updated" && (tu.id == "" || turnID != tu.id) {
 		s.setUsage(p.Get("tokenUsage"))
@@ -406,6 +428,11 @@ func (t *translator) notification(method string, p gjson.Result) []translate.Out
 		return nil
 	}
 	switch method {
+	case "warning":
+		if msg := p.Get("message").Str; msg != "" {
+			return []translate.Out{chunk(sid, "agent_message_chunk", msg)}
+		}
+		return nil
 	case "item/agentMessage/delta":
 		tu.streamed[p.Get("itemId").Str] = true
 		return []translate.Out{chunk(sid, "agent_message_chunk", p.Get("delta").Str)}
@@ -468,7 +495,7 @@ var known = map[string]bool{
 	"item/agentMessage/delta": true, "item/reasoning/summaryTextDelta": true, "item/reasoning/textDelta": true,
 	"item/started": true, "item/completed": true, "item/commandExecution/outputDelta": true,
 	"item/mcpToolCall/progress": true, "turn/plan/updated": true, "thread/tokenUsage/updated": true,
-	"error": true, "turn/completed": true,
+	"error": true, "turn/completed": true, "warning": true,
 }
 
 func (s *session) setUsage(u gjson.Result) {

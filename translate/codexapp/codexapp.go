@@ -53,16 +53,23 @@
 //   - Models are the app-server's model/list, read once after initialize,
 //     by id; the thread's own model is added when the list lacks it (a
 //     custom provider's model).
-//   - Approvals: allow once is "accept"; allow always is "acceptForSession"
-//     when the request offers it, else the execpolicy amendment Codex
-//     proposed ("don't ask again for commands that start with …"), else no
-//     always option is offered; reject is "decline" (the turn goes on);
-//     ACP's "cancelled" is "cancel". An error answer or an option the
-//     translator did not offer declines (never allows). When Codex resolves
+//   - Approvals, with codex-acp's option ids and names: allow once is
+//     "accept"; allow always is "acceptForSession" when the request offers
+//     it, else the execpolicy amendment Codex proposed ("don't ask again
+//     for commands that start with …"), else no always option is offered;
+//     reject ("No, and tell Codex what to do differently") is "cancel",
+//     which stops the turn as codex-acp's "abort" does, so that the user
+//     can say what to do instead; ACP's "cancelled" is "cancel" too. An
+//     error answer or an option the translator did not offer is "decline"
+//     (never an allow).
+//   - Codex's warnings during a turn (a model without metadata, say) are
+//     shown as message chunks, as codex-acp shows them. When Codex resolves
 //     a request itself (serverRequest/resolved), the editor's request is
 //     withdrawn.
 //   - session/cancel sends turn/interrupt once the turn's id is known
-//     (right away, or when turn/start answers), withdraws the session's
+//     (right away, or when turn/start answers; again at turn/started if
+//     Codex refused it because the turn had not started yet), withdraws
+//     the session's
 //     pending permission requests ($/cancel_request) and answers Codex
 //     "cancel" for each. The turn's turn/completed (interrupted) answers
 //     the prompt "cancelled", whatever its status. If Codex refuses the
@@ -98,15 +105,30 @@
 //     warnings, diffs of the whole turn…) are dropped; ones it does not
 //     know are reported as Notes.
 //
-// Differences from codex-acp 0.16.0 (which embeds Codex's core rather than
-// speaking to an app-server), and why: the bridge cannot show a command's
-// output in an editor terminal (the app-server runs the command itself and
-// streams its output, shown as the tool call's content); it lists no
-// available commands (the app-server has no slash commands to list); the
-// "always" option of a command approval is Codex's proposed prefix rule
-// when the request offers no session-wide approval (0.169.0 offers
-// acceptForSession for file changes only). A recorded side-by-side parity
-// run against codex-acp is not part of the tests yet.
+// Parity with codex-acp 0.16.0 (which embeds Codex's core rather than
+// speaking to an app-server): tests/codex_parity_test.go plays one session
+// through both against the same fake model API and compares update kinds,
+// tool-call lifecycles, permission options and outcomes, stop reasons,
+// modes and models; codex-acp's side is recorded in
+// tests/testdata/codex-acp-0.16.0.txt (tests/testdata/record-codex-acp.sh
+// records it again). The differences, and why:
+//
+//   - The prompt's answer carries the turn's token usage (ACP's usage, from
+//     thread/tokenUsage/updated); codex-acp sends none.
+//   - A command that asks for approval is shown as a tool call from the
+//     start, because the app-server announces the item (item/started)
+//     before it asks; codex-acp, inside Codex's core, announces it once
+//     approved. A rejected command is so a tool call closed as failed,
+//     where codex-acp shows none.
+//   - A file change's approval also offers "always" (Codex's
+//     acceptForSession for those files, which the app-server takes);
+//     codex-acp offers allow once and reject.
+//   - The session/new answer also carries ACP's models (from model/list),
+//     besides the model config option both show.
+//   - No available commands: the app-server has no slash commands to list
+//     (codex-acp lists review, init, compact…).
+//   - Command output is the tool call's text content: the app-server runs
+//     the command itself, so there is no editor terminal to show it in.
 package codexapp
 
 import (
@@ -173,9 +195,9 @@ type preset struct {
 }
 
 var presets = []preset{
-	{"read-only", "Read Only", "Requires approval to edit files and run commands.", "on-request", "read-only", "readOnly"},
-	{"auto", "Default", "Read and edit files, and run commands.", "on-request", "workspace-write", "workspaceWrite"},
-	{"full-access", "Full Access", "Codex can edit files outside this workspace and run commands with network access. Exercise caution when using.", "never", "danger-full-access", "dangerFullAccess"},
+	{"read-only", "Read Only", "Codex can read files in the current workspace. Approval is required to edit files or access the internet.", "on-request", "read-only", "readOnly"},
+	{"auto", "Default", "Codex can read and edit files in the current workspace, and run commands. Approval is required to access the internet or edit other files. (Identical to Agent mode)", "on-request", "workspace-write", "workspaceWrite"},
+	{"full-access", "Full Access", "Codex can edit files outside this workspace and access the internet without asking for approval. Exercise caution when using.", "never", "danger-full-access", "dangerFullAccess"},
 }
 
 func findMode(id string) *preset {
@@ -233,6 +255,8 @@ type approval struct {
 	session string
 	turn    *turn
 	always  json.RawMessage // the decision "allow always" sends (nil: not offered)
+	// alwaysID is the option id of "allow always".
+	alwaysID string
 }
 
 // tool is what the translator knows of one tool item.
@@ -248,6 +272,7 @@ type turn struct {
 	id        string // Codex's turn id, once known
 	cancelled bool
 	interrupt bool // turn/interrupt sent
+	started   bool // turn/started seen
 	tools     map[string]*tool
 	order     []string // tool ids in announcement order
 	streamed  map[string]bool

@@ -344,13 +344,13 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 		case outcome.Get("outcome").Str == "cancelled":
 			decision = json.RawMessage(`"cancel"`)
 		case outcome.Get("outcome").Str == "selected":
-			switch outcome.Get("optionId").Str {
-			case optAllow:
+			switch id := outcome.Get("optionId").Str; {
+			case id == optAllow:
 				decision = json.RawMessage(`"accept"`)
-			case optAlways:
-				if a.always != nil {
-					decision = a.always
-				}
+			case id == a.alwaysID && a.always != nil:
+				decision = a.always
+			case id == optReject:
+				decision = json.RawMessage(`"cancel"`)
 			}
 		}
 	}
@@ -359,7 +359,8 @@ func (t *translator) permissionAnswer(m translate.Msg) ([]translate.Out, error) 
 
 // Permission option ids, as codex-acp names them.
 const (
-	optAlways = "approved-for-session"
-	optAllow  = "approved"
-	optReject = "abort"
+	optAlways    = "approved-for-session"
+	optAmendment = "approved-execpolicy-amendment"
+	optAllow     = "approved"
+	optReject    = "abort"
 )
