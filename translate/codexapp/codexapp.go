@@ -129,6 +129,11 @@
 //     (codex-acp lists review, init, compact…).
 //   - Command output is the tool call's text content: the app-server runs
 //     the command itself, so there is no editor terminal to show it in.
+//   - authMethods: one, which says to run `codex login` where the
+//     app-server runs; codex-acp lists ChatGPT login and the CODEX_API_KEY
+//     and OPENAI_API_KEY variables, which it can apply inside its own
+//     process. The bridge holds no key and cannot open a browser for the
+//     app-server's machine, so authenticate fails with the command to run.
 package codexapp
 
 import (
