@@ -107,7 +107,19 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		return t.answerOrNot(r.ref, reply(r.ref, struct{}{})), nil
 	case reqTurnStart:
 		s := t.sessions[r.session]
-		if s == nil || s.turn != r.turn {
+		if s == nil {
+			return nil, nil
+		}
+		if s.turn != r.turn {
+			// The prompt was abandoned before Codex answered: its turn is
+			// interrupted now that it has an id, and its items dropped.
+			if id := res.Get("turn.id").Str; errObj == nil && id != "" && r.turn.id == "" {
+				r.turn.id = id
+				s.drop(id)
+				if r.turn.cancelled {
+					return t.interrupt(s, r.turn), nil
+				}
+			}
 			return nil, nil
 		}
 		if errObj != nil {
@@ -123,8 +135,17 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		return nil, nil
 	case reqInterrupt:
 		s := t.sessions[r.session]
-		if errObj == nil || s == nil || s.turn != r.turn {
+		if errObj == nil || s == nil {
 			return nil, nil
+		}
+		if s.turn != r.turn {
+			// An abandoned turn's interrupt, refused: again at its
+			// turn/started if it had not started.
+			if !r.turn.started {
+				r.turn.interrupt = false
+				s.retry = r.turn
+			}
+			return []translate.Out{{Kind: translate.Note, Method: noteInterruptRefused, Session: s.id, Body: errObj}}, nil
 		}
 		tu := s.turn
 		if !tu.started {
@@ -396,6 +417,11 @@ func (t *translator) notification(method string, p gjson.Result) []translate.Out
 	turnID := p.Get("turnId").Str
 	if method == "turn/completed" {
 		turnID = p.Get("turn.id").Str
+	}
+	if method == "turn/started" && s != nil && s.retry != nil && s.retry.id == p.Get("turn.id").Str {
+		r := s.retry
+		s.retry, r.started = nil, true
+		return t.interrupt(s, r)
 	}
 	// The items of a turn that is not the running one are dropped.
 	if tu == nil || (turnID != "" && s.dropped[turnID]) {

@@ -299,8 +299,11 @@ type session struct {
 	modeSent, modelSent bool
 	turn                *turn
 	dropped             map[string]bool // turn ids whose items are dropped
-	total               usage
-	window              int64
+	// retry is an abandoned turn whose interrupt Codex refused before the
+	// turn started: the interrupt goes again at its turn/started.
+	retry  *turn
+	total  usage
+	window int64
 }
 
 // translator is one connection to an app-server.
