@@ -215,11 +215,12 @@ func viewCodexParity(lines []string) codexParityView {
 	if step != nil {
 		v.Steps = append(v.Steps, step)
 	}
-	// After a cancel, whether the model's usage still came is a race
-	// between the interrupt and the fake API's answer.
+	// Between a cancel and the prompt's answer, what still streams (the
+	// model's first words, its usage) is a race between the interrupt and
+	// the fake API: only the answer is compared.
 	for i, st := range v.Steps {
 		if c := slices.Index(st, "(cancel)"); c >= 0 {
-			v.Steps[i] = append(st[:c+1:c+1], slices.DeleteFunc(slices.Clone(st[c+1:]), func(s string) bool { return s == "usage_update" })...)
+			v.Steps[i] = append(st[:c+1:c+1], slices.DeleteFunc(slices.Clone(st[c+1:]), func(s string) bool { return !strings.HasPrefix(s, "answer") })...)
 		}
 	}
 	return v
