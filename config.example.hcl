@@ -248,6 +248,23 @@ dialect "echo-chat" {
 #   }
 # }
 
+# Codex through its app-server protocol: one `codex app-server` holds every
+# session, as a child (command) or over a WebSocket to an app-server started
+# elsewhere with `codex app-server --listen ws://127.0.0.1:4500`. Log in
+# once with `codex login` where the app-server runs.
+#
+# agent "codex" {
+#   dialect = "codex-app-server"
+#   command = ["codex", "app-server"]
+#   # websocket { url = "ws://127.0.0.1:4500" }   # instead of command
+#   options {
+#     # The model of new threads. Default: Codex's config.
+#     model = "gpt-5-codex"
+#     # The mode of new threads: read-only, auto or full-access. Default: Codex's config.
+#     mode = "auto"
+#   }
+# }
+
 # Durable sessions (docs/sessions.md): on unless sessions = false.
 # state_dir         = "/srv/acp-sessions"  # default: $XDG_STATE_HOME/acp-bridge (a relative path is taken from this file's directory)
 # session_idle      = "15m"     # close an agent session idle this long ("off": never)
