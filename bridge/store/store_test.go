@@ -121,7 +121,8 @@ func TestStore_TornLastLineIgnored(t *testing.T) {
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
 	tr, _ = load(t, s2, "s1")
-	if len(tr.Records) != 4 || tr.Skipped != 1 {
+	// The prompt's turn has no stop: Acquire marked it interrupted.
+	if len(tr.Records) != 5 || tr.Skipped != 1 || tr.Records[2].Kind != KindGap {
 		t.Fatalf("after append: records %d skipped %d", len(tr.Records), tr.Skipped)
 	}
 }
