@@ -6,15 +6,15 @@ import (
 )
 
 // A turn interrupted: the process that held a session stopped (kill -9, a
-// crash, the machine) in the middle of one of its turns. Every way a
-// process lets a session go while it lives ends its turns first (the
-// prompts still open are answered, and their stop recorded), so a
-// transcript whose last turn has a prompt and no stop, found by the next
-// process to take it (Acquire), was interrupted: the records the writer
+// crash, the machine) in the middle of one of its turns. Its lock file is
+// still there, with its pid (a holder that lets go removes it), and the
+// transcript's last turn has a prompt and no stop: the records the writer
 // had not handed to the OS yet, updates the editor may have been sent,
-// are lost. Acquire marks the spot with a gap record
-// {"interrupted":true,"cause":"..."}; nothing else can say what is missing
-// there.
+// are lost. The next process to take the session (Acquire) marks the spot
+// with a gap record {"interrupted":true,"cause":"..."}; nothing else can
+// say what is missing there. (Where there are no lock files, an open turn
+// alone is taken for one: a bridge ends its turns before it lets a
+// session go.)
 
 // interruptedCause is the cause an interrupted turn's gap record gives.
 const interruptedCause = "the acp-bridge process that recorded this session stopped during this turn (killed or crashed): updates the editor was sent after the last record here may be missing"

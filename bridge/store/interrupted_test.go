@@ -7,11 +7,13 @@ import (
 	"testing"
 )
 
-// A transcript whose last turn has a prompt and no stop was left by a
-// process that stopped mid-turn: the next Acquire marks it with one gap
-// record, once; a transcript at rest gets none. Tails are made in the
-// file format directly, with turns and lines longer than the reader's
-// block, and torn last lines.
+// A transcript whose last turn has a prompt and no stop, left by a
+// holder that ended without letting go (its lock file and pid still
+// there: killed), was interrupted mid-turn: the next Acquire marks it with
+// one gap record, once; a transcript at rest gets none, and nor does one
+// whose holder let go cleanly. Tails are made in the file format directly,
+// with turns and lines longer than the reader's block, and torn last
+// lines.
 func TestStore_AcquireMarksAnInterruptedTurn(t *testing.T) {
 	const (
 		prompt = `{"t":"prompt","at":"2026-01-01T00:00:00Z","body":{"sessionId":"s","prompt":[{"type":"text","text":"hi"}]}}` + "\n"
@@ -47,11 +49,29 @@ func TestStore_AcquireMarksAnInterruptedTurn(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			s := open(t, Options{Dir: dir})
 			create(t, s, "s", Meta{Cwd: "/w"})
+			lp := lockPath(dir, "s")
+			lockFiles := exists(t, lp) // (not where there is no flock)
 			s.Release("s")
 			s.barrier()
 			tp := filepath.Join(dir, "s.ndjson")
 			if err := os.WriteFile(tp, []byte(c.body), 0o600); err != nil {
 				t.Fatal(err)
+			}
+			if lockFiles {
+				// Let go cleanly: nothing is marked.
+				if _, err := s.Acquire("s"); err != nil {
+					t.Fatal(err)
+				}
+				tr, _ := load(t, s, "s")
+				if n := len(tr.Records); n > 0 && tr.Records[n-1].Kind == KindGap && !strings.Contains(c.body, `"interrupted"`) {
+					t.Errorf("a transcript its holder let go of got a gap record")
+				}
+				s.Release("s")
+				s.barrier()
+				// The holder killed: its lock file stays, with its pid.
+				if err := os.WriteFile(lp, []byte("2147483646\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if _, err := s.Acquire("s"); err != nil {
 				t.Fatal(err)
@@ -76,9 +96,14 @@ func TestStore_AcquireMarksAnInterruptedTurn(t *testing.T) {
 			if gaps != want {
 				t.Errorf("%d interrupted-turn gap records, want %d", gaps, want)
 			}
-			// Taken again: marked once only.
+			// Taken again after another kill: marked once only.
 			s.Release("s")
 			s.barrier()
+			if lockFiles {
+				if err := os.WriteFile(lp, []byte("2147483646\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := s.Acquire("s"); err != nil {
 				t.Fatal(err)
 			}

@@ -130,12 +130,14 @@ func (s *Store) Acquire(sid string) (Meta, error) {
 	if err != nil || m.SessionID != sid {
 		m = Meta{SessionID: sid}
 	}
-	// Under the lock no other process writes it: a turn open at its end
-	// was interrupted (see interrupted.go).
+	// A holder that ended without letting go (killed) and left a turn
+	// open at the transcript's end was interrupted in it (interrupted.go).
 	cut := false
-	if fh, err := s.fs.OpenFile(tp, os.O_RDONLY|noFollow, 0); err == nil {
-		cut = interrupted(fh, st.Size())
-		fh.Close()
+	if l.orphaned {
+		if fh, err := s.fs.OpenFile(tp, os.O_RDONLY|noFollow, 0); err == nil {
+			cut = interrupted(fh, st.Size())
+			fh.Close()
+		}
 	}
 	c := &claim{lock: l}
 	s.mu.Lock()

@@ -60,8 +60,9 @@
 // record {"lost":N,"cause":"..."}. Each episode is logged once.
 //
 // A process killed in the middle of a turn leaves the turn open (a
-// prompt record and no stop): Acquire, taking such a session, appends a
-// gap record {"interrupted":true,"cause":"..."} (interrupted.go). The
+// prompt record and no stop) and its lock file behind: Acquire, taking
+// such a session, appends a gap record {"interrupted":true,"cause":"..."}
+// (interrupted.go). The
 // engine sends the editor none of a turn's updates before its prompt
 // record is written, so that every update the editor received is in the
 // transcript or behind such a record.
