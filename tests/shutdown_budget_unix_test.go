@@ -52,9 +52,6 @@ func runStubbornAgent() int {
 	return 0
 }
 
-// exitPromise is the promised bound on the time to exit.
-const exitPromise = 3 * time.Second
-
 // End of input with a prompt in flight, in front of an agent that ignores
 // SIGTERM: the bridge exits 0 within 3 s of its input's end, the prompt
 // answered exactly once.
