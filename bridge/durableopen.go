@@ -355,7 +355,7 @@ func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) b
 
 // holdTurn holds what session sid is sent from now on (the turn's updates,
 // its answer) until the store has handed its prompt's record, just
-// appended, to the OS (Store.Written): an update of a turn never reaches
+// appended, to the OS (Store.Handed): an update of a turn never reaches
 // the editor before the turn's start is in the transcript, so that a
 // process killed mid-turn leaves an open turn there, which the next one to
 // take the session marks with a gap record (store.Acquire). It costs the
@@ -368,7 +368,7 @@ func (d *durableSessions) holdTurn(sid string) {
 	d.nextSeq++
 	seq := d.nextSeq
 	d.answers = append(d.answers, heldAnswer{seq: seq, session: sid, mark: true})
-	d.store().Written(func() {
+	d.store().Handed(func() {
 		d.e.recordedSeq.Store(seq) // barriers complete in order
 		signal(d.e.recorded)
 	})

@@ -703,14 +703,20 @@ func (s *Store) do(fn func()) bool {
 // fsync), and once a session's first title is in its sidecar, where other
 // processes list it. A closed Store runs fn at once. fn must not call
 // back into the Store synchronously.
-func (s *Store) Written(fn func()) {
+func (s *Store) Written(fn func()) { s.written(fn, true) }
+
+// Handed is Written without the wait for titles: fn runs once every
+// record queued before the call has been handed to the operating system.
+func (s *Store) Handed(fn func()) { s.written(fn, false) }
+
+func (s *Store) written(fn func(), titles bool) {
 	if !s.do(func() {
 		var titled []chan struct{}
 		for sid, f := range s.files {
 			if len(f.pend) > 0 {
 				s.writeOut(sid, f)
 			}
-			if f.titled != nil {
+			if titles && f.titled != nil {
 				titled = append(titled, f.titled)
 				f.titled = nil
 			}
