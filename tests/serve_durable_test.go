@@ -32,6 +32,7 @@ import (
 // has (the turn was interrupted). Several rounds, each with its own kill
 // point.
 func TestServeKill9_ReceivedIsReplayedOrMarked(t *testing.T) {
+	t.Parallel()
 	const (
 		sessions = 6
 		chunks   = 5000 // per turn: the kill lands mid-stream
