@@ -152,7 +152,9 @@ agent "gemini" {
   # When the bridge stops the child (the editor went away, or the session
   # ended), it closes the child's stdin, then sends SIGTERM to its process
   # group, then waits this long before SIGKILL. Must be greater than zero.
-  # Default "2s".
+  # When the bridge itself exits, the grace is cut to what its 3 s exit
+  # leaves (about 0.75 s after the end of its input with a request still
+  # in flight). Default "2s".
   stop_grace = "2s"
 
   # Options for the dialect, decoded by the dialect itself; what is allowed

@@ -261,6 +261,7 @@ func (d *durableSessions) record(s *session, ev SessionEvent) {
 			return
 		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
+		d.holdTurn(ev.Session)
 		if ev.ref != 0 {
 			s.b.turns = append(s.b.turns, openTurn{ref: ev.ref})
 		}

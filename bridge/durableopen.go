@@ -334,6 +334,8 @@ type heldAnswer struct {
 	seq     uint64
 	msg     editorMsg
 	session string
+	// mark holds no message: it holds the session's next ones (holdTurn).
+	mark bool
 }
 
 // holdForStore holds an answer until what the store was asked before it
@@ -377,6 +379,27 @@ func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) b
 	return true
 }
 
+// holdTurn holds what session sid is sent from now on (the turn's updates,
+// its answer) until the store has handed its prompt's record, just
+// appended, to the OS (Store.Handed): an update of a turn never reaches
+// the editor before the turn's start is in the transcript, so that a
+// process killed mid-turn leaves an open turn there, which the next one to
+// take the session marks with a gap record (store.Acquire). It costs the
+// turn's first update one hand-off to the store's writer; the rest of the
+// stream is not held.
+func (d *durableSessions) holdTurn(sid string) {
+	if d.stopping() {
+		return
+	}
+	d.nextSeq++
+	seq := d.nextSeq
+	d.answers = append(d.answers, heldAnswer{seq: seq, session: sid, mark: true})
+	d.store().Handed(func() {
+		d.e.recordedSeq.Store(seq) // barriers complete in order
+		signal(d.e.recorded)
+	})
+}
+
 // queueBehindAnswer keeps the editor's order of a session's messages while
 // its answer is held: a message for a session with a held answer (an
 // update the agent sent after answering) waits behind it, as the agent
@@ -404,6 +427,10 @@ func (d *durableSessions) releaseAnswers(all bool) {
 	for _, a := range d.answers {
 		if !all && a.seq > done {
 			break
+		}
+		if a.mark {
+			n++
+			continue
 		}
 		d.e.writeEditorSession(a.msg, a.session)
 		n++

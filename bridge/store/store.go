@@ -59,6 +59,14 @@
 // counted, and the first write that works again is preceded by a gap
 // record {"lost":N,"cause":"..."}. Each episode is logged once.
 //
+// A process killed in the middle of a turn leaves the turn open (a
+// prompt record and no stop) and its lock file behind: Acquire, taking
+// such a session, appends a gap record {"interrupted":true,"cause":"..."}
+// (interrupted.go). The
+// engine sends the editor none of a turn's updates before its prompt
+// record is written, so that every update the editor received is in the
+// transcript or behind such a record.
+//
 // # Reading
 //
 // Read streams a transcript back with memory bounded by its largest
@@ -709,14 +717,20 @@ func (s *Store) do(fn func()) bool {
 // fsync), and once a session's first title is in its sidecar, where other
 // processes list it. A closed Store runs fn at once. fn must not call
 // back into the Store synchronously.
-func (s *Store) Written(fn func()) {
+func (s *Store) Written(fn func()) { s.written(fn, true) }
+
+// Handed is Written without the wait for titles: fn runs once every
+// record queued before the call has been handed to the operating system.
+func (s *Store) Handed(fn func()) { s.written(fn, false) }
+
+func (s *Store) written(fn func(), titles bool) {
 	if !s.do(func() {
 		var titled []chan struct{}
 		for sid, f := range s.files {
 			if len(f.pend) > 0 {
 				s.writeOut(sid, f)
 			}
-			if f.titled != nil {
+			if titles && f.titled != nil {
 				titled = append(titled, f.titled)
 				f.titled = nil
 			}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,9 @@ func TestStore_TornLastLineIgnored(t *testing.T) {
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`)})
 	s2.Append("s1", Record{Kind: KindStop, Body: json.RawMessage(`{"stopReason":"end_turn"}`), Sync: true})
 	tr, _ = load(t, s2, "s1")
+	// (Without lock files, the turn s left open counts as interrupted:
+	// its gap record is not what this test is about.)
+	tr.Records = slices.DeleteFunc(tr.Records, func(r Record) bool { return r.Kind == KindGap })
 	if len(tr.Records) != 4 || tr.Skipped != 1 {
 		t.Fatalf("after append: records %d skipped %d", len(tr.Records), tr.Skipped)
 	}
