@@ -80,6 +80,48 @@ shim {
   stdout_noise_limit = 1000
 }
 
+# `acp-bridge serve`: the agent served to remote editors over the ACP remote
+# transport (see docs/remote.md). Only serve reads this block; each setting
+# is overridden by the flag of the same name (--listen, --path, ...). The
+# settings serve shares with the relay stay at the top: max_message bounds a
+# message on the endpoint too, and the session settings (state_dir, ...)
+# apply to every connection.
+serve {
+  # HOST:PORT to listen on; port 0 picks a free one. An address beyond
+  # loopback needs a token. Default "127.0.0.1:8443".
+  listen = "127.0.0.1:8443"
+
+  # The endpoint's path. Default "/acp".
+  path = "/acp"
+
+  # The bearer token every request must carry ("Authorization: Bearer
+  # TOKEN"), read from the environment: a token written here is refused.
+  # Or token_file, a file holding it (relative to this file's directory).
+  # --token-env VAR or --token-file FILE override both. Default: none.
+  # token      = env("ACP_TOKEN")
+  # token_file = "acp-token"
+
+  # Serve HTTPS and WSS with this certificate chain and key (PEM files,
+  # both or neither; relative to this file's directory). Default: plain.
+  # tls_cert = "cert.pem"
+  # tls_key  = "key.pem"
+
+  # Web origins (scheme://host:port) whose pages are served besides the
+  # endpoint's own; "*" allows every origin. Default [] (none).
+  allow_origins = []
+
+  # Connections open at once; one more is answered 503. Default 64.
+  max_connections = 64
+
+  # Output a connection holds that its client has not read; beyond it the
+  # connection's bridge waits. A size as for max_message. Default "8MiB".
+  max_buffered = "8MiB"
+
+  # Close an HTTP connection with no open stream and no message for this
+  # long; "off" never. Default "5m".
+  idle_timeout = "5m"
+}
+
 # The agent block used when --agent (env ACP_BRIDGE_AGENT) is not given.
 # May be omitted when there is only one agent block. It must name one.
 default_agent = "gemini"
@@ -110,7 +152,9 @@ agent "gemini" {
   # When the bridge stops the child (the editor went away, or the session
   # ended), it closes the child's stdin, then sends SIGTERM to its process
   # group, then waits this long before SIGKILL. Must be greater than zero.
-  # Default "2s".
+  # When the bridge itself exits, the grace is cut to what its 3 s exit
+  # leaves (about 0.75 s after the end of its input with a request still
+  # in flight). Default "2s".
   stop_grace = "2s"
 
   # Options for the dialect, decoded by the dialect itself; what is allowed
@@ -203,6 +247,23 @@ dialect "echo-chat" {
 #     models = ["sonnet", "opus", "haiku"]
 #     # Appended to every CLI command line.
 #     extra_args = ["--max-turns", "50"]
+#   }
+# }
+
+# Codex through its app-server protocol: one `codex app-server` holds every
+# session, as a child (command) or over a WebSocket to an app-server started
+# elsewhere with `codex app-server --listen ws://127.0.0.1:4500`. Log in
+# once with `codex login` where the app-server runs.
+#
+# agent "codex" {
+#   dialect = "codex-app-server"
+#   command = ["codex", "app-server"]
+#   # websocket { url = "ws://127.0.0.1:4500" }   # instead of command
+#   options {
+#     # The model of new threads. Default: Codex's config.
+#     model = "gpt-5-codex"
+#     # The mode of new threads: read-only, auto or full-access. Default: Codex's config.
+#     mode = "auto"
 #   }
 # }
 

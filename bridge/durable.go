@@ -129,7 +129,8 @@ type durableSessions struct {
 	releasing bool
 	// held are sessions taken in the store for a load that the agent
 	// serves itself (its own session/load), until it answers.
-	held map[string]bool
+	// The meta is the store's, for opening it here when the agent fails.
+	held map[string]*store.Meta
 	// closed are the sessions the editor closed in this process and has
 	// not loaded or resumed since: their requests are refused (closedTo).
 	closed map[string]bool
@@ -260,6 +261,7 @@ func (d *durableSessions) record(s *session, ev SessionEvent) {
 			return
 		}
 		st.Append(ev.Session, store.Record{Kind: store.KindPrompt, Body: ev.Body})
+		d.holdTurn(ev.Session)
 		if ev.ref != 0 {
 			s.b.turns = append(s.b.turns, openTurn{ref: ev.ref})
 		}
@@ -620,7 +622,10 @@ func (d *durableSessions) unalias(l *link, o translate.Out) (_ translate.Out, dr
 			sid = gjson.GetBytes(o.Body, "sessionId").Str
 		}
 	}
-	if d.gone[aliasKey{l, sid}] && o.Method == "session/update" && d.e.sessions[sid] == nil {
+	// A session closed here and now being loaded by the agent itself
+	// (held) gets its replay: those updates are not the closed one's late
+	// ones.
+	if d.gone[aliasKey{l, sid}] && d.held[sid] == nil && o.Method == "session/update" && d.e.sessions[sid] == nil {
 		d.e.repaired(RepairDrainedTurnUpdates, sid, "update for a session closed here: "+gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 		return o, true
 	}

@@ -136,3 +136,72 @@ func TestDurable_FullDiskLosesNothingSilently(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// gatedDisk is the OS's file system whose first transcript write holding
+// a prompt record waits until gate is closed.
+type gatedDisk struct {
+	fullDisk
+	gate    chan struct{}
+	waiting chan struct{} // closed when that write has begun waiting
+	once    sync.Once
+}
+
+func (d *gatedDisk) OpenFile(name string, flag int, perm fs.FileMode) (store.File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, d: d}, nil
+}
+
+type gatedFile struct {
+	*os.File
+	d *gatedDisk
+}
+
+func (f *gatedFile) Write(b []byte) (int, error) {
+	if strings.HasSuffix(f.Name(), ".ndjson") && strings.Contains(string(b), `{"t":"prompt"`) {
+		f.d.once.Do(func() { close(f.d.waiting) })
+		<-f.d.gate
+	}
+	return f.File.Write(b)
+}
+
+// No update of a turn reaches the editor before the turn's prompt record
+// has been handed to the OS: a bridge killed mid-turn then always leaves a
+// turn open in the transcript, which the next process to take the session
+// marks with a gap record. The disk here holds the prompt's write until
+// the test lets it go; an update of a session nobody recorded, sent by
+// the agent after the turn's first update, is not held and shows the
+// order the editor would otherwise have seen.
+func TestDurable_TurnUpdatesWaitForThePromptRecord(t *testing.T) {
+	disk := &gatedDisk{gate: make(chan struct{}), waiting: make(chan struct{})}
+	var open sync.Once
+	release := func() { open.Do(func() { close(disk.gate) }) }
+	st, err := store.Open(store.Options{Dir: t.TempDir(), FS: disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer release() // before Close, which waits for the writer
+	h := newHarness(t, func(b *bridge.Bridge) { b.Sessions = &bridge.Durable{Store: st} })
+	h.initialize()
+	sid := h.newSession("1")
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hi"}]}}`)
+	req := h.agentRecv()
+	<-disk.waiting
+	h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"first"}}}}`)
+	h.agentSend(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"unrecorded","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"marker"}}}}`)
+	if got := h.recv(); gjson.Get(got, "params.update.content.text").Str != "marker" {
+		t.Fatalf("the editor got %s before the turn's prompt was written; want the other session's update first", got)
+	}
+	release()
+	if got := h.recv(); gjson.Get(got, "params.update.content.text").Str != "first" {
+		t.Fatalf("after the prompt was written: %s, want the turn's first update", got)
+	}
+	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(req, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
+	if got := h.recv(); gjson.Get(got, "result.stopReason").Str != "end_turn" {
+		t.Fatalf("answer = %s", got)
+	}
+	h.close()
+}

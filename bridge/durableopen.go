@@ -126,14 +126,40 @@ func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 	bind := d.agentNamed(meta.Agent)
 	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == d.e.b.AgentName &&
 		(meta.Backend == "" || meta.Backend == sid) && gjson.GetBytes(d.caps[bind.Name], "loadSession").Bool() {
-		// The agent's own load of its own session, which replays itself.
+		// The agent's own load of its own session, which replays itself;
+		// when the agent no longer has it, ownLoadFailed opens it here.
 		if d.held == nil {
-			d.held = map[string]bool{}
+			d.held = map[string]*store.Meta{}
 		}
-		d.held[sid] = true
+		d.held[sid] = &meta
 		d.e.dispatch(req, env)
 		return
 	}
+	d.openRecorded(req, meta, bind)
+}
+
+// ownLoadFailed takes over a session/load the agent was serving itself
+// (openStored) and failed with -32002, resource not found: the agent no
+// longer has the session (it forgot it on session/close, or lost it in a
+// restart), but the store does, so the session is opened as one the agent
+// cannot load: the store's replay, and a new agent session primed with the
+// history. It reports whether it took req over (then req is not failed).
+func (d *durableSessions) ownLoadFailed(req *request, errObj json.RawMessage) bool {
+	meta := d.held[req.session]
+	if req.method != "session/load" || meta == nil || gjson.GetBytes(errObj, "code").Int() != translate.CodeResourceNotFound {
+		return false
+	}
+	delete(d.held, req.session)
+	d.e.log.Info("the agent could not load its own session; opening it from the transcript", "session", req.session,
+		"agent_error", gjson.GetBytes(errObj, "message").Str)
+	d.openRecorded(req, *meta, d.agentNamed(meta.Agent))
+	return true
+}
+
+// openRecorded opens the recorded session meta, taken in the store for
+// req: its transcript replayed (load) and its backend re-attached.
+func (d *durableSessions) openRecorded(req *request, meta store.Meta, bind Binding) {
+	sid := req.session
 	// A session the engine only routed so far (a prompt for an id it did
 	// not know, sent before this load) becomes the recorded one.
 	old := d.e.sessions[sid]
@@ -308,6 +334,8 @@ type heldAnswer struct {
 	seq     uint64
 	msg     editorMsg
 	session string
+	// mark holds no message: it holds the session's next ones (holdTurn).
+	mark bool
 }
 
 // holdForStore holds an answer until what the store was asked before it
@@ -351,6 +379,27 @@ func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) b
 	return true
 }
 
+// holdTurn holds what session sid is sent from now on (the turn's updates,
+// its answer) until the store has handed its prompt's record, just
+// appended, to the OS (Store.Handed): an update of a turn never reaches
+// the editor before the turn's start is in the transcript, so that a
+// process killed mid-turn leaves an open turn there, which the next one to
+// take the session marks with a gap record (store.Acquire). It costs the
+// turn's first update one hand-off to the store's writer; the rest of the
+// stream is not held.
+func (d *durableSessions) holdTurn(sid string) {
+	if d.stopping() {
+		return
+	}
+	d.nextSeq++
+	seq := d.nextSeq
+	d.answers = append(d.answers, heldAnswer{seq: seq, session: sid, mark: true})
+	d.store().Handed(func() {
+		d.e.recordedSeq.Store(seq) // barriers complete in order
+		signal(d.e.recorded)
+	})
+}
+
 // queueBehindAnswer keeps the editor's order of a session's messages while
 // its answer is held: a message for a session with a held answer (an
 // update the agent sent after answering) waits behind it, as the agent
@@ -378,6 +427,10 @@ func (d *durableSessions) releaseAnswers(all bool) {
 	for _, a := range d.answers {
 		if !all && a.seq > done {
 			break
+		}
+		if a.mark {
+			n++
+			continue
 		}
 		d.e.writeEditorSession(a.msg, a.session)
 		n++

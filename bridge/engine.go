@@ -47,9 +47,19 @@ const (
 	// endOfInputWait bounds how long, once the editor's input has ended,
 	// the engine still waits for the agent to answer the requests in
 	// flight (`echo '{…initialize…}' | acp-bridge -- agent` gets the
-	// agent's answer). With shutdownWriteWait and a child's quick exit at
-	// stdin's end it keeps the end within about 3 s.
+	// agent's answer).
 	endOfInputWait = 1500 * time.Millisecond
+	// exitBudget is the time from the end of the editor's input (or the
+	// stop: SIGTERM, a serve connection's end) to the end of Serve: the
+	// bridge exits within 3 s. The phases share it rather than add up:
+	// the wait for the requests in flight (endOfInputWait), then the
+	// editor's last answers (at most shutdownWriteWait) and the links'
+	// close, a child's SIGTERM grace cut to what is left
+	// (legacy.Process.CloseBy), all by exitBudget less exitReserve.
+	exitBudget = 3 * time.Second
+	// exitReserve is what the budget keeps after the links are closed:
+	// the store's last writes and the process's exit.
+	exitReserve = 250 * time.Millisecond
 )
 
 // engine is the state of one Serve call. Fields under "loop-owned" are
@@ -115,6 +125,9 @@ type engine struct {
 	// unmatched counts the agent frames the translator had no rule for;
 	// they are not repairs (see note).
 	unmatched int
+	// exitBy is when Serve must have returned: exitBudget after the
+	// editor's input ended, or after the stop when it came first.
+	exitBy time.Time
 	// giveUp, once set (at shutdown), is closed when writes to the editor
 	// must stop waiting for room.
 	giveUp <-chan struct{}
@@ -220,13 +233,20 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Reader) error {
 	defer e.dur.flushRecords() // what failing the pending requests recorded
 	close(e.done)              // from here on, link goroutines and timers stop reporting
+	if e.exitBy.IsZero() {
+		e.exitBy = time.Now().Add(exitBudget)
+	}
+	closeBy := e.exitBy.Add(-exitReserve)
 	deadline := time.Now().Add(shutdownWriteWait)
+	if deadline.After(closeBy) {
+		deadline = closeBy
+	}
 	links := slices.Clone(e.links)
 	if e.control != nil && e.control.detached {
 		links = append(links, e.control)
 	}
 	linksClosed := make(chan struct{})
-	go e.sup.closeLinks(links, linksClosed)
+	go e.sup.closeLinks(links, closeBy, linksClosed)
 
 	giveUp := make(chan struct{})
 	stopGiveUp := time.AfterFunc(time.Until(deadline), func() { close(giveUp) })
@@ -335,6 +355,7 @@ func (e *engine) loop(ctx context.Context) error {
 					continue
 				}
 				if errors.Is(l.err, io.EOF) {
+					e.exitBy = time.Now().Add(exitBudget)
 					if e.settled() {
 						e.log.Info("editor closed its input; shutting down")
 						return nil

@@ -33,8 +33,14 @@ func replayRecord(sid string, r store.Record) []json.RawMessage {
 	var out []json.RawMessage
 	switch r.Kind {
 	case store.KindPrompt:
+		// A prompt a v2 editor sent keeps the messageId it was given
+		// (v2front names it in the prompt's _meta).
+		idMember := ""
+		if id := gjson.GetBytes(r.Body, `_meta.acp-bridge.messageId`); id.Type == gjson.String {
+			idMember = `,"messageId":` + mustJSON(id.Str)
+		}
 		gjson.GetBytes(r.Body, "prompt").ForEach(func(_, block gjson.Result) bool {
-			u := `{"sessionUpdate":"user_message_chunk","content":` + string(replayBlock(block)) + `}`
+			u := `{"sessionUpdate":"user_message_chunk","content":` + string(replayBlock(block)) + idMember + `}`
 			out = append(out, updateParams(sid, u))
 			return true
 		})
@@ -51,8 +57,41 @@ func replayRecord(sid string, r store.Record) []json.RawMessage {
 			}
 		}
 		out = append(out, updateParams(sid, raw))
+	case store.KindGap:
+		out = append(out, updateParams(sid, gapUpdate(r, "")))
 	}
 	return out
+}
+
+// gapUpdate is the update that replays a gap record: an agent message
+// saying what the transcript is missing there, the record's body in
+// _meta["acp-bridge"].gap for a client that looks. messageID, when not
+// empty, is the chunk's messageId (ACP v2).
+func gapUpdate(r store.Record, messageID string) string {
+	g := gjson.ParseBytes(r.Body)
+	var text string
+	switch {
+	case g.Get("interrupted").Bool():
+		text = "[acp-bridge: this turn was interrupted: the bridge recording it stopped (killed or crashed), and what the agent sent after this point may be missing from the transcript]"
+	case g.Get("dropped").Exists():
+		text = fmt.Sprintf("[acp-bridge: %d updates are missing from the transcript here: the disk fell behind the agent's stream]", g.Get("dropped").Int())
+	default:
+		text = fmt.Sprintf("[acp-bridge: %d records are missing from the transcript here: writing it failed (%s)]", g.Get("lost").Int(), g.Get("cause").Str)
+	}
+	body := json.RawMessage(r.Body)
+	if !g.IsObject() {
+		body = json.RawMessage("{}")
+	}
+	u := map[string]any{
+		"sessionUpdate": "agent_message_chunk",
+		"content":       map[string]string{"type": "text", "text": text},
+		"_meta":         map[string]any{"acp-bridge": map[string]any{"gap": body}},
+	}
+	if messageID != "" {
+		u["messageId"] = messageID
+	}
+	b, _ := json.Marshal(u)
+	return string(b)
 }
 
 func updateParams(sid, update string) json.RawMessage {

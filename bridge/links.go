@@ -226,16 +226,25 @@ func (l *link) writeLoop(ctx context.Context, conn Link, writeErr chan<- error, 
 // close stops the link's goroutines and closes its connection. Closing a
 // child process link waits for the staged stop, so the engine calls close
 // off its loop.
-func (l *link) close() {
+func (l *link) close() { l.closeBy(time.Time{}) }
+
+// closeBy is close, done by deadline (not zero) if the link can fit its
+// stages to one (a child process: see legacy.Process.CloseBy).
+func (l *link) closeBy(deadline time.Time) {
 	l.mu.Lock()
 	l.closed = true
 	conn := l.conn
 	l.mu.Unlock()
 	l.cancel()
 	l.out.shut()
-	if conn != nil {
-		conn.Close()
+	if conn == nil {
+		return
 	}
+	if c, ok := conn.(interface{ CloseBy(time.Time) error }); ok && !deadline.IsZero() {
+		c.CloseBy(deadline)
+		return
+	}
+	conn.Close()
 }
 
 func (l *link) closedByEngine() bool {

@@ -201,6 +201,9 @@ func (e *engine) translatorAnswer(l *link, o translate.Out) {
 		return
 	}
 	if o.Kind == translate.Fail {
+		if e.dur.ownLoadFailed(req, o.Body) {
+			return
+		}
 		e.failRaw(req, o.Body)
 		e.afterFailure(req, o.Body)
 		return

@@ -162,7 +162,7 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 		case !e.dur.on():
 		case req.method == "session/new" || req.method == "session/fork":
 			sid, result, owned = e.dur.claimNew(req, sid, result)
-		case e.dur.held[sid]:
+		case e.dur.held[sid] != nil:
 			delete(e.dur.held, sid)
 			owned = true
 		}
@@ -214,7 +214,7 @@ func (e *engine) afterFailure(req *request, errObj json.RawMessage) {
 	case "initialize":
 		e.initFailed(req, errObj)
 	case "session/new", "session/load", "session/resume":
-		if e.dur.held[req.session] {
+		if e.dur.held[req.session] != nil {
 			// The agent's own load failed: the session is free again.
 			delete(e.dur.held, req.session)
 			e.dur.store().Release(req.session)

@@ -261,12 +261,16 @@ func (sv *supervisor) stopWake(l *link) {
 	}
 }
 
-// closeLinks closes links in parallel (each child gets its staged stop) and
-// waits for every link goroutine.
-func (sv *supervisor) closeLinks(links []*link, done chan<- struct{}) {
+// closeLinks closes links in parallel (each child gets its staged stop,
+// fitted to deadline) and waits for every link goroutine.
+func (sv *supervisor) closeLinks(links []*link, deadline time.Time, done chan<- struct{}) {
 	defer close(done)
 	for _, l := range links {
-		sv.closeLinkAsync(l)
+		sv.e.linkWG.Add(1)
+		go func() {
+			defer sv.e.linkWG.Done()
+			l.closeBy(deadline)
+		}()
 	}
 	sv.e.linkWG.Wait()
 }

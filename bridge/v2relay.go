@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -385,6 +386,9 @@ var v2Replayed = map[string]bool{
 // itself, so prompts are not replayed as chunks; a chunk without the
 // messageId v2 requires (recorded from a v1 agent) is left out.
 func replayRecordV2(sid string, r store.Record) []json.RawMessage {
+	if r.Kind == store.KindGap {
+		return []json.RawMessage{updateParams(sid, gapUpdate(r, "acp-bridge-gap-"+strconv.FormatInt(r.At.UnixNano(), 36)))}
+	}
 	if r.Kind != store.KindUpdate {
 		return nil
 	}

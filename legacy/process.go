@@ -47,6 +47,10 @@ const (
 	maxTailBytes = 1 << 10
 	// reapWait bounds Close's wait for the kernel to report a SIGKILLed child.
 	reapWait = time.Second
+	// killReserve is what CloseBy keeps, before its deadline, for the
+	// SIGKILL, the reaping and the pipes' drain (pipeDrainWait): a killed
+	// child is reaped within milliseconds.
+	killReserve = 300 * time.Millisecond
 	// waitDelay is exec.Cmd.WaitDelay; see Start.
 	waitDelay = time.Second
 	// maxStderrLine is the longest stderr line logged whole; longer lines
@@ -423,26 +427,42 @@ const writeCopyMax = 64 << 10
 // stops the goroutines serving it. It returns within about StopGrace+0.5 s,
 // unblocks a pending Read, and is safe to call more than once.
 func (p *Process) Close() error {
-	p.closeOnce.Do(p.stop)
+	p.closeOnce.Do(func() { p.stop(stdinExitWait, p.stopGrace) })
 	return nil
 }
 
-// stop is the staged shutdown, after the MCP go-sdk's CommandTransport.
-func (p *Process) stop() {
+// CloseBy is Close fitted to a deadline (the bridge's exit, promised
+// within 3 s of the end of its input): the wait for the child to exit at
+// its stdin's end and the grace between SIGTERM and SIGKILL are cut so
+// that the child is killed, reaped and its pipes drained by then, whatever
+// StopGrace says. Like Close, it is safe to call more than once.
+func (p *Process) CloseBy(deadline time.Time) error {
+	p.closeOnce.Do(func() {
+		left := max(time.Until(deadline)-killReserve, 0)
+		stdin := min(stdinExitWait, left/4)
+		p.stop(stdin, min(p.stopGrace, left-stdin))
+	})
+	return nil
+}
+
+// stop is the staged shutdown, after the MCP go-sdk's CommandTransport:
+// stdin closed, stdinWait for the child to exit by itself, SIGTERM, grace,
+// SIGKILL.
+func (p *Process) stop(stdinWait, grace time.Duration) {
 	// Read and Write fail from now on; the pump stops.
 	p.isClosed.Store(true)
 	close(p.closed)
 	// 1. Close stdin: an agent reading NDJSON exits at EOF by itself.
 	p.stdin.Close()
-	if !p.waitExit(stdinExitWait) {
+	if !p.waitExit(stdinWait) {
 		// 2. Ask the whole process group to terminate.
 		p.log.Debug("agent process still running after stdin closed; sending SIGTERM", "pid", p.Pid())
 		if err := terminateGroup(p.cmd.Process); err != nil {
 			p.log.Warn("cannot send SIGTERM to the agent process group", "pid", p.Pid(), "error", err)
 		}
-		if !p.waitExit(p.stopGrace) {
+		if !p.waitExit(grace) {
 			// 3. Force it.
-			p.log.Warn("agent process ignored SIGTERM; sending SIGKILL", "pid", p.Pid(), "grace", p.stopGrace)
+			p.log.Warn("agent process ignored SIGTERM; sending SIGKILL", "pid", p.Pid(), "grace", grace)
 			if err := killGroup(p.cmd.Process); err != nil {
 				p.log.Warn("cannot send SIGKILL to the agent process group", "pid", p.Pid(), "error", err)
 			}

@@ -364,6 +364,39 @@ func TestProcessCloseStages(t *testing.T) {
 	}
 }
 
+// CloseBy fits the stages to its deadline: a child that ignores SIGTERM,
+// under the default grace (2 s) or a longer one configured, is killed and
+// reaped by a deadline 1 s away.
+func TestProcessCloseByDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		grace    time.Duration
+		in       time.Duration // the deadline, from now
+		min, max time.Duration
+	}{
+		{"default grace", 0, time.Second, 0, time.Second},
+		{"configured grace", 10 * time.Second, time.Second, 0, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, logs := startChild(t, "stubborn", func(c *legacy.Command) { c.StopGrace = tc.grace })
+			expectFrame(t, p, `{"ready":true}`)
+			start := time.Now()
+			p.CloseBy(start.Add(tc.in))
+			d := time.Since(start)
+			t.Logf("CloseBy(now+%v) returned after %v", tc.in, d.Round(time.Millisecond))
+			if d < tc.min || d > tc.max {
+				t.Errorf("CloseBy(now+%v) took %v, want %v to %v", tc.in, d, tc.min, tc.max)
+			}
+			if err := syscall.Kill(p.Pid(), 0); err != syscall.ESRCH {
+				t.Errorf("child %d after CloseBy: kill(0) = %v, want ESRCH", p.Pid(), err)
+			}
+			if !strings.Contains(logs.String(), "ignored SIGTERM; sending SIGKILL") {
+				t.Errorf("no SIGKILL logged:\n%s", logs)
+			}
+		})
+	}
+}
+
 func TestProcessKillsGrandchild(t *testing.T) {
 	for _, mode := range []string{"grandchild-wait", "grandchild-exit"} {
 		t.Run(mode, func(t *testing.T) {

@@ -31,6 +31,9 @@ type remoteClient struct {
 	recv chan received // messages and errors, in the order they happened
 	send func(msg []byte, session string) error
 	stop func()
+	// readers are the goroutines reading the connection's streams into
+	// recv: once stop is called, Wait returns when they have all ended.
+	readers sync.WaitGroup
 }
 
 func newRemoteClient(t *testing.T) *remoteClient {
@@ -61,7 +64,9 @@ func dialRemoteWS(t *testing.T, url string) (*remoteClient, error) {
 		return ws.WriteMessage(websocket.TextMessage, msg)
 	}
 	c.stop = func() { ws.Close() }
+	c.readers.Add(1)
 	go func() {
+		defer c.readers.Done()
 		for {
 			_, msg, err := ws.ReadMessage()
 			if err != nil {
@@ -113,7 +118,9 @@ func dialRemoteHTTP(t *testing.T, url string, init []byte) (*remoteClient, error
 			c.recv <- received{err: fmt.Errorf("GET stream %q: %v %v", session, resp, err)}
 			return
 		}
+		c.readers.Add(1)
 		go func() {
+			defer c.readers.Done()
 			defer resp.Body.Close()
 			sc := bufio.NewScanner(resp.Body)
 			sc.Buffer(nil, 1<<20)

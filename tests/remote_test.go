@@ -31,6 +31,7 @@ type Served struct {
 	exited   chan struct{}
 	state    chan int
 	Endpoint string // http://HOST:PORT/PATH, from its "listening" log line
+	killed   bool   // Kill9 ended it: no clean exit to require
 }
 
 var endpointRE = regexp.MustCompile(`listening: endpoint=(\S+)`)
@@ -47,8 +48,15 @@ func StartServe(t *testing.T, args, env []string) *Served {
 // restart it).
 func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
 	t.Helper()
+	return StartServeArgs(t, append([]string{"--listen", addr}, args...), env)
+}
+
+// StartServeArgs is StartServe with no --listen of its own: `acp-bridge
+// serve ARGS...` (a configuration's serve block may say where to listen).
+func StartServeArgs(t *testing.T, args, env []string) *Served {
+	t.Helper()
 	s := &Served{t: t, exited: make(chan struct{}), state: make(chan int, 1)}
-	full := append([]string{"serve", "--listen", addr}, args...)
+	full := append([]string{"serve"}, args...)
 	s.cmd = exec.Command(BridgeBin, full...)
 	s.cmd.Env = hermeticEnv(t, env)
 	ownGroup(s.cmd)
@@ -92,7 +100,9 @@ func StartServeAt(t *testing.T, addr string, args, env []string) *Served {
 	}
 	t.Cleanup(func() {
 		code, ok := s.Stop(20 * time.Second)
-		if !ok {
+		if s.killed {
+			// Ended by the test with SIGKILL.
+		} else if !ok {
 			t.Errorf("acp-bridge serve still running 20 s after SIGTERM; killed")
 		} else if code != 0 {
 			t.Errorf("acp-bridge serve exited with status %d after SIGTERM", code)
@@ -123,6 +133,14 @@ func (s *Served) Stop(d time.Duration) (code int, ok bool) {
 		<-s.exited
 		return -1, false
 	}
+}
+
+// Kill9 sends SIGKILL to serve alone (not its group) and waits for it to
+// end.
+func (s *Served) Kill9() {
+	s.killed = true
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
 }
 
 func (s *Served) exitCode() int {

@@ -916,7 +916,8 @@ func describe(turns []*mTurn) string {
 
 // matchReplay reports whether got replays turns: each done turn as its
 // prompt and exactly its chunks, a cancelled one as its prompt and a prefix
-// of its chunks, an unsure one like a cancelled one or not at all.
+// of its chunks, an unsure one like a cancelled one (and maybe the gap
+// record of a turn a kill interrupted) or not at all.
 func matchReplay(got []string, turns []*mTurn) bool {
 	if len(turns) == 0 {
 		return len(got) == 0
@@ -938,6 +939,11 @@ func matchReplay(got []string, turns []*mTurn) bool {
 			return false
 		}
 		if matchReplay(got[k:], rest) {
+			return true
+		}
+		// A turn a kill cut short ends with the interrupted turn's gap
+		// record (sessions.md).
+		if t.state != turnCancelled && len(got) > k && strings.HasPrefix(got[k], "agent:[acp-bridge: this turn was interrupted") && matchReplay(got[k+1:], rest) {
 			return true
 		}
 	}

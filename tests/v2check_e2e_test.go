@@ -71,6 +71,9 @@ func TestCheckV2_SeededDefects(t *testing.T) {
 		{"overlap", "concurrent-prompt,prompt-stream", map[string]string{
 			"concurrent-prompt": "streamed in turn: the second prompt ran alongside the first",
 		}, 0},
+		{"preempt", "concurrent-prompt,prompt-stream", map[string]string{
+			"concurrent-prompt": "the agent preempted the running turn for the second prompt",
+		}, 0},
 	} {
 		t.Run(tc.defect, func(t *testing.T) {
 			t.Parallel()

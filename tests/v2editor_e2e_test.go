@@ -332,6 +332,7 @@ func TestV2Editor_ResumeWithReplay(t *testing.T) {
 	first := runV2Editor(t, ChildTransport("acp"), args, cwd, `[{"prompt":"stream 2"}]`)
 	wantV2Turn(t, first.turn(t, 0), "end_turn", "chunk-0000chunk-0001")
 	sid := gjson.GetBytes(first.Session, "sessionId").Str
+	promptID := gjson.GetBytes(first.turn(t, 0).Ack, "messageId").Str
 
 	res := runV2Editor(t, ChildTransport("acp"), args, cwd, `[{"prompt":"again"}]`, "V2E_RESUME="+sid, "V2E_REPLAY=1")
 	if !strings.Contains(string(res.List), sid) {
@@ -345,6 +346,11 @@ func TestV2Editor_ResumeWithReplay(t *testing.T) {
 		switch r.Get("sessionUpdate").Str {
 		case "user_message_chunk":
 			user += r.Get("content.text").Str
+			// The replayed prompt is the message the editor was told
+			// of when it sent it: the same messageId.
+			if got := r.Get("messageId").Str; got != promptID {
+				t.Errorf("replayed prompt under messageId %q, want %q, the one its acknowledgement named", got, promptID)
+			}
 		case "agent_message_chunk":
 			agent += r.Get("content.text").Str
 			if r.Get("messageId").Str == "" {

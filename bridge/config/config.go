@@ -72,6 +72,8 @@ type Config struct {
 	Shim *Shim
 	// Sessions are the durable-session settings (sessions.go).
 	Sessions Sessions
+	// Serve is the serve { … } block (serve.go); nil = not set.
+	Serve *Serve
 
 	// Files holds the parsed source files by name, for WriteDiagnostics.
 	// It is set even when loading failed, when it is the only field set.
@@ -175,6 +177,7 @@ type rawRoot struct {
 	Agents          []*rawAgent    `hcl:"agent,block"`
 	Dialects        []*rawDialect  `hcl:"dialect,block"`
 	Shim            *rawShim       `hcl:"shim,block"`
+	Serve           *rawServe      `hcl:"serve,block"`
 }
 
 type rawDialect struct {
@@ -446,6 +449,7 @@ func build(raw *rawRoot, body hcl.Body, dir string, lenient bool) (*Config, hcl.
 	}
 	cfg.Shim = e.shim(raw.Shim)
 	cfg.Sessions = e.sessions(raw)
+	cfg.Serve = e.serve(raw.Serve)
 
 	// The decoder (as gohcl) records no block ranges; the header schema yields the same
 	// blocks in the same order, with them.

@@ -583,6 +583,7 @@ func FuzzParse(f *testing.F) {
 		"agent \"a\" {\n  command = [\"x\"]\n}\n",
 		"agent \"r\" {\n  websocket {\n    url = \"ws://h/\"\n    headers = { A = env(\"X\") }\n  }\n}\n",
 		"log_level = \"debug\"\nmax_message = \"1MiB\"\n",
+		"serve {\n  listen = \"127.0.0.1:0\"\n  token = env(\"X\", \"t\")\n  allow_origins = [\"*\"]\n  max_buffered = 4096\n}\n",
 		"x = " + strings.Repeat("[", 3000),
 		"agent \"\xff\" {}",
 		"/* unterminated",

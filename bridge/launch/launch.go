@@ -30,6 +30,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate/acpv0"
 	"github.com/acp-bridge/acp-bridge/translate/acpv2"
 	"github.com/acp-bridge/acp-bridge/translate/claude"
+	"github.com/acp-bridge/acp-bridge/translate/codexapp"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 )
@@ -48,17 +49,19 @@ var dialects = sync.OnceValue(func() map[string]translate.Dialect {
 // goDialects are the dialects written in Go: serving one of them needs no
 // rule profile compiled.
 var goDialects = map[string]translate.Dialect{
-	acp.Dialect.Name:    acp.Dialect,
-	acpv0.Dialect.Name:  acpv0.Dialect,
-	acpv2.Dialect.Name:  acpv2.Dialect,
-	claude.Dialect.Name: claude.Dialect,
+	acp.Dialect.Name:      acp.Dialect,
+	acpv0.Dialect.Name:    acpv0.Dialect,
+	acpv2.Dialect.Name:    acpv2.Dialect,
+	claude.Dialect.Name:   claude.Dialect,
+	codexapp.Dialect.Name: codexapp.Dialect,
 }
 
 // defaultCommands are the agent commands of dialects that name their own
 // program: `acp-bridge --dialect claude-stream-json` runs `claude` when
 // neither the command line nor the configuration names an agent.
 var defaultCommands = map[string][]string{
-	claude.Dialect.Name: {claude.DefaultExecutable},
+	codexapp.Dialect.Name: {codexapp.DefaultExecutable, "app-server"},
+	claude.Dialect.Name:   {claude.DefaultExecutable},
 }
 
 // UsageError is a bad command line (the caller exits with status 2).

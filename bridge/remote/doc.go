@@ -17,7 +17,10 @@
 //     answer is 200 with the initialize response as its JSON body and the new
 //     Acp-Connection-Id header. A failed initialize is answered the same way
 //     (200, the JSON-RPC error, a connection id); the connection stays until
-//     DELETE or idle. Initialize with an Acp-Connection-Id is 400.
+//     DELETE or idle. Initialize with an Acp-Connection-Id is a message of
+//     that connection like any other (202, its answer on the connection
+//     stream): the engine answers a repeated initialize as on stdio, where
+//     the SDK's own server refuses it with 400.
 //   - Any other POST needs Acp-Connection-Id (400 without it, 404 when the
 //     connection is unknown or gone) and is answered 202 with no body once the
 //     engine has taken the message; what the message causes comes on SSE.

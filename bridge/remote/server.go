@@ -185,13 +185,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge"`)
 			s.refusals.warn(s.log(), "refused a request without a bearer token", "remote", r.RemoteAddr)
-			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "this endpoint needs \"Authorization: Bearer TOKEN\" with the token serve was started with (--token-env, --token-file or its configuration's serve block)")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="acp-bridge", error="invalid_token"`)
 			s.refusals.warn(s.log(), "refused a request with a wrong bearer token", "remote", r.RemoteAddr)
-			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env)")
+			RefuseStranger(w, http.StatusUnauthorized, "the bearer token is wrong: send the token serve was started with (--token-env, --token-file or its configuration's serve block)")
 			return
 		}
 	}
@@ -476,14 +476,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env := parseEnvelope(line)
-	if env.method == "initialize" && env.isRequest() {
-		if r.Header.Get(HeaderConnectionID) != "" {
-			refuse(w, http.StatusBadRequest, "initialize is not allowed on an existing connection: POST it without %s to open a new one", HeaderConnectionID)
-			return
-		}
+	if env.method == "initialize" && env.isRequest() && c == nil {
 		s.initialize(w, r, line, env)
 		return
 	}
+	// A repeated initialize on an existing connection is the engine's,
+	// like any other message: it answers one on stdio and on a WebSocket,
+	// and the SDK's client POSTs one with the connection's id and reads
+	// the answer from the connection stream.
 	if c == nil {
 		refuse(w, http.StatusBadRequest, "missing %s header: open a connection by POSTing initialize first", HeaderConnectionID)
 		return

@@ -122,7 +122,6 @@ func TestRouting(t *testing.T) {
 		{"batch", "POST", withID, `[{"jsonrpc":"2.0","id":1,"method":"x"}]`, 400},
 		{"no connection id", "POST", json, `{"jsonrpc":"2.0","id":2,"method":"x"}`, 400},
 		{"unknown connection", "POST", map[string]string{"Content-Type": "application/json", HeaderConnectionID: "nope"}, `{"jsonrpc":"2.0","id":2,"method":"x"}`, 404},
-		{"initialize again", "POST", withID, `{"jsonrpc":"2.0","id":2,"method":"initialize"}`, 400},
 		{"mismatched session", "POST", map[string]string{"Content-Type": "application/json", HeaderConnectionID: id, HeaderSessionID: "a"}, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"b"}}`, 400},
 		{"GET without Accept", "GET", map[string]string{HeaderConnectionID: id}, ``, 406},
 		{"PUT", "PUT", withID, ``, 405},
@@ -161,6 +160,15 @@ func TestRouting(t *testing.T) {
 	}
 	if got := next(main); got != `{"jsonrpc":"2.0","id":"new","result":{"n":1}}` {
 		t.Errorf("connection stream: %s", got)
+	}
+	// A repeated initialize on the connection is the engine's to answer
+	// (the TypeScript SDK's client POSTs it with the connection's id and
+	// reads the answer from the connection stream), not a 400.
+	if r := do(t, "POST", ts.URL, withID, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}`); r.StatusCode != 202 {
+		t.Fatalf("initialize again: %d, want 202", r.StatusCode)
+	}
+	if got := next(main); got != `{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":1}}` {
+		t.Errorf("connection stream, the repeated initialize's answer: %s", got)
 	}
 	// The session's update and answer come on its stream, though the
 	// stream opens after the prompt was taken (they wait for it).

@@ -17,6 +17,10 @@ import (
 type lock struct {
 	f    *os.File
 	path string
+	// orphaned: the lock file was there with a holder's pid in it. A
+	// holder that lets go removes its file first, so the last one ended
+	// without letting go: it was killed or crashed.
+	orphaned bool
 }
 
 // takeLock takes the lock at path without waiting: a *BusyError when
@@ -38,8 +42,9 @@ func takeLock(path, sid string) (*lock, error) {
 		// A holder removes its lock file before it lets go: a lock taken
 		// on a file no longer at path is no lock. Try again.
 		if same(f, path) {
+			orphaned := readHolder(f) > 0
 			writeHolder(f)
-			return &lock{f: f, path: path}, nil
+			return &lock{f: f, path: path, orphaned: orphaned}, nil
 		}
 		f.Close()
 	}

@@ -10,7 +10,12 @@ import (
 // lock is a session's lock where flock is not available: exclusive
 // between the Stores of this process only. Two processes sharing a state
 // directory on such a system are not kept apart.
-type lock struct{ path string }
+type lock struct {
+	path string
+	// orphaned: whether the last holder ended without letting go is not
+	// known here (no lock file): it may have.
+	orphaned bool
+}
 
 var locks struct {
 	sync.Mutex
@@ -27,7 +32,7 @@ func takeLock(path, sid string) (*lock, error) {
 		locks.held = map[string]bool{}
 	}
 	locks.held[path] = true
-	return &lock{path: path}, nil
+	return &lock{path: path, orphaned: true}, nil
 }
 
 func (l *lock) release() {

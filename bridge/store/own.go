@@ -130,6 +130,15 @@ func (s *Store) Acquire(sid string) (Meta, error) {
 	if err != nil || m.SessionID != sid {
 		m = Meta{SessionID: sid}
 	}
+	// A holder that ended without letting go (killed) and left a turn
+	// open at the transcript's end was interrupted in it (interrupted.go).
+	cut := false
+	if l.orphaned {
+		if fh, err := s.fs.OpenFile(tp, os.O_RDONLY|noFollow, 0); err == nil {
+			cut = interrupted(fh, st.Size())
+			fh.Close()
+		}
+	}
 	c := &claim{lock: l}
 	s.mu.Lock()
 	if s.closed || s.held[sid] != nil {
@@ -142,7 +151,13 @@ func (s *Store) Acquire(sid string) (Meta, error) {
 		return Meta{}, &BusyError{SessionID: sid, PID: os.Getpid()}
 	}
 	s.held[sid] = c
-	s.queue = append(s.queue, op{fn: func() { s.owned[sid] = c }})
+	s.queue = append(s.queue, op{fn: func() {
+		s.owned[sid] = c
+		if cut {
+			s.log.Warn("session transcript ends in the middle of a turn: the process that recorded it stopped (killed or crashed); a gap record marks what may be missing", "session", sid)
+			s.write(sid, &Record{Kind: KindGap, At: s.now, Body: fmt.Appendf(nil, `{"interrupted":true,"cause":%s}`, quote(interruptedCause))})
+		}
+	}})
 	s.mu.Unlock()
 	signal(s.urgent)
 	return m, nil

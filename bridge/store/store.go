@@ -59,6 +59,14 @@
 // counted, and the first write that works again is preceded by a gap
 // record {"lost":N,"cause":"..."}. Each episode is logged once.
 //
+// A process killed in the middle of a turn leaves the turn open (a
+// prompt record and no stop) and its lock file behind: Acquire, taking
+// such a session, appends a gap record {"interrupted":true,"cause":"..."}
+// (interrupted.go). The
+// engine sends the editor none of a turn's updates before its prompt
+// record is written, so that every update the editor received is in the
+// transcript or behind such a record.
+//
 // # Reading
 //
 // Read streams a transcript back with memory bounded by its largest
@@ -78,7 +86,9 @@
 // deleted (never one another process holds), and again by a retention pass
 // when a session is created, at most once per RetainEvery: the pass reads
 // every session's listing data, so a burst of new sessions costs one pass,
-// not one per session.
+// not one per session. Stores that share a Retention (serve's, one per
+// connection) share that schedule: a burst of new connections costs one
+// pass too.
 package store
 
 import (
@@ -178,6 +188,12 @@ type Options struct {
 	// creating sessions makes (MaxAge, MaxSessions, tombstones); 0 means a
 	// minute, negative means a pass at every creation.
 	RetainEvery time.Duration
+	// Retention, when set, is shared by the Stores of one process on one
+	// directory (serve opens one per connection): a pass at Open, or at a
+	// creation, is made only when none of them made one within
+	// RetainEvery, so a new connection costs no pass over the directory.
+	// nil: the Store's own, and Open always makes a pass.
+	Retention *Retention
 	// FS holds the transcripts and sidecars; nil means the operating
 	// system's.
 	FS     FS
@@ -260,11 +276,12 @@ type Store struct {
 	releasing map[string]int
 	unowned   int64 // records dropped: their session is not held
 
+	retention *Retention
+
 	// writer-owned
-	lastRetain time.Time         // the last retention pass (retainDue)
-	owned      map[string]*claim // as held, in the writer's order
-	files      map[string]*file
-	now        time.Time // when the batch being written was taken
+	owned map[string]*claim // as held, in the writer's order
+	files map[string]*file
+	now   time.Time // when the batch being written was taken
 	// nowText is now, formatted once per batch.
 	nowText []byte
 }
@@ -359,8 +376,13 @@ func Open(o Options) (*Store, error) {
 	s.handOff = min(o.QueueBytes/4, handOffBytes)
 	s.arena = make([]byte, 0, idleArena)
 	s.sy = syncer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	s.retain("")
-	s.lastRetain = clock.Now()
+	s.retention = o.Retention
+	if s.retention == nil {
+		s.retention = &Retention{}
+	}
+	if s.retainDue() {
+		s.retain("")
+	}
 	go s.sy.run(s)
 	go s.run()
 	return s, nil
@@ -695,14 +717,20 @@ func (s *Store) do(fn func()) bool {
 // fsync), and once a session's first title is in its sidecar, where other
 // processes list it. A closed Store runs fn at once. fn must not call
 // back into the Store synchronously.
-func (s *Store) Written(fn func()) {
+func (s *Store) Written(fn func()) { s.written(fn, true) }
+
+// Handed is Written without the wait for titles: fn runs once every
+// record queued before the call has been handed to the operating system.
+func (s *Store) Handed(fn func()) { s.written(fn, false) }
+
+func (s *Store) written(fn func(), titles bool) {
 	if !s.do(func() {
 		var titled []chan struct{}
 		for sid, f := range s.files {
 			if len(f.pend) > 0 {
 				s.writeOut(sid, f)
 			}
-			if f.titled != nil {
+			if titles && f.titled != nil {
 				titled = append(titled, f.titled)
 				f.titled = nil
 			}
@@ -1522,14 +1550,27 @@ func (s *Store) list(cwd, agent, cur string, limit int) ([]Meta, string, error) 
 	return page, "", nil
 }
 
-// retainDue reports whether a session just created makes a retention pass:
-// the last was at least RetainEvery ago. Called from the writer.
+// Retention is when the last retention pass was made, for the Stores that
+// share it (Options.Retention). Its zero value has made none.
+type Retention struct {
+	mu   sync.Mutex
+	last time.Time
+	made bool
+}
+
+// retainDue reports whether a retention pass is to be made now (at Open,
+// or for a session just created): none has been, or the last was at least
+// RetainEvery ago; it counts the pass as made. Called from Open and the
+// writer.
 func (s *Store) retainDue() bool {
+	r := s.retention
 	now := clock.Now()
-	if s.o.RetainEvery > 0 && now.Sub(s.lastRetain) < s.o.RetainEvery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.made && s.o.RetainEvery > 0 && now.Sub(r.last) < s.o.RetainEvery {
 		return false
 	}
-	s.lastRetain = now
+	r.last, r.made = now, true
 	return true
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/config"
 	"github.com/acp-bridge/acp-bridge/bridge/launch"
 	"github.com/acp-bridge/acp-bridge/bridge/remote"
+	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 )
@@ -29,6 +30,7 @@ const (
 	flagListen         = "listen"
 	flagPath           = "path"
 	flagTokenEnv       = "token-env"
+	flagTokenFile      = "token-file"
 	flagTLSCert        = "tls-cert"
 	flagTLSKey         = "tls-key"
 	flagAllowOrigin    = "allow-origin"
@@ -49,12 +51,13 @@ func remoteServeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "serve",
 		Usage:     "serve the agent to remote editors over the ACP remote transport (Streamable HTTP and WebSocket at one endpoint), one bridge per connection",
-		UsageText: "acp-bridge serve [--listen HOST:PORT] [--path /acp] [--token-env VAR] [--tls-cert FILE --tls-key FILE] [--agent NAME | --url URL | -- COMMAND [ARGS...]]",
+		UsageText: "acp-bridge serve [--listen HOST:PORT] [--path /acp] [--token-env VAR | --token-file FILE] [--tls-cert FILE --tls-key FILE] [--agent NAME | --url URL | -- COMMAND [ARGS...]]\n\nEach flag may be set in the configuration's serve { … } block instead; a flag given overrides it.",
 		ArgsUsage: "[-- COMMAND [ARGS...]]",
 		Flags: append(serveFlags(),
 			str(flagListen, "listen on `HOST:PORT` (port 0 picks a free one); an address beyond loopback needs --token-env", "127.0.0.1:8443"),
 			str(flagPath, "the endpoint's `PATH`", "/acp"),
 			str(flagTokenEnv, "require \"Authorization: Bearer TOKEN\", the token read from the environment variable `VAR`", ""),
+			str(flagTokenFile, "require \"Authorization: Bearer TOKEN\", the token read from this `FILE` (spaces around it trimmed)", ""),
 			str(flagTLSCert, "serve HTTPS and WSS with the certificate chain in this PEM `FILE` (with --tls-key)", ""),
 			str(flagTLSKey, "the private key of --tls-cert, a PEM `FILE`", ""),
 			&cli.StringSliceFlag{Name: flagAllowOrigin, Usage: "serve requests from web pages of this `ORIGIN` (scheme://host:port; repeatable; default none)", EnvVars: envTwin(flagAllowOrigin)},
@@ -82,7 +85,7 @@ func remoteServeAction(c *cli.Context) error {
 			return fmt.Errorf("agent command: %w", err)
 		}
 	}
-	srv, addr, tlsFiles, err := remoteServer(c)
+	srv, addr, tlsFiles, err := remoteServer(c, cfg.Serve, s.MaxMessage)
 	if err != nil {
 		return err
 	}
@@ -103,10 +106,11 @@ func remoteServeAction(c *cli.Context) error {
 		logger.Warn("flag applies to websocket agents only; ignored", "flag", name)
 	}
 	srv.Logger = logger.Named("remote")
+	retention := &store.Retention{}
 	srv.Engine = func(ctx context.Context, id string, in io.Reader, out io.Writer) error {
 		log := logger.With("connection", id[:8])
 		b := launch.NewBridge(spec, dialect, newTranslator, s, log, versionString())
-		sessions, err := setupSessions(c, cfg, spec, b, log, s.MaxMessage)
+		sessions, err := setupSessions(c, cfg, spec, b, log, s.MaxMessage, retention)
 		if err != nil {
 			return err
 		}
@@ -129,7 +133,7 @@ func remoteServeAction(c *cli.Context) error {
 	if tlsFiles[0] != "" {
 		scheme = "https"
 	}
-	path := c.String(flagPath)
+	path := servePath(c, cfg.Serve)
 	endpoint := scheme + "://" + ln.Addr().String() + path
 	mux := http.NewServeMux()
 	var endpointHandler http.Handler = srv
@@ -193,34 +197,50 @@ func remoteServeAction(c *cli.Context) error {
 	return nil
 }
 
-// remoteServer builds the remote.Server the flags describe (without its
-// engine and logger), the address to listen on and the TLS files, refusing
-// an address beyond loopback without a token.
-func remoteServer(c *cli.Context) (*remote.Server, string, [2]string, error) {
+// remoteServer builds the remote.Server the flags and the configuration's
+// serve block (sc, nil when absent) describe, a flag given overriding the
+// block (without its engine and logger), the address to listen on and the
+// TLS files, refusing an address beyond loopback without a token.
+// maxMessage is the resolved max_message (--max-message over the file's),
+// which bounds a message on the endpoint as in the engine; 0 = default.
+func remoteServer(c *cli.Context, sc *config.Serve, maxMessage int) (*remote.Server, string, [2]string, error) {
+	if sc == nil {
+		sc = &config.Serve{}
+	}
 	var tlsFiles [2]string
 	addr := c.String(flagListen)
+	if !c.IsSet(flagListen) && sc.Listen != "" {
+		addr = sc.Listen
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, "", tlsFiles, launch.Usagef("--%s %q: give HOST:PORT, such as 127.0.0.1:8443 (port 0 picks a free one)", flagListen, addr)
 	}
-	path := c.String(flagPath)
-	if !strings.HasPrefix(path, "/") {
+	if path := servePath(c, sc); !strings.HasPrefix(path, "/") {
 		return nil, "", tlsFiles, launch.Usagef("--%s %q: the path starts with /, such as /acp", flagPath, path)
 	}
-	srv := &remote.Server{AllowOrigins: c.StringSlice(flagAllowOrigin), MaxConnections: c.Int(flagMaxConnections)}
+	srv := &remote.Server{AllowOrigins: sc.AllowOrigins, MaxConnections: c.Int(flagMaxConnections)}
+	if c.IsSet(flagAllowOrigin) {
+		srv.AllowOrigins = c.StringSlice(flagAllowOrigin)
+	}
+	if !c.IsSet(flagMaxConnections) && sc.MaxConnections > 0 {
+		srv.MaxConnections = sc.MaxConnections
+	}
 	if srv.MaxConnections <= 0 {
 		return nil, "", tlsFiles, launch.Usagef("--%s must be at least 1", flagMaxConnections)
 	}
-	if v := c.String(flagTokenEnv); v != "" {
-		srv.Token = strings.TrimSpace(os.Getenv(v))
-		if srv.Token == "" {
-			return nil, "", tlsFiles, fmt.Errorf("--%s %s: the environment variable %s is empty or not set: export the token in it (for example: export %s=$(openssl rand -hex 32))", flagTokenEnv, v, v, v)
-		}
+	if srv.Token, err = serveToken(c, sc); err != nil {
+		return nil, "", tlsFiles, err
 	}
 	if !isLoopback(host) && srv.Token == "" {
-		return nil, "", tlsFiles, launch.Usagef("--%s %s listens beyond loopback: anyone who can reach it could run the agent. Require a bearer token with --%s VAR (the token in the environment variable VAR), or listen on 127.0.0.1", flagListen, addr, flagTokenEnv)
+		return nil, "", tlsFiles, launch.Usagef("--%s %s listens beyond loopback: anyone who can reach it could run the agent. Require a bearer token with --%s VAR (the token in the environment variable VAR), --%s FILE, or token = env(\"VAR\") in the configuration's serve block; or listen on 127.0.0.1", flagListen, addr, flagTokenEnv, flagTokenFile)
 	}
-	tlsFiles = [2]string{c.String(flagTLSCert), c.String(flagTLSKey)}
+	tlsFiles = [2]string{sc.TLSCert, sc.TLSKey}
+	if c.IsSet(flagTLSCert) || c.IsSet(flagTLSKey) {
+		// The pair comes from one place: a certificate on the command
+		// line with the file's key would be a pair nobody chose.
+		tlsFiles = [2]string{c.String(flagTLSCert), c.String(flagTLSKey)}
+	}
 	if (tlsFiles[0] == "") != (tlsFiles[1] == "") {
 		return nil, "", tlsFiles, launch.Usagef("give --%s and --%s together", flagTLSCert, flagTLSKey)
 	}
@@ -229,27 +249,86 @@ func remoteServer(c *cli.Context) (*remote.Server, string, [2]string, error) {
 			return nil, "", tlsFiles, fmt.Errorf("--%s/--%s: %w", flagTLSCert, flagTLSKey, err)
 		}
 	}
-	if v := c.String(flagMaxBuffered); v != "" {
+	srv.MaxBuffered = sc.MaxBuffered
+	if v := c.String(flagMaxBuffered); c.IsSet(flagMaxBuffered) || v != "" {
 		n, err := config.ParseSize(v)
 		if err != nil || n <= 0 {
 			return nil, "", tlsFiles, launch.Usagef("--%s %q: give a size such as 8MiB", flagMaxBuffered, v)
 		}
 		srv.MaxBuffered = n
 	}
-	if v := c.String(flagIdleTimeout); v != "" {
+	srv.IdleTimeout = sc.IdleTimeout
+	if v := c.String(flagIdleTimeout); c.IsSet(flagIdleTimeout) || v != "" {
 		d, err := config.ParseDuration(v, config.ZeroDisables)
 		if err != nil {
 			return nil, "", tlsFiles, launch.Usagef("--%s: %v", flagIdleTimeout, err)
 		}
 		srv.IdleTimeout = d
 	}
-	if c.IsSet(launch.FlagMaxMessage) {
-		n, err := config.ParseSize(c.String(launch.FlagMaxMessage))
-		if err == nil {
-			srv.MaxMessage = n
-		}
-	}
+	srv.MaxMessage = int64(maxMessage)
 	return srv, addr, tlsFiles, nil
+}
+
+// servePath is the endpoint's path: --path, else the serve block's, else
+// the flag's default.
+func servePath(c *cli.Context, sc *config.Serve) string {
+	if !c.IsSet(flagPath) && sc != nil && sc.Path != "" {
+		return sc.Path
+	}
+	return c.String(flagPath)
+}
+
+// serveToken is the bearer token: from --token-env or --token-file when
+// either is given, else from the serve block (token = env("VAR") or
+// token_file); "" for none.
+func serveToken(c *cli.Context, sc *config.Serve) (string, error) {
+	env, file := c.String(flagTokenEnv), c.String(flagTokenFile)
+	if env != "" && file != "" {
+		return "", launch.Usagef("give --%s or --%s, not both", flagTokenEnv, flagTokenFile)
+	}
+	if env != "" {
+		token := strings.TrimSpace(os.Getenv(env))
+		if token == "" {
+			return "", fmt.Errorf("--%s %s: the environment variable %s is empty or not set: export the token in it (for example: export %s=$(openssl rand -hex 32))", flagTokenEnv, env, env, env)
+		}
+		return token, nil
+	}
+	what := "--" + flagTokenFile
+	if file == "" {
+		if sc.TokenFile == "" {
+			return string(sc.Token), nil
+		}
+		file, what = sc.TokenFile, "the serve block's token_file"
+	}
+	b, err := readTokenFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s %s is empty: write the token in it (for example: openssl rand -hex 32 > %s)", what, file, file)
+	}
+	return token, nil
+}
+
+// readTokenFile reads a token file: a regular file of at most 64 KiB (a
+// device or a runaway file is not read whole).
+func readTokenFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case fi.Size() > 64<<10:
+		return nil, fmt.Errorf("%s is %d bytes, too long for a token", path, fi.Size())
+	}
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }
 
 // loopbackHostOnly refuses requests whose Host is not a loopback name or

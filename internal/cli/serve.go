@@ -312,7 +312,7 @@ func serveAction(c *cli.Context) error {
 		b.Dial, stopEarly = launch.Prestart(c.Context, b.Dial)
 		defer stopEarly()
 	}
-	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage)
+	sessions, err := setupSessions(c, cfg, spec, b, logger, s.MaxMessage, nil)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,9 @@ var sessionFlagSpecs = []flagSpec{
 // setupSessions turns on durable sessions for b unless they are off. A
 // state dir that cannot be opened is logged and the bridge serves without
 // them. The returned function closes the store once Serve has returned.
-func setupSessions(c *cli.Context, cfg *config.Config, spec launch.Agent, b *bridge.Bridge, logger hclog.Logger, maxMessage int) (io.Closer, error) {
+// retention is shared by the stores of one serve (one per connection), so
+// that a new connection makes no retention pass of its own; nil on stdio.
+func setupSessions(c *cli.Context, cfg *config.Config, spec launch.Agent, b *bridge.Bridge, logger hclog.Logger, maxMessage int, retention *store.Retention) (io.Closer, error) {
 	sc := cfg.Sessions
 	if c.Bool(flagNoSessions) || sc.Off {
 		return nopCloser{}, nil
@@ -54,7 +56,7 @@ func setupSessions(c *cli.Context, cfg *config.Config, spec launch.Agent, b *bri
 		dir = store.DefaultDir()
 	}
 	st, err := store.Open(store.Options{Dir: dir, MaxAge: sc.MaxAge, MaxSessions: sc.MaxSessions,
-		MaxSessionBytes: sc.MaxBytes, Logger: logger.Named("sessions")})
+		MaxSessionBytes: sc.MaxBytes, Retention: retention, Logger: logger.Named("sessions")})
 	if err != nil {
 		logger.Warn("durable sessions are off", "error", err)
 		return nopCloser{}, nil

@@ -72,10 +72,14 @@ type Options struct {
 	// session/load of any id: it journals "load:ID", replays one chunk
 	// "replayed-by-agent ID" and succeeds.
 	LoadSession bool
+	// LoadKnownOnly, with LoadSession, answers session/load of an id this
+	// agent process did not create with -32002 (resource not found), as
+	// an agent that keeps its sessions in memory does after a restart.
+	LoadKnownOnly bool
 }
 
 // EnvLoadSession, set in a child fake agent's environment, turns on
-// Options.LoadSession.
+// Options.LoadSession; set to "known", Options.LoadKnownOnly too.
 const EnvLoadSession = "FAKE_AGENT_LOAD_SESSION"
 
 // EnvInitExit, in a child fake agent's environment, makes it fail at
@@ -274,7 +278,15 @@ type agent struct {
 
 	mu       sync.Mutex
 	sessions int
+	made     map[string]bool          // the ids of the sessions NewSession created
 	gates    map[string]chan struct{} // "hold K" waits on gates[K]; _test/release closes it
+}
+
+// created reports whether NewSession created session sid.
+func (a *agent) created(sid string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.made[sid]
 }
 
 // gate returns the channel of key, made on first use by either side.
@@ -371,6 +383,10 @@ func (a *agent) route(frame []byte) bool {
 		}
 		sid := params.Get("sessionId").Str
 		a.journal.event("load:%s", sid)
+		if a.opt.LoadKnownOnly && !a.created(sid) {
+			a.out.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32002,"message":"Resource not found","data":{"sessionId":%q}}}`, id.Raw, sid))
+			return true
+		}
 		chunk, _ := json.Marshal(map[string]any{"sessionId": sid, "update": map[string]any{
 			"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "replayed-by-agent " + sid}}})
 		a.out.send(fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":%s}`, chunk))
@@ -438,6 +454,10 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	a.mu.Lock()
 	a.sessions++
 	id := acp.SessionId(fmt.Sprintf("sess-%d", a.sessions))
+	if a.made == nil {
+		a.made = map[string]bool{}
+	}
+	a.made[string(id)] = true
 	a.mu.Unlock()
 	a.journal.event("session:%s:cwd=%s", id, p.Cwd)
 	return acp.NewSessionResponse{SessionId: id}, nil
@@ -510,6 +530,11 @@ func (a *agent) say(sid acp.SessionId, text string) error {
 //	               stopReason cancelled
 //	stop REASON    the chunk "stopping:REASON", then stopReason REASON
 //	               (refusal, max_tokens, …)
+//	seam           the seam matrix's turn (tests/seam_matrix_e2e_test.go):
+//	               the chunk "seam-before", tool call seam-1 (pending),
+//	               session/request_permission; allowed once: seam-1
+//	               completed and the chunk "seam-after", otherwise seam-1
+//	               failed and the chunk "seam-refused"
 //	die            two chunks, then Options.Die
 //	close          two chunks, then Options.Close
 //	anything else  the chunk "echo:<text>" and end_turn
@@ -596,6 +621,32 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			SessionId: sid,
 			Update:    acp.UpdateToolCall("perm-1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted)),
 		})
+		return end()
+
+	case "seam":
+		_ = a.say(sid, "seam-before")
+		_ = a.conn.SessionUpdate(bg, acp.SessionNotification{
+			SessionId: sid,
+			Update: acp.StartToolCall("seam-1", "Run the seam tool",
+				acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusPending)),
+		})
+		resp, err := a.conn.RequestPermission(bg, acp.RequestPermissionRequest{
+			SessionId: sid,
+			ToolCall:  acp.ToolCallUpdate{ToolCallId: "seam-1", Title: acp.Ptr("Run the seam tool")},
+			Options: []acp.PermissionOption{
+				{OptionId: "allow-once", Name: "Allow once", Kind: acp.PermissionOptionKindAllowOnce},
+				{OptionId: "reject-once", Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
+			},
+		})
+		status, text := acp.ToolCallStatusFailed, "seam-refused"
+		if err == nil && resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow-once" {
+			status, text = acp.ToolCallStatusCompleted, "seam-after"
+		}
+		_ = a.conn.SessionUpdate(bg, acp.SessionNotification{
+			SessionId: sid,
+			Update:    acp.UpdateToolCall("seam-1", acp.WithUpdateStatus(status)),
+		})
+		_ = a.say(sid, text)
 		return end()
 
 	case "fs":
@@ -759,6 +810,7 @@ func RunStdio() int {
 		Logger:    logger,
 	}
 	opt.LoadSession = os.Getenv(EnvLoadSession) != ""
+	opt.LoadKnownOnly = os.Getenv(EnvLoadSession) == "known"
 	if v, ok := os.LookupEnv(EnvInitExit); ok {
 		status, text, _ := strings.Cut(v, ":")
 		code, err := strconv.Atoi(status)

@@ -350,6 +350,14 @@ func scV2ConcurrentPrompt(r *run) verdict {
 	// Acknowledged: it must wait for the first turn. Streaming to two agent
 	// messages in turn (A, B, A) is two turns running alongside.
 	order, lines, ok := r.watchReplies(ackA.N + 1)
+	// Ending the first turn "cancelled" for it is preemption: the client
+	// cancelled nothing (its session/cancel comes after this, deferred).
+	for _, m := range r.messages() {
+		if m.N > ackB.N && isState(m, r.sid, "idle") && m.Get("params.update.stopReason").Str == "cancelled" {
+			return fail([]int{ackB.N, m.N}, "the session went idle \"cancelled\" %s after the second prompt was acknowledged, and the client sent no session/cancel: the agent preempted the running turn for the second prompt. \"cancelled\" is the stop reason of a turn the client cancelled; refuse the second prompt, or let it wait for the first turn to end",
+				(m.At - ackB.At).Round(time.Millisecond))
+		}
+	}
 	if !ok {
 		return fail(lines, "agent messages %s streamed in turn: the second prompt ran alongside the first", strings.Join(order, ", "))
 	}

@@ -382,24 +382,17 @@ func (t *translator) initializeResult() json.RawMessage {
 	b := []byte(`{"protocolVersion":1,"agentCapabilities":{"loadSession":`)
 	b = strconv.AppendBool(b, t.p.requests["session/load"] != nil)
 	b = append(b, `,"promptCapabilities":{"image":false,"audio":false,"embeddedContext":true}`...)
-	var caps []string
-	if t.canClose() {
-		caps = append(caps, `"close":{}`)
-	}
+	// session/close is always served: by the profile's frame, by closing
+	// a per-session link, or on the bridge's side alone (closeSession).
+	caps := []string{`"close":{}`}
 	if t.p.requests["session/resume"] != nil {
 		caps = append(caps, `"resume":{}`)
 	}
-	if len(caps) > 0 {
-		b = append(b, `,"sessionCapabilities":{`+strings.Join(caps, ",")+`}`...)
-	}
+	b = append(b, `,"sessionCapabilities":{`+strings.Join(caps, ",")+`}`...)
 	b = append(b, `},"authMethods":[],"agentInfo":{"name":`...)
 	b = wire.AppendString(b, t.p.Name)
 	b = append(b, `,"version":"profile"}}`...)
 	return b
-}
-
-func (t *translator) canClose() bool {
-	return t.p.PerSession || t.p.requests["session/close"] != nil
 }
 
 func (t *translator) newSession(m translate.Msg) []translate.Out {
@@ -505,13 +498,15 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 	return outs
 }
 
+// closeSession closes a session: its live turn is cancelled, and the
+// profile's session/close frame is sent when it has one. A profile
+// without one (and not per-session, whose link the engine closes) is
+// closed on the bridge's side alone: ACP v2 makes session/close
+// mandatory, and the session is forgotten here either way, so a prompt
+// naming it is refused and its late frames are not passed on.
 func (t *translator) closeSession(m translate.Msg) []translate.Out {
 	sid := gjson.GetBytes(m.Body, "sessionId").Str
 	sess := t.session(sid)
-	if !t.canClose() {
-		return []translate.Out{failf(m.Ref, translate.CodeMethodNotFound,
-			"session/close is not available: profile %s does not say how to close a session", t.p.Name)}
-	}
 	if sess == nil {
 		return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown session %q", sid)}
 	}

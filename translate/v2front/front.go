@@ -264,6 +264,7 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 		}
 		f.echo(sid, msgID, params)
 		s.msgKind, s.msgID = "", ""
+		params = withPromptMessageID(params, msgID)
 	case "session/set_config_option":
 		params = f.setConfigToV1(r, params)
 	case "auth/login":
@@ -275,6 +276,24 @@ func (f *Front) editorRequest(env *translate.Envelope) {
 		f.byEditor[string(r.editorID)] = mint
 	}
 	f.emit(ToEngine, translate.RequestFrame(quoteJSON(mint), r.sent, params), sid)
+}
+
+// withPromptMessageID names the user message's messageId in the v1
+// prompt's _meta["acp-bridge"].messageId, the editor's _meta kept: the
+// engine records the prompt with it, and a replay of the prompt carries
+// the messageId the editor was given for it (a v1 prompt has no member for
+// it; _meta is ACP's place for what a peer may not assume anything of).
+func withPromptMessageID(params json.RawMessage, msgID string) json.RawMessage {
+	meta := json.RawMessage("{}")
+	if m := gjson.GetBytes(params, "_meta"); m.IsObject() {
+		meta = json.RawMessage(m.Raw)
+	}
+	ours := json.RawMessage("{}")
+	if o := gjson.GetBytes(meta, "acp-bridge"); o.IsObject() {
+		ours = json.RawMessage(o.Raw)
+	}
+	meta = withMember(meta, "acp-bridge", withMember(ours, "messageId", quoteJSON(msgID)))
+	return withMember(params, "_meta", meta)
 }
 
 // echo sends the user message a prompt inserted, under the messageId its

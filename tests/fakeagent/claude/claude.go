@@ -96,7 +96,7 @@ const (
 
 // Scripts are the prompt texts the fake CLI knows; any other text is
 // answered with "echo: <text>".
-var Scripts = []string{"list files", "touch", "plan", "two tools", "slow", "crash", "mode", "whoami", "api error", "login"}
+var Scripts = []string{"list files", "touch", "seam", "plan", "two tools", "slow", "crash", "mode", "whoami", "api error", "login"}
 
 // requiredFlags must all be on the command line, each with its value.
 var requiredFlags = [][]string{
@@ -681,6 +681,25 @@ func (c *cli) run(t *turn, text string) {
 			c.say("msg_t2", "Not created.")
 		default:
 			c.j.event("violation: can_use_tool answer " + a.Raw)
+		}
+		c.result("success", false, "")
+	case "seam":
+		// The seam matrix's turn (seam_matrix_e2e_test.go).
+		c.say("msg_seam1", "seam-before")
+		id := "toolu_seam"
+		input := obj{"command": "true", "description": "Run the seam tool"}
+		c.assistant("msg_seam1", obj{"type": "tool_use", "id": id, "name": "Bash", "input": input})
+		a, ok := c.askPermission(t, id, input)
+		if !ok {
+			interrupted()
+			return
+		}
+		if a.Get("response.behavior").Str == "allow" {
+			c.toolResult(id, "", false)
+			c.say("msg_seam2", "seam-after")
+		} else {
+			c.toolResult(id, Rejected, true)
+			c.say("msg_seam2", "seam-refused")
 		}
 		c.result("success", false, "")
 	case "two tools":

@@ -80,6 +80,14 @@ func AgentRPC(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 				update("tool_call", "List files", `{"id":"call_1","name":"bash","arguments":{"command":"ls"}}`)
 				update("tool_result", "a.txt\n", `{"id":"call_1","name":"bash","status":"completed"}`)
 				final = "Found a.txt"
+			case "seam":
+				// The seam matrix's turn (seam_matrix_e2e_test.go); the
+				// format has no permission requests.
+				update("response", "seam-before", "")
+				update("tool_call", "Run the seam tool", `{"id":"seam-1","name":"bash","arguments":{"command":"true"}}`)
+				update("tool_result", "", `{"id":"seam-1","name":"bash","status":"completed"}`)
+				update("response", "seam-after", "")
+				final = "seam-beforeseam-after"
 			case "echo":
 				final = string(line)
 			case "fail":

@@ -6,6 +6,7 @@
 //
 //	hello …  a normal streamed answer
 //	tool …   a tool call and its result (formats that have tools)
+//	seam     the seam matrix's turn (agent-rpc only)
 //	approve  code that waits for approval (Open Interpreter)
 //	echo     the answer's text is the exact prompt frame(s) received
 //	slow     a turn that runs until it is cancelled (or ends late)
@@ -74,6 +75,11 @@ func q(s string) string {
 }
 
 func word(text string) string {
+	// The history primer acp-bridge puts before a re-attached session's
+	// first prompt is context, not the script.
+	if _, after, ok := strings.Cut(text, "[end of the earlier transcript]"); ok && strings.HasPrefix(text, "[acp-bridge]") {
+		text = after
+	}
 	w, _, _ := strings.Cut(strings.TrimSpace(text), " ")
 	return w
 }

@@ -544,6 +544,10 @@ func (a *agent) abortTurn() {
 //	                   updateToolCall finished with what the agent read from
 //	                   disk itself, a text chunk quoting it
 //	"run echo please"  the captured approval flow (legacy-formats.md §1.4)
+//	"seam"             the seam matrix's turn (seam_matrix_e2e_test.go):
+//	                   text "seam-before", requestToolCallConfirmation;
+//	                   allowed: updateToolCall finished and text
+//	                   "seam-after", otherwise text "seam-refused"
 //	"plan"             updatePlan with PlanEntries
 //	"fs [R [W]]"       readTextFile {path: R} (default notes.txt), then
 //	                   writeTextFile {path: W} (default out.txt) with
@@ -556,6 +560,11 @@ func (a *agent) abortTurn() {
 //	"crash-now"        one text chunk, not awaited, then Die at once
 //	anything else      thought "Let me check", text "You said: ", text PROMPT
 func (a *agent) script(t *turn, text string, paths []string) error {
+	// The history primer acp-bridge puts before a re-attached session's
+	// first prompt is context, not the script.
+	if _, after, ok := strings.Cut(text, "[end of the earlier transcript]"); ok && strings.HasPrefix(text, "[acp-bridge]") {
+		text = strings.TrimSpace(after)
+	}
 	if len(paths) > 0 {
 		return a.pathFlow(t, paths)
 	}
@@ -567,6 +576,8 @@ func (a *agent) script(t *turn, text string, paths []string) error {
 	switch {
 	case text == "run echo please":
 		return a.approvalFlow(t)
+	case text == "seam":
+		return a.seamFlow(t)
 	case text == "plan":
 		if _, err := t.await(a, "updatePlan", `{"entries":`+PlanEntries+`}`); err != nil {
 			return err
@@ -688,6 +699,31 @@ func (a *agent) approvalFlow(t *turn) error {
 	}
 	a.violation("unknown confirmation outcome %q", outcome)
 	return t.text(a, RejectedText)
+}
+
+// seamFlow is the seam matrix's turn: approvalFlow's shape with the texts
+// every fake of the matrix says.
+func (a *agent) seamFlow(t *turn) error {
+	if err := t.text(a, "seam-before"); err != nil {
+		return err
+	}
+	r, err := t.await(a, "requestToolCallConfirmation", ConfirmParams)
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		a.violation("requestToolCallConfirmation answered with an error: %s", r.err)
+		return turnError(string(r.err))
+	}
+	res := gjson.ParseBytes(r.result)
+	if res.Get("outcome").Str != "allow" {
+		return t.text(a, "seam-refused")
+	}
+	update := fmt.Sprintf(`{"toolCallId":%s,"status":"finished","content":null}`, res.Get("id").Raw)
+	if _, err := t.await(a, "updateToolCall", update); err != nil {
+		return err
+	}
+	return t.text(a, "seam-after")
 }
 
 // pathFlow is Gemini's @path handling (captured): it reads the files itself

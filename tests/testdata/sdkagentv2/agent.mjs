@@ -16,6 +16,11 @@
 //   tool      a tool call (upserts and a content chunk), a permission
 //             request about it, then completed or failed by the answer;
 //             cancelled, with the turn, when session/cancel came first
+//   seam      the seam matrix's turn (seam_matrix_e2e_test.go): the chunk
+//             "seam-before", tool call seam-1 (pending), a permission
+//             request about it; allowed once: completed and the chunk
+//             "seam-after" (another message), otherwise failed and
+//             "seam-refused"
 //   command   a permission request about a command (no tool call)
 //   slow      a chunk "tick-N" every 20 ms until session/cancel, then idle
 //             with stopReason cancelled
@@ -51,6 +56,9 @@
 //   no-echo              a prompt is never echoed (no user_message under the
 //                        acknowledgement's messageId)
 //   overlap              a prompt during a turn runs alongside it
+//   preempt              a prompt during a turn ends that turn (idle,
+//                        cancelled, as if the client had cancelled it) and
+//                        runs instead
 //   mute-initialize      initialize is never answered
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
@@ -131,6 +139,25 @@ async function runTurn(client, sessionId, s, text, userMessageId, turn) {
       await say({ sessionUpdate: "state_update", state: "running" });
       await say({ sessionUpdate: "tool_call_update", toolCallId: id, status: allowed ? "completed" : "failed", rawOutput: { allowed } });
       await chunk(allowed ? "wrote it" : "did not write it");
+      return say(idle("end_turn"));
+    }
+    case "seam": {
+      await chunk("seam-before");
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "seam-1", title: "Run the seam tool", kind: "execute", status: "pending" });
+      await say({ sessionUpdate: "state_update", state: "requires_action" });
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        title: "Run the seam tool?",
+        subject: { type: "tool_call", toolCall: { toolCallId: "seam-1" } },
+        options: [
+          { optionId: "allow-once", name: "Allow once", kind: "allow_once" },
+          { optionId: "reject-once", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "allow-once";
+      await say({ sessionUpdate: "state_update", state: "running" });
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "seam-1", status: allowed ? "completed" : "failed" });
+      await say({ sessionUpdate: "agent_message_chunk", messageId: `m-${++messages}`, content: { type: "text", text: allowed ? "seam-after" : "seam-refused" } });
       return say(idle("end_turn"));
     }
     case "command": {
@@ -236,7 +263,8 @@ const app = acp
       throw acp.RequestError.sessionNotFound(sessionId);
     }
     const s = known(sessionId);
-    if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
+    if (s.turn && defects.has("preempt")) s.turn.abort();
+    else if (s.turn && !defects.has("overlap")) throw acp.RequestError.invalidRequest({ sessionId }, "a turn is already running in this session");
     const texts = params.prompt.filter((b) => b.type === "text").map((b) => b.text);
     const text = texts.at(-1) ?? "";
     const messageId = `u-${++messages}`;
