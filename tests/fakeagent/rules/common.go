@@ -1,6 +1,7 @@
 // Package fakerules holds fake agents that speak the formats of the rule
 // profiles shipped in translate/rules/profiles, frame for frame as
-// legacy-formats.md documents them, one file per format. Each checks the
+// the profiles' headers and docs/agent-protocols.md#rule-profiles describe them, one file
+// per format. Each checks the
 // frames it receives as strictly as the real program would and answers a
 // prompt by its first word:
 //
