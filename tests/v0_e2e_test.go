@@ -1,15 +1,15 @@
 package tests
 
 // Scenarios for the acp-v0 dialect (the original Zed ACP 0.0.x, as Gemini CLI
-// 0.1.13–0.1.20 speaks it with --experimental-acp; docs/agent-protocols.md#acp-v0). The
-// agent is tests/fakeagent/v0, run as child processes of the bridge (one
-// control process at initialize, one more per session/new) or, in one
-// scenario, behind a WebSocket. The editor is acp-go-sdk's client; the
-// harness checks every stdout line against the ACP schema. What the legacy
-// agents received is read back from their journals, so the tests assert
-// the exact legacy frames the bridge sent, and every journal must be free of
-// protocol violations (ids from 0, no notifications, no params on
-// parameterless methods, no answer to an unknown id).
+// 0.1.13–0.1.20 speaks it with --experimental-acp;
+// docs/agent-protocols.md#acp-v0). The agent is tests/fakeagent/v0, run as
+// child processes of the bridge (one control process at initialize, one more
+// per session/new) or, in one scenario, behind a WebSocket. The editor is
+// acp-go-sdk's client; the harness checks every stdout line against the ACP
+// schema. What the legacy agents received is read back from their journals, so
+// the tests assert the exact legacy frames the bridge sent, and every journal
+// must be free of protocol violations (ids from 0, no notifications, no params
+// on parameterless methods, no answer to an unknown id).
 
 import (
 	"context"
@@ -322,8 +322,8 @@ func TestV0_InitializeSessionStreamingPlan(t *testing.T) {
 	}
 }
 
-// The captured approval flow (docs/agent-protocols.md#acp-v0-captured-session) with the editor
-// allowing, always allowing, and rejecting.
+// The captured approval flow (docs/agent-protocols.md#acp-v0-captured-session)
+// with the editor allowing, always allowing, and rejecting.
 func TestV0_Permission(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -8,11 +8,11 @@
 // The router records every frame the agent receives (a journal the tests read
 // back through the _test/journal extension method) and answers a few frames
 // itself with hand-written bytes, where the tests need byte control that a
-// typed SDK would destroy (typed layers drop unknown fields): initialize (unknown fields and
-// _meta), _test/echo, session/prompt "_meta" (unknown fields both ways) and
-// prompts carrying an image block (payloads beyond the SDK's 10 MiB line cap).
-// It also answers _test/journal, _test/info (pid, transport) and
-// _test/release {"key":K} (lets a "hold K" prompt finish).
+// typed SDK would destroy (typed layers drop unknown fields): initialize
+// (unknown fields and _meta), _test/echo, session/prompt "_meta" (unknown
+// fields both ways) and prompts carrying an image block (payloads beyond the
+// SDK's 10 MiB line cap). It also answers _test/journal, _test/info (pid,
+// transport) and _test/release {"key":K} (lets a "hold K" prompt finish).
 //
 // The agent is as strict about the handshake as every agent built on the
 // official TypeScript SDK (@agentclientprotocol/sdk 2.4.0): until its

@@ -1,7 +1,7 @@
-// Package acp is the ACP v1 relay dialect: the agent already speaks ACP v1,
-// so the translator passes every message through as raw bytes and only
-// re-numbers request ids on the agent hop (ids are per hop: each side
-// numbers its own requests). Params, results, errors, _meta, unknown fields and extension
+// Package acp is the ACP v1 relay dialect: the agent already speaks ACP v1, so
+// the translator passes every message through as raw bytes and only re-numbers
+// request ids on the agent hop (ids are per hop: each side numbers its own
+// requests). Params, results, errors, _meta, unknown fields and extension
 // methods are never decoded, so nothing is lost. The compliance rules that
 // repair imperfect agents will live here too.
 package acp

@@ -8,11 +8,13 @@
 // Choices this package makes where the legacy protocol leaves room (the
 // golden transcripts in testdata pin each of them):
 //
-//   - Agent-hop ids count from 0 per direction (docs/agent-protocols.md#acp-v0-framing); the
-//     translator's Calls to the editor use Refs from 1.
+//   - Agent-hop ids count from 0 per direction
+//     (docs/agent-protocols.md#acp-v0-framing); the translator's Calls to the
+//     editor use Refs from 1.
 //   - Tool calls: the translator allocates the legacy numeric id N from 1
-//     (Gemini drops the failure update of id 0, docs/agent-protocols.md#acp-v0-behaviour) and
-//     names the ACP tool call "legacy-N".
+//     (Gemini drops the failure update of id 0,
+//     docs/agent-protocols.md#acp-v0-behaviour) and names the ACP tool call
+//     "legacy-N".
 //   - Prompt blocks: text → {"text"}; resource_link with a file:// URI →
 //     {"path": local path}; resource_link with any other URI → {"text": URI};
 //     an embedded text resource → {"text": "<context ref=\"URI\">\nTEXT\n</context>"}

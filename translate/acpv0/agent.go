@@ -15,9 +15,10 @@ import (
 )
 
 // FromAgent implements translate.Translator. Every legacy request is answered
-// in the same call, so the agent never stalls (docs/agent-protocols.md#acp-v0-behaviour). A
-// returned error comes with the answer the agent needs (-32601, -32602…) in
-// the outputs; the engine writes the outputs and logs the error.
+// in the same call, so the agent never stalls
+// (docs/agent-protocols.md#acp-v0-behaviour). A returned error comes with the
+// answer the agent needs (-32601, -32602…) in the outputs; the engine writes
+// the outputs and logs the error.
 func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	env, perr := translate.ParseEnvelope(frame)
 	if perr != nil {
@@ -78,8 +79,8 @@ func (t *translator) agentResponse(env translate.Envelope) ([]translate.Out, err
 		return t.turnEnded(req, id, env.Error), nil
 	case reqCancel:
 		// Swallowed, result or error: an idle agent answers "Not currently
-		// generating" (docs/agent-protocols.md#acp-v0-captured-session), and the turn's own answer
-		// is what ends it.
+		// generating" (docs/agent-protocols.md#acp-v0-captured-session), and
+		// the turn's own answer is what ends it.
 		if t.cancelInFlight != nil && *t.cancelInFlight == id {
 			t.cancelInFlight = nil
 		}
@@ -372,7 +373,8 @@ func (t *translator) confirmToolCall(id, params json.RawMessage) ([]translate.Ou
 	return outs, nil
 }
 
-// legacyStatuses maps legacy ToolCallStatus to ACP (docs/agent-protocols.md#acp-v0-mapping).
+// legacyStatuses maps legacy ToolCallStatus to ACP
+// (docs/agent-protocols.md#acp-v0-mapping).
 var legacyStatuses = map[string]string{
 	"running":  "in_progress",
 	"finished": "completed",

@@ -16,8 +16,9 @@ type chunk struct {
 }
 
 // promptChunks converts ACP prompt blocks (schema: ContentBlock) to legacy
-// chunks (docs/agent-protocols.md#acp-v0-mapping). The error is a -32602 naming the block
-// the legacy agent cannot take; the prompt is then not sent at all.
+// chunks (docs/agent-protocols.md#acp-v0-mapping). The error is a -32602
+// naming the block the legacy agent cannot take; the prompt is then not sent
+// at all.
 func promptChunks(blocks []json.RawMessage) ([]chunk, *translate.Error) {
 	chunks := make([]chunk, 0, len(blocks))
 	for i, raw := range blocks {
@@ -99,7 +100,8 @@ func (t *translator) absPath(p string) string {
 	return filepath.Join(t.cwd, p)
 }
 
-// iconKinds maps a legacy Icon to an ACP ToolKind (docs/agent-protocols.md#acp-v0-mapping).
+// iconKinds maps a legacy Icon to an ACP ToolKind
+// (docs/agent-protocols.md#acp-v0-mapping).
 var iconKinds = map[string]string{
 	"pencil":     "edit",
 	"terminal":   "execute",

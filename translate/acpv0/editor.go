@@ -330,10 +330,11 @@ func (t *translator) turnEnded(req *agentRequest, id uint64, errObj json.RawMess
 }
 
 // cancelTurn sends cancelSendMessage and answers every pending confirmation
-// with "cancel", as session/cancel requires (ACP spec, Prompt Turn: cancellation;
-// docs/agent-protocols.md#acp-v0-mapping). It sends nothing when the running turn was already
-// cancelled, or when no turn runs and a cancel is in flight; a cancel still
-// in flight from before the running turn started does not count.
+// with "cancel", as session/cancel requires (ACP spec, Prompt Turn:
+// cancellation; docs/agent-protocols.md#acp-v0-mapping). It sends nothing when
+// the running turn was already cancelled, or when no turn runs and a cancel is
+// in flight; a cancel still in flight from before the running turn started
+// does not count.
 func (t *translator) cancelTurn() []translate.Out {
 	var outs []translate.Out
 	var skip bool

@@ -14,8 +14,9 @@ import (
 )
 
 // decode checks that frame is one stream-json message (a JSON object with a
-// string "type", docs/agent-protocols.md#claude-stream-json-messages) and returns it parsed. The result
-// holds a copy of the frame: it may be kept after the call.
+// string "type", docs/agent-protocols.md#claude-stream-json-messages) and
+// returns it parsed. The result holds a copy of the frame: it may be kept
+// after the call.
 func decode(frame []byte) (gjson.Result, error) {
 	if err := translate.Valid(frame); err != nil {
 		return gjson.Result{}, err
@@ -132,9 +133,10 @@ func quoteSubtype(s string) string {
 }
 
 // canUseTool asks the editor for permission
-// (docs/agent-protocols.md#claude-stream-json-captured-run and #claude-stream-json-mapping).
-// Each request gets its own Call, whatever else is pending, so several
-// subagents asking at once never block each other or the session.
+// (docs/agent-protocols.md#claude-stream-json-captured-run and
+// #claude-stream-json-mapping). Each request gets its own Call, whatever else
+// is pending, so several subagents asking at once never block each other or
+// the session.
 func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.Out {
 	if t.session == "" || t.closed || t.turn == nil || t.turn.cancelled || t.staleTurns > 0 {
 		return []translate.Out{controlSuccess(requestID, deny("No prompt is running: the turn was cancelled or has ended", true))}

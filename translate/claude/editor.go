@@ -93,10 +93,10 @@ type authMethod struct {
 	Description string `json:"description"`
 }
 
-// initializeResult is the bridge's own initialize answer (no CLI is needed
-// for it): what the reference adapter advertises that this dialect can
-// deliver (docs/agent-protocols.md#claude-stream-json-mapping). The engine puts the bridge's agentInfo
-// in front and keeps this one under _meta.
+// initializeResult is the bridge's own initialize answer (no CLI is needed for
+// it): what the reference adapter advertises that this dialect can deliver
+// (docs/agent-protocols.md#claude-stream-json-mapping). The engine puts the
+// bridge's agentInfo in front and keeps this one under _meta.
 func initializeResult() any {
 	type promptCapabilities struct {
 		Image           bool `json:"image"`

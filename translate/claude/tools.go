@@ -85,9 +85,9 @@ func (c toolCall) MarshalJSON() ([]byte, error) {
 	return marshal(withEmpty{plain(c), []toolContent{}}), nil
 }
 
-// toolMeta is the _meta the reference adapter puts on tool calls, naming
-// the CLI's tool (docs/agent-protocols.md#claude-stream-json-mapping) and, for a subagent's, the tool
-// use of the Task that runs it.
+// toolMeta is the _meta the reference adapter puts on tool calls, naming the
+// CLI's tool (docs/agent-protocols.md#claude-stream-json-mapping) and, for a
+// subagent's, the tool use of the Task that runs it.
 func toolMeta(name, parent string) json.RawMessage {
 	m := map[string]string{"toolName": name}
 	if parent != "" {
@@ -317,9 +317,10 @@ type planEntry struct {
 	Status   string `json:"status"`
 }
 
-// planEntries converts TodoWrite's todos (docs/agent-protocols.md#claude-stream-json-mapping:
-// {content, status, activeForm} → {content, status, priority "medium"}).
-// ok is false when the input has no todos list (yet).
+// planEntries converts TodoWrite's todos
+// (docs/agent-protocols.md#claude-stream-json-mapping: {content, status,
+// activeForm} → {content, status, priority "medium"}). ok is false when the
+// input has no todos list (yet).
 func planEntries(input json.RawMessage) (entries []planEntry, ok bool) {
 	todos := gjson.GetBytes(input, "todos")
 	if !todos.IsArray() {

@@ -763,7 +763,8 @@ func (a *agent) pathFlow(t *turn, paths []string) error {
 }
 
 // fsFlow asks the editor side for a file and writes another: the upstream
-// 0.0.x client methods Gemini itself never used (docs/agent-protocols.md#acp-v0-methods).
+// 0.0.x client methods Gemini itself never used
+// (docs/agent-protocols.md#acp-v0-methods).
 func (a *agent) fsFlow(t *turn, read, write string) error {
 	r, err := t.await(a, "readTextFile", `{"path":`+jsonString(read)+`}`)
 	if err != nil {
