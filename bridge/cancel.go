@@ -17,7 +17,7 @@ func (e *engine) cancelRequest(params json.RawMessage) {
 	}
 	req := e.pending.byEditorID(idKey(json.RawMessage(r.Raw)))
 	if req == nil || req.link == nil || req.link.down != nil {
-		return // already answered, or never seen: ignored (acp-spec.md §13.2)
+		return // already answered, or never seen: ignored, as ACP's $/cancel_request asks
 	}
 	e.feed(req.link, translate.Msg{Kind: translate.CancelRequest, Ref: req.ref, Grace: e.cancelGrace()})
 }
@@ -35,7 +35,9 @@ func (e *engine) cancelGrace() time.Duration {
 // pending and not already cancelled: each cancelled prompt gets its own, so
 // a prompt cancelled while an earlier one's grace runs is covered too. When
 // a prompt's grace ends, the engine answers it with stopReason "cancelled"
-// itself if the agent has not (peers.md §c.8).
+// itself if the agent has not: agents that ignore a cancel and leave the
+// turn open are a common bug (agentclientprotocol/claude-agent-acp #442,
+// zed-industries/codex-acp #186).
 func (e *engine) armCancelGrace(sid string) {
 	s := e.sessions[sid]
 	if s == nil {

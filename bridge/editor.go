@@ -31,7 +31,8 @@ type editorMsg struct {
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
 
 // editorWriter owns the editor's output stream. Only its writeLoop writes to
-// it, one message per line, so lines never interleave (acp-spec.md §20.2).
+// it, one message per line, so lines never interleave: one stray
+// byte on stdout corrupts the ACP stream.
 //
 // Messages wait in a queue bounded by bytes. The loop hands over messages
 // one at a time; the writer takes the whole queue at once, writes it through

@@ -142,7 +142,8 @@ func (e *engine) freeMemory() {
 }
 
 // additionalDirs returns the absolute additionalDirectories of a session
-// request (acp-spec.md §9: entries are absolute; others are ignored).
+// request (ACP spec, Session Setup: entries are absolute; others are
+// ignored).
 func additionalDirs(params json.RawMessage) []string {
 	var dirs []string
 	gjson.GetBytes(params, "additionalDirectories").ForEach(func(_, d gjson.Result) bool {
@@ -326,7 +327,7 @@ func (e *engine) callEditor(l *link, o translate.Out) {
 	if (s != nil && s.draining || e.v2.on && e.v2.v2Closed(sid)) && o.Method == "session/request_permission" {
 		// The editor already saw this turn end; a permission prompt now would
 		// dangle. Cancelled is the answer the editor itself must give after a
-		// cancel (acp-spec.md §13.1).
+		// cancel (ACP spec, Prompt Turn: cancellation).
 		e.repaired(RepairDrainedTurnPermissions, sid, "permission request after the bridge ended a cancelled turn answered cancelled")
 		e.feed(l, translate.Msg{Kind: translate.Response, Ref: o.Ref, Body: json.RawMessage(`{"outcome":{"outcome":"cancelled"}}`)})
 		return

@@ -191,7 +191,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 	}
 	// Every other notification goes to the agent, known or not: the
 	// dialect decides (a relay passes it on; a translator ignores what it
-	// does not know, acp-spec.md §8).
+	// does not know: receivers may ignore unknown notifications).
 	l, err := e.route(sid)
 	if err != nil {
 		e.log.Debug("notification for an unroutable session ignored", "method", env.Method, "error", err)

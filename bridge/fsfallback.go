@@ -13,7 +13,7 @@ import (
 
 // servesFSLocally reports whether the engine must serve method itself
 // because the editor did not advertise the capability (agents must not call
-// what the editor lacks, acp-spec.md §7; translators always ask, the engine
+// what the editor lacks, ACP spec, File System; translators always ask, the engine
 // decides).
 func (e *engine) servesFSLocally(method string) bool {
 	switch method {

@@ -10,8 +10,8 @@ import (
 )
 
 // idKey is the canonical form of a raw JSON-RPC id, used only as a map key;
-// the raw bytes are what go back on the wire. 1 and "1" differ (acp-spec.md
-// §20.6); integers compare by value so an editor echoing 7 as 7.0 still
+// the raw bytes are what go back on the wire. 1 and "1" differ (JSON-RPC
+// ids are opaque); integers compare by value so an editor echoing 7 as 7.0 still
 // matches, while ids too large for int64 compare by their digits.
 func idKey(raw json.RawMessage) string {
 	if plainInteger(raw) {

@@ -17,12 +17,13 @@ const (
 )
 
 // initialize handles the editor's initialize. The first goes to the control
-// link (dialled now). A repeated one is answered, never refused (a proxy is
-// no stricter than what it fronts, and the official conformance harness
+// link (dialled now). A repeated one is answered, never refused (a proxy is no
+// stricter than what it fronts, and the official conformance harness
 // re-initializes): a relayed ACP agent answers it itself, other dialects get
-// the first answer again. Whatever version the editor asks for, the
-// translator is handed version 1: the engine speaks v1 (acp-spec.md §4.1,
-// §18), and an ACP link's translator negotiates the agent's own version.
+// the first answer again. Whatever version the editor asks for, the translator
+// is handed version 1: the engine speaks v1 (ACP spec, Initialization: version
+// negotiation), and an ACP link's translator negotiates the agent's own
+// version.
 func (e *engine) initialize(req *request, params json.RawMessage) {
 	asked := gjson.GetBytes(params, "protocolVersion")
 	if asked.Raw != "1" && !e.v2.trying && !e.v2.on {

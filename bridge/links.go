@@ -257,7 +257,8 @@ func (l *link) closedByEngine() bool {
 // blocks the engine's loop: the loop checks over() and stops reading the
 // editor while any link's queue is over its bound (backpressure), so an agent
 // that stops reading stalls only the editor's input, never the output of
-// other sessions (peers.md §c.15).
+// other sessions (a pending permission in one session blocking the others
+// is a known adapter bug, claude-agent-acp #830).
 type frameQueue struct {
 	mu     sync.Mutex
 	items  [][]byte

@@ -9,7 +9,7 @@ import (
 )
 
 // objectResults are the ACP v1 agent methods, stable and unstable, whose
-// result is an object (acp-spec.md §6): a null answer to one of them is
+// result is an object (ACP schema): a null answer to one of them is
 // repaired to {}. Other methods pass whatever the agent answers.
 var objectResults = map[string]bool{
 	"initialize": true, "authenticate": true, "logout": true,

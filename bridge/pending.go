@@ -236,7 +236,8 @@ func (e *engine) staleAnswer(l *link, o translate.Out) {
 // --- timeouts --------------------------------------------------------------------
 
 // untimed methods may legitimately take as long as a person or a model needs
-// (peers.md §c.18): no default timeout.
+// (60 s defaults in other proxies killed long tool calls): no default
+// timeout.
 var untimed = map[string]bool{"session/prompt": true, "authenticate": true}
 
 // armTimeout starts req's timeout unless its method may run unbounded.

@@ -19,7 +19,8 @@ const (
 	// pretty-printed WebSocket message) was compacted onto one.
 	RepairMultiLineFrames Repair = "multi-line-frames"
 	// RepairObjectResults: a null result of an ACP method whose result is
-	// an object became {} (acp-spec.md §2.1).
+	// an object became {} (ACP's empty results are {}; older peers send
+	// null).
 	RepairObjectResults Repair = "object-results"
 	// RepairDrainedTurnUpdates: a session/update for a turn the bridge had
 	// already ended after the cancel grace period was dropped.

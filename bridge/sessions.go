@@ -131,7 +131,7 @@ func (e *engine) turnEnded(req *request, body json.RawMessage, failed bool) {
 // and rewrites the answers the engine owns.
 func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
 	if t := bytes.TrimSpace(result); string(t) == "null" || len(t) == 0 {
-		// ACP results are objects; older peers send null (acp-spec.md §2.1).
+		// ACP results are objects; older peers send null.
 		// Only methods ACP defines: an unknown method's result is the
 		// agent's business.
 		if objectResults[req.method] && !e.b.DisabledRepairs[RepairObjectResults] {

@@ -170,7 +170,8 @@ func (sv *supervisor) linkUp(l *link) {
 	sv.e.feed(l, translate.Msg{Kind: translate.LinkUp})
 }
 
-// linkLost answers everything that depended on l (peers.md §c.2): pending
+// linkLost answers everything that depended on l (no request may wait
+// forever on an agent that is gone): pending
 // editor requests get an error naming the cause, the editor is told to drop
 // the requests l had made of it, and sessions on l are marked lost. The
 // next request that needs a control link dials a new one.

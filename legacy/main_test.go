@@ -92,7 +92,7 @@ func runChild(mode string) {
 		}
 	case "banner":
 		// Gemini CLI 0.1.x prints this before its first reply
-		// (legacy-formats.md §1.2).
+		// (docs/agent-protocols.md#acp-v0-framing).
 		fmt.Fprintln(out, "Data collection is disabled.")
 		echo()
 	case "script":

@@ -70,7 +70,7 @@ const (
 
 // Command configures an agent run as a child process that speaks
 // newline-delimited JSON on stdin and stdout (ACP's stdio transport,
-// acp-spec.md §2, and most legacy agents, legacy-formats.md §1.2). The zero
+// and most legacy agents, docs/agent-protocols.md#lines-and-ids). The zero
 // value of each field other than Path means the default given in its comment.
 type Command struct {
 	// Path is the program to run; a name without a slash is looked up in

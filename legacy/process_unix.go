@@ -12,7 +12,7 @@ import (
 
 // setProcessGroup puts the child in a process group of its own, whose id is
 // its pid, so that Close can signal everything the agent started
-// (peers.md §c.3: orphaned children are a classic bridge bug). A group of its
+// (orphaned children are a classic bridge bug). A group of its
 // own also keeps a terminal's Ctrl-C, meant for the bridge, away from it.
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

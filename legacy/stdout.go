@@ -90,8 +90,9 @@ type stdoutLines struct {
 // the caller owns: a line that lies in a chunk or the splitter's buffer is
 // copied out of it (into p.own), one joined from pieces is the caller's
 // already. It logs, counts and skips the rest: Gemini CLI 0.1.x prints "Data collection is disabled." on stdout
-// before its first reply (legacy-formats.md §1.2), and an over-long line
-// must not end the stream (peers.md §c.6).
+// before its first reply (docs/agent-protocols.md#acp-v0-framing), and an over-long
+// line must not end the stream (line limits are the commonest silent
+// failure of stdio relays).
 func (p *Process) nextLine(ctx context.Context) ([]byte, error) {
 	o := &p.out
 	for {

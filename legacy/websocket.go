@@ -49,8 +49,9 @@ const (
 // each field other than URL means the default given in its comment.
 //
 // Frames are carried one JSON-RPC message per text message, as the ACP
-// WebSocket transport RFD specifies (acp-spec.md §15.4); binary messages are
-// ignored. Keepalive is on by default (peers.md §c.5): the connection pings
+// remote transport RFD (Streamable HTTP & WebSocket) specifies; binary
+// messages are ignored. Keepalive is on by default (without it, relays
+// notice a dropped link only when they next write): the connection pings
 // the agent every PingPeriod and gives up when nothing, not even a pong, has
 // arrived for PongWait, so with the defaults a dead agent or network is
 // detected within 30 s.
@@ -604,7 +605,7 @@ func (c *WSConn) next() ([]byte, error) {
 		if typ == websocket.TextMessage {
 			return c.readMessage(r)
 		}
-		// ACP's WebSocket transport ignores binary frames (acp-spec.md §15.4).
+		// ACP's WebSocket transport ignores binary frames.
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
 			return nil, err

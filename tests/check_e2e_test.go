@@ -211,11 +211,11 @@ func TestCheck_Usage(t *testing.T) {
 	}
 }
 
-// TestCheck_BridgeRepairOfADanglingPermission: in front of an agent that
-// ends a cancelled turn without waiting for its permission request, the
-// bridge withdraws the request with $/cancel_request before the turn's
-// answer (acp-spec.md §13.2). check must accept the repair the shim
-// makes, not contradict it.
+// TestCheck_BridgeRepairOfADanglingPermission: in front of an agent that ends
+// a cancelled turn without waiting for its permission request, the bridge
+// withdraws the request with $/cancel_request before the turn's answer (ACP
+// spec, $/cancel_request: the spec's own cascade). check must accept the
+// repair the shim makes, not contradict it.
 func TestCheck_BridgeRepairOfADanglingPermission(t *testing.T) {
 	t.Parallel()
 	exe := selfExe(t)

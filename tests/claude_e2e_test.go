@@ -1,11 +1,11 @@
 package tests
 
 // Scenarios for the claude-stream-json dialect (Claude Code's stream-json and
-// control protocol, legacy-formats.md §3). The CLI is tests/fakeagent/claude,
-// run by the bridge as one child process per session with the command line
-// the dialect builds; the editor is acp-go-sdk's client, and the harness
-// checks every stdout line against the ACP schema. What each fake CLI was
-// started with and received is read back from its journal.
+// control protocol, docs/agent-protocols.md#claude-stream-json). The CLI is
+// tests/fakeagent/claude, run by the bridge as one child process per session
+// with the command line the dialect builds; the editor is acp-go-sdk's client,
+// and the harness checks every stdout line against the ACP schema. What each
+// fake CLI was started with and received is read back from its journal.
 
 import (
 	"context"
@@ -433,10 +433,10 @@ func TestClaude_CancelMidTurn(t *testing.T) {
 	}
 }
 
-// Two permission requests pending at once (two subagents, peers.md:
-// claude-agent-acp #830, #851): each reaches the editor as its own request,
-// session/new and other requests are served meanwhile, and the answers,
-// given in the reverse order, reach the right tool.
+// Two permission requests pending at once (two subagents;
+// agentclientprotocol/claude-agent-acp #830, #851): each reaches the editor as
+// its own request, session/new and other requests are served meanwhile, and
+// the answers, given in the reverse order, reach the right tool.
 func TestClaude_ConcurrentPermissions(t *testing.T) {
 	t.Parallel()
 	e := newClaudeEditor(t, "", "--no-sessions") // pins the CLI's own capabilities

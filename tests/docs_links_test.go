@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -131,4 +132,92 @@ func headingAnchors(text string) map[string]bool {
 		seen[a]++
 	}
 	return out
+}
+
+// The repository cites nothing a reader of it cannot open: the developers'
+// own reference notes (the ACP wire reference, the legacy-format catalog,
+// the peer survey and the rest of the shared folder they live in) are not
+// part of it, so no file may name them. And every docs/PAGE.md#anchor that
+// a comment, test or page cites must lead to a heading of that page, so
+// that renaming a section cannot silently orphan the comments that point
+// at it.
+func TestDocs_CitesOnlyWhatTheRepositoryHas(t *testing.T) {
+	root := repoRoot(t)
+	// Spelled in pieces, so that this file does not name them itself.
+	outside := []string{
+		"acp-spec" + ".md", "legacy-formats" + ".md", "peers" + ".md",
+		"admired" + "-code", "shared" + "/docs", "shared" + "/acp",
+	}
+	cite := regexp.MustCompile(`docs/([a-z0-9-]+\.md)(?:#([a-z0-9_-]+))?`)
+	anchorsOf := map[string]map[string]bool{}
+	files, cites := 0, 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == ".git" || n == "node_modules" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(b, 0) >= 0 {
+			return nil // binary
+		}
+		files++
+		rel, _ := filepath.Rel(root, path)
+		text := string(b)
+		for _, name := range outside {
+			for i := 0; ; {
+				j := strings.Index(text[i:], name)
+				if j < 0 {
+					break
+				}
+				i += j
+				line := strings.Count(text[:i], "\n") + 1
+				t.Errorf("%s:%d names %q, a file outside the repository: cite the public ACP specification or docs/agent-protocols.md, or say it in words", rel, line, name)
+				i += len(name)
+			}
+		}
+		for _, m := range cite.FindAllStringSubmatchIndex(text, -1) {
+			if m[0] > 0 && strings.ContainsAny(text[m[0]-1:m[0]], "/.-_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") {
+				continue // part of a longer path or name
+			}
+			cites++
+			page := text[m[2]:m[3]]
+			line := strings.Count(text[:m[0]], "\n") + 1
+			target := filepath.Join(root, "docs", page)
+			a, ok := anchorsOf[target]
+			if !ok {
+				pb, err := os.ReadFile(target)
+				if err != nil {
+					t.Errorf("%s:%d cites docs/%s, which does not exist", rel, line, page)
+					anchorsOf[target] = nil
+					continue
+				}
+				a = headingAnchors(string(pb))
+				anchorsOf[target] = a
+			}
+			if a == nil || m[4] < 0 {
+				continue
+			}
+			if anchor := text[m[4]:m[5]]; !a[anchor] {
+				t.Errorf("%s:%d cites docs/%s#%s: no such heading in %s", rel, line, page, anchor, page)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 || cites < 50 {
+		t.Errorf("only %d files and %d citations of docs/ pages found: is the walk still right?", files, cites)
+	}
 }

@@ -103,7 +103,8 @@ func TestInitialize_BridgeIdentityAndPassthrough(t *testing.T) {
 
 // A v2 editor offers protocolVersion 2 to a bridge forced to v1 with
 // --editor-protocol 1; the agent (which echoes the offer) says 2; the bridge
-// must still answer 1 (acp-spec.md §4.1), and the editor decides.
+// must still answer 1 (ACP spec, Initialization: version negotiation), and
+// the editor decides.
 func TestInitialize_VersionForcedTo1(t *testing.T) {
 	t.Parallel()
 	ForEachTransport(t, func(t *testing.T, tr Transport) {
@@ -138,7 +139,8 @@ func TestPrompt_Stream1000InOrder(t *testing.T) {
 		}
 
 		// On the wire: all 1000 updates precede the prompt response
-		// (acp-spec.md §12 step 5), in order, and none follows it.
+		// (ACP spec, Prompt Turn: a turn's updates come before its answer), in
+		// order, and none follows it.
 		resp := e.Out.Response(t, e.In.LastID("session/prompt"))
 		n := 0
 		for _, l := range e.Out.Lines() {
@@ -209,7 +211,7 @@ func TestFS_EditorRoundTrip(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "in.txt")
 		// The disk and the editor's buffer differ: an editor that
-		// advertises fs must be the one asked (acp-spec.md §7).
+		// advertises fs must be the one asked (ACP spec, File System).
 		if err := os.WriteFile(path, []byte("on disk"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +329,7 @@ func TestCancel_Honoured(t *testing.T) {
 		}
 		r := await(t, done, "cancelled prompt")
 		if r.err != nil {
-			t.Fatalf("cancelled prompt failed: %v (a cancelled turn is a success, acp-spec.md §13.1)", r.err)
+			t.Fatalf("cancelled prompt failed: %v (a cancelled turn is a success, ACP spec, Prompt Turn: cancellation)", r.err)
 		}
 		if r.res.StopReason != acp.StopReasonCancelled {
 			t.Errorf("stopReason = %q, want cancelled", r.res.StopReason)
@@ -454,7 +456,9 @@ func TestAgentCloses_MidTurn(t *testing.T) {
 }
 
 // Session A waits on a permission the editor has not answered; session B's
-// turn and a new session must not wait for it (peers.md §c.15).
+// turn and a new session must not wait for it (one session's pending
+// permission blocking the others was agentclientprotocol/claude-agent-acp
+// #830).
 func TestSessions_Independent(t *testing.T) {
 	t.Parallel()
 	ForEachTransport(t, func(t *testing.T, tr Transport) {
@@ -553,7 +557,8 @@ func TestExtension_Passthrough(t *testing.T) {
 }
 
 // _meta and unknown fields cross the bridge byte for byte in both
-// directions (acp-spec.md §20.10, peers.md §c.17).
+// directions (typed SDK layers drop unknown fields;
+// agentclientprotocol/typescript-sdk PR #92).
 func TestMeta_PassthroughByteExact(t *testing.T) {
 	t.Parallel()
 	ForEachTransport(t, func(t *testing.T, tr Transport) {
@@ -582,7 +587,7 @@ func TestMeta_PassthroughByteExact(t *testing.T) {
 
 // $/cancel_request names an id on its own hop; the bridge must re-issue it
 // with the agent hop's id of the request, never forward the editor's
-// (acp-spec.md §13.2).
+// (ACP spec, $/cancel_request: ids are per hop).
 func TestCancelRequest_Translated(t *testing.T) {
 	t.Parallel()
 	// agentView returns the agent-hop id of the wait-cancel-request prompt

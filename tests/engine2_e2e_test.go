@@ -155,7 +155,8 @@ func agentInfoPID(t *testing.T, e *Editor) int {
 
 // wantFreshAgentInitialized requires that the first frame the agent behind
 // e received was initialize: a bridge that reconnects must initialize the
-// new agent before relaying anything to it (acp-spec.md §4.1).
+// new agent before relaying anything to it (initialize comes first on
+// every connection).
 func wantFreshAgentInitialized(t *testing.T, e *Editor) {
 	t.Helper()
 	j := e.Journal(t)

@@ -2,7 +2,7 @@ package tests
 
 // Raw-line tests: bytes in on stdin, exact lines out on stdout, against the
 // fake agent as a child process. They pin the JSON-RPC edges an SDK client
-// never exercises (acp-spec.md §2, §14, §20) and process hygiene.
+// never exercises (framing, error codes, ids) and process hygiene.
 
 import (
 	"crypto/rand"
@@ -113,7 +113,7 @@ func TestRaw_UnknownMethod(t *testing.T) {
 	b.ExpectSilence(silence)
 }
 
-// Notifications never get an answer, not even an error (acp-spec.md §2.1).
+// Notifications never get an answer, not even an error (JSON-RPC 2.0).
 func TestRaw_NotificationsUnanswered(t *testing.T) {
 	t.Parallel()
 	b := startRaw(t)
@@ -134,8 +134,9 @@ func TestRaw_NotificationsUnanswered(t *testing.T) {
 }
 
 // Ids come back byte for byte: 0 is valid, 1 and "1" differ, numbers beyond
-// 2^53 keep their digits, string escapes keep their spelling (acp-spec.md
-// §2.1, §20.6; peers.md §c.1).
+// 2^53 keep their digits, string escapes keep their spelling (ids are
+// opaque; relays that rewrote them broke routing, supercorp-ai/supergateway
+// #18, #35).
 func TestRaw_IDsByteIdentical(t *testing.T) {
 	t.Parallel()
 	b := startRaw(t)
@@ -178,7 +179,8 @@ func TestRaw_BatchRejected(t *testing.T) {
 }
 
 // A request before initialize gets an error, not a hang, and the editor may
-// still initialize afterwards (acp-spec.md §4.1).
+// still initialize afterwards (the TypeScript SDK's router answers such a
+// request -32600 and keeps the connection open).
 func TestRaw_RequestBeforeInitialize(t *testing.T) {
 	t.Parallel()
 	b := startRaw(t)
@@ -191,8 +193,9 @@ func TestRaw_RequestBeforeInitialize(t *testing.T) {
 	rawNewSession(t, b, "2")
 }
 
-// A 40 MiB prompt (a base64 image) reaches the agent intact (acp-spec.md
-// §20.1, peers.md §0.3).
+// A 40 MiB prompt (a base64 image) reaches the agent intact (the
+// TypeScript SDK allows 32 MiB; line limits are the commonest silent
+// failure of relays).
 func TestRaw_LargePrompt40MiB(t *testing.T) {
 	t.Parallel()
 	b := startRaw(t)
@@ -292,7 +295,7 @@ func agentPID(t *testing.T, b *Bridge) int {
 }
 
 // Stdin EOF or SIGTERM: the bridge exits 0 within 3 s and leaves no agent
-// process behind (peers.md §c.3).
+// process behind (orphaned children are a classic bridge bug).
 func TestRaw_ShutdownLeavesNoAgent(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

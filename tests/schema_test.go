@@ -1,8 +1,8 @@
 package tests
 
 // Every line the bridge writes to stdout is checked here as it arrives:
-// framing (one JSON object per "\n"-terminated line, acp-spec.md §2), the
-// JSON-RPC envelope (§2.1), and the ACP schema shipped in the acp-go-sdk
+// framing (one JSON object per "\n"-terminated line, ACP spec, Transports),
+// the JSON-RPC envelope, and the ACP schema shipped in the acp-go-sdk
 // module, selected by method. A response is checked against the result type
 // of the editor request it answers, which EditorInput recorded from stdin;
 // its id must be byte-identical to that request's and no request may be
@@ -286,7 +286,7 @@ func (v *validator) check(raw []byte) []string {
 
 	case hasMethod: // a notification to the editor
 		if method == "$/cancel_request" {
-			// Not in this schema version; acp-spec.md §13.2.
+			// Not in this schema version (ACP spec, $/cancel_request).
 			p, _ := params.(map[string]any)
 			rid, ok := p["requestId"]
 			if !ok {
@@ -299,7 +299,7 @@ func (v *validator) check(raw []byte) []string {
 			known := v.toEditor[ridRaw]
 			v.mu.Unlock()
 			if !known {
-				bad("$/cancel_request for %s, which is not the id of a request the bridge sent the editor (ids are per hop, acp-spec.md §13.2)", ridRaw)
+				bad("$/cancel_request for %s, which is not the id of a request the bridge sent the editor (ids are per hop)", ridRaw)
 			}
 			return probs
 		}
@@ -351,7 +351,7 @@ func (v *validator) check(raw []byte) []string {
 			sch = s.extResponse
 		}
 		if sch == nil && reqMethod == "session/delete" {
-			// v1 since 2026-06 (acp-spec.md §6), newer than the SDK's
+			// v1 since 2026-06 (schema: DeleteSessionRequest), newer than the SDK's
 			// schema: its answer is an object, like session/close's.
 			sch = s.results["session/close"]
 		}

@@ -1,15 +1,15 @@
 package tests
 
 // Scenarios for the acp-v0 dialect (the original Zed ACP 0.0.x, as Gemini CLI
-// 0.1.13–0.1.20 speaks it with --experimental-acp; legacy-formats.md §1). The
-// agent is tests/fakeagent/v0, run as child processes of the bridge (one
-// control process at initialize, one more per session/new) or, in one
-// scenario, behind a WebSocket. The editor is acp-go-sdk's client; the
-// harness checks every stdout line against the ACP schema. What the legacy
-// agents received is read back from their journals, so the tests assert
-// the exact legacy frames the bridge sent, and every journal must be free of
-// protocol violations (ids from 0, no notifications, no params on
-// parameterless methods, no answer to an unknown id).
+// 0.1.13–0.1.20 speaks it with --experimental-acp;
+// docs/agent-protocols.md#acp-v0). The agent is tests/fakeagent/v0, run as
+// child processes of the bridge (one control process at initialize, one more
+// per session/new) or, in one scenario, behind a WebSocket. The editor is
+// acp-go-sdk's client; the harness checks every stdout line against the ACP
+// schema. What the legacy agents received is read back from their journals, so
+// the tests assert the exact legacy frames the bridge sent, and every journal
+// must be free of protocol violations (ids from 0, no notifications, no params
+// on parameterless methods, no answer to an unknown id).
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func init() {
 }
 
 // v0InitializeFrame is the legacy initialize every agent process must get
-// first (legacy-formats.md §1.4, with ids counted from 0).
+// first (docs/agent-protocols.md#acp-v0-captured-session, with ids counted from 0).
 const v0InitializeFrame = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.0.9"}}`
 
 // v0Options shape a v0Editor.
@@ -312,7 +312,7 @@ func TestV0_InitializeSessionStreamingPlan(t *testing.T) {
 			t.Errorf("session agent never received %s; received %q", want, sj.Requests("sendUserMessage"))
 		}
 	}
-	// Every chunk was answered with null (legacy-formats.md §1.2).
+	// Every chunk was answered with null (docs/agent-protocols.md#acp-v0-framing).
 	e.journalIn(t, cwd, "chunk answers", func(j fakev0.Journal) bool {
 		return hasLine(j, `{"jsonrpc":"2.0","id":0,"result":null}`) && hasLine(j, `{"jsonrpc":"2.0","id":2,"result":null}`) &&
 			hasLine(j, `{"jsonrpc":"2.0","id":3,"result":null}`)
@@ -322,8 +322,8 @@ func TestV0_InitializeSessionStreamingPlan(t *testing.T) {
 	}
 }
 
-// The captured approval flow (legacy-formats.md §1.4) with the editor
-// allowing, always allowing, and rejecting.
+// The captured approval flow (docs/agent-protocols.md#acp-v0-captured-session)
+// with the editor allowing, always allowing, and rejecting.
 func TestV0_Permission(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -409,7 +409,8 @@ func TestV0_Permission(t *testing.T) {
 }
 
 // A file:// resource_link becomes a legacy {path} chunk; the agent reads the
-// file itself and announces it with pushToolCall (legacy-formats.md §1.4).
+// file itself and announces it with pushToolCall
+// (docs/agent-protocols.md#acp-v0-captured-session).
 func TestV0_PathChunk(t *testing.T) {
 	t.Parallel()
 	e := newV0Editor(t, v0Options{})

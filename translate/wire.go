@@ -19,7 +19,7 @@ type Error = wire.Error
 // Parser is ParseEnvelopeInto for one stream of messages: see wire.Parser.
 type Parser = wire.Parser
 
-// Standard JSON-RPC and ACP error codes (acp-spec.md §14).
+// Standard JSON-RPC and ACP error codes (schema: ErrorCode).
 const (
 	CodeParseError       = wire.CodeParseError
 	CodeInvalidRequest   = wire.CodeInvalidRequest

@@ -1,14 +1,15 @@
 // Package demo is `acp-bridge demo`: a few seconds that show a newcomer what
 // the bridge does, with no network and no configuration. It starts a built-in
 // agent that speaks a WebSocket JSON format of its own, not ACP (Open
-// Interpreter's LMC, legacy-formats.md §7), on loopback, puts the real bridge
-// in front of it with the open-interpreter rule profile (composed by package
-// launch, as the command line composes it), and drives one scripted ACP v1
-// session through it from a small built-in editor (package acpclient): a
-// prompt that streams, runs a tool after a permission request and ends its
-// turn, then a prompt the editor cancels mid-stream. The conversation is
-// printed readably, or, with Raw, as every ACP line on the editor side and
-// every frame on the agent side, which shows the translation both ways.
+// Interpreter's LMC, docs/agent-protocols.md#open-interpreter), on loopback,
+// puts the real bridge in front of it with the open-interpreter rule profile
+// (composed by package launch, as the command line composes it), and drives
+// one scripted ACP v1 session through it from a small built-in editor (package
+// acpclient): a prompt that streams, runs a tool after a permission request
+// and ends its turn, then a prompt the editor cancels mid-stream. The
+// conversation is printed readably, or, with Raw, as every ACP line on the
+// editor side and every frame on the agent side, which shows the translation
+// both ways.
 package demo
 
 import (
@@ -458,7 +459,7 @@ func (e *editor) update(params json.RawMessage) {
 		e.mu.Unlock()
 		status := u.Get("status").Str
 		if status == "" {
-			status = "pending" // the default (acp-spec.md §9.1)
+			status = "pending" // the default (schema: ToolCall.status)
 		}
 		toolKind := u.Get("kind").Str
 		if toolKind == "" {

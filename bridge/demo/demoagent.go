@@ -45,9 +45,9 @@ const (
 
 // Agent is the demo's built-in agent: an http.Handler that upgrades each
 // request to a WebSocket and speaks Open Interpreter's LMC protocol on it
-// (legacy-formats.md §7), a JSON format of its own that is not JSON-RPC:
-// {"auth":KEY} first (any key will do here), a prompt as the user
-// start/message/end triple, streamed assistant messages and code blocks
+// (docs/agent-protocols.md#open-interpreter), a JSON format of its own that is
+// not JSON-RPC: {"auth":KEY} first (any key will do here), a prompt as the
+// user start/message/end triple, streamed assistant messages and code blocks
 // with start and end markers, console output, {"role":"server","type":
 // "status","content":"complete"} at the end of a turn, and commands ("go",
 // "stop") as a user command triple. Each connection is one conversation.

@@ -1,8 +1,8 @@
 // Package localfs serves the ACP file-system methods fs/read_text_file and
 // fs/write_text_file from the local disk, confined to one directory. The engine
 // uses it when the editor did not advertise the fs capabilities but the
-// agent's dialect still asks for files (acp-spec.md §16: "only if the editor
-// advertised the fs capability; else serve from disk"), with the session's
+// agent's dialect still asks for files (an acp-v0 agent's readTextFile and
+// writeTextFile, docs/agent-protocols.md#acp-v0-mapping), with the session's
 // cwd as the root.
 //
 // Confinement is checked twice. First every symbolic link on the path is
@@ -46,7 +46,7 @@ const DefaultMaxBytes = 64 << 20
 var ErrOutsideRoot = errors.New("path is outside the session directory")
 
 // ErrNotAbsolute is wrapped by the error for a relative path: ACP requires
-// absolute paths in fs requests (acp-spec.md §9, "path (abs)").
+// absolute paths in fs requests (schema: ReadTextFileRequest.path).
 var ErrNotAbsolute = errors.New("path is not absolute")
 
 // maxLinks bounds symbolic-link expansion, as the kernel's ELOOP does.
@@ -129,7 +129,7 @@ func kind(m fs.FileMode) string {
 
 // Write replaces the content of the file at path, like ACP
 // fs/write_text_file, which must create the file if it is missing
-// (acp-spec.md §9). Missing parent directories are created (mode 0755) as
+// (ACP spec, File System). Missing parent directories are created (mode 0755) as
 // long as they are inside root; a new file gets mode 0644, an existing one
 // keeps its mode. path must be absolute and must stay inside root after
 // symbolic links are resolved: writing through a link that leads outside is

@@ -24,8 +24,8 @@ const editorPipeBytes = 256 << 10
 // reserveStdout makes fd 1 the ACP stream's alone. It duplicates fd 1 to a
 // new close-on-exec descriptor, returned for the editor writer, and then
 // points fd 1 at stderr, so that a stray fmt.Print or a library writing to
-// os.Stdout lands in the log instead of corrupting the ACP stream (peers.md:
-// logs on stdout broke clients). Panics already go to fd 2.
+// os.Stdout lands in the log instead of corrupting the ACP stream (agents
+// that log on stdout break their clients). Panics already go to fd 2.
 //
 // It uses package syscall because golang.org/x/sys is not a dependency:
 // syscall.Dup2 does not exist on every architecture (linux/arm64 and

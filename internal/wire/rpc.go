@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// Standard JSON-RPC and ACP error codes (acp-spec.md §14).
+// Standard JSON-RPC and ACP error codes (schema: ErrorCode).
 const (
 	CodeParseError       = -32700
 	CodeInvalidRequest   = -32600
@@ -140,7 +140,7 @@ type Envelope struct {
 }
 
 // IsRequest, IsNotification and IsResponse classify a parsed envelope. An id
-// key, even null, makes a message with a method a request (acp-spec.md §20.7).
+// key, even null, makes a message with a method a request (JSON-RPC 2.0).
 func (e *Envelope) IsRequest() bool      { return e.Method != "" && e.ID != nil }
 func (e *Envelope) IsNotification() bool { return e.Method != "" && e.ID == nil }
 func (e *Envelope) IsResponse() bool     { return e.Method == "" && e.ID != nil }

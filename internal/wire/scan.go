@@ -826,7 +826,7 @@ func plainString(v []byte) string {
 	return unsafe.String(&inner[0], len(inner))
 }
 
-// updateKind interns the sessionUpdate variants (acp-spec.md §9), as
+// updateKind interns the sessionUpdate variants (schema: SessionUpdate), as
 // knownMethod does the methods.
 func updateKind(kind []byte) (string, bool) {
 	switch string(kind) {

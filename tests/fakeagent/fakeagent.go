@@ -8,11 +8,11 @@
 // The router records every frame the agent receives (a journal the tests read
 // back through the _test/journal extension method) and answers a few frames
 // itself with hand-written bytes, where the tests need byte control that a
-// typed SDK would destroy (acp-spec.md §20.10): initialize (unknown fields and
-// _meta), _test/echo, session/prompt "_meta" (unknown fields both ways) and
-// prompts carrying an image block (payloads beyond the SDK's 10 MiB line cap).
-// It also answers _test/journal, _test/info (pid, transport) and
-// _test/release {"key":K} (lets a "hold K" prompt finish).
+// typed SDK would destroy (typed layers drop unknown fields): initialize
+// (unknown fields and _meta), _test/echo, session/prompt "_meta" (unknown
+// fields both ways) and prompts carrying an image block (payloads beyond the
+// SDK's 10 MiB line cap). It also answers _test/journal, _test/info (pid,
+// transport) and _test/release {"key":K} (lets a "hold K" prompt finish).
 //
 // The agent is as strict about the handshake as every agent built on the
 // official TypeScript SDK (@agentclientprotocol/sdk 2.4.0): until its
@@ -105,7 +105,7 @@ func PreInitError(method string) []byte {
 }
 
 // sdkLineCap is kept below acp-go-sdk's 10 MiB bufio.Scanner limit: a longer
-// frame handed to the SDK would kill its connection (peers.md §0.3).
+// frame handed to the SDK would kill its connection.
 const sdkLineCap = 8 << 20
 
 // journalCap bounds how much of one received frame the journal keeps
@@ -490,7 +490,7 @@ func (a *agent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest)
 
 // say streams one agent_message_chunk. It ignores ctx on purpose: the SDK
 // cancels a prompt's context on session/cancel, and the agent may still send
-// updates until it answers (acp-spec.md §13.1).
+// updates until it answers (ACP spec, Prompt Turn: cancellation).
 func (a *agent) say(sid acp.SessionId, text string) error {
 	return a.conn.SessionUpdate(context.Background(), acp.SessionNotification{
 		SessionId: sid,

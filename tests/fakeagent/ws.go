@@ -24,7 +24,7 @@ type ServeFunc func(in io.Reader, out io.Writer, opt Options) error
 
 // WSServer serves an agent at ws://127.0.0.1:PORT/acp, one JSON-RPC message
 // per text frame, the shape of the ACP WebSocket transport RFD
-// (acp-spec.md §15.4). Each connection gets its own agent.
+// (one JSON-RPC message per text frame). Each connection gets its own agent.
 type WSServer struct {
 	// URL is the agent's ws:// address, for the bridge's --url.
 	URL string

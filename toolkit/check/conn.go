@@ -171,7 +171,7 @@ func (t *tailBuffer) String() string {
 }
 
 // URL dials a WebSocket ACP agent: one JSON-RPC message per text frame
-// (acp-spec.md §15.4), on the bridge's own client (legacy.WebSocket).
+// (ACP's remote transport RFD), on the bridge's own client (legacy.WebSocket).
 type URL struct {
 	URL    string
 	Header http.Header

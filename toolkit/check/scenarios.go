@@ -491,7 +491,7 @@ func scCancelPermission(r *run) verdict {
 	// stays silent, so this costs the whole window; it is generous so that
 	// a slow machine cannot hide an early answer.
 	// Withdrawing the request with $/cancel_request first is the spec's
-	// own cascade (acp-spec.md §13.2): the client answers it -32800 and
+	// own cascade (ACP spec, $/cancel_request): the client answers it -32800 and
 	// the turn may end.
 	window := max(r.opts.Quiet, time.Second)
 	withdrawn := -1
@@ -846,7 +846,7 @@ func (r *run) validate(s *Schema, m Msg) []string {
 		}
 	case m.IsNotification():
 		if m.method == "$/cancel_request" && !r.agentSent(m.Get("params.requestId").Raw, m.N) {
-			probs = append(probs, fmt.Sprintf("params.requestId: %s is not the id of a request the agent sent (ids are per direction, acp-spec.md §13.2)", m.Get("params.requestId").Raw))
+			probs = append(probs, fmt.Sprintf("params.requestId: %s is not the id of a request the agent sent (ids are per direction: a $/cancel_request names a request its sender sent)", m.Get("params.requestId").Raw))
 		}
 		if def := s.NotificationDef(m.method); def != "" {
 			probs = append(probs, prefix("params.", s.Validate(def, params))...)

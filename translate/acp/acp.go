@@ -1,7 +1,7 @@
-// Package acp is the ACP v1 relay dialect: the agent already speaks ACP v1,
-// so the translator passes every message through as raw bytes and only
-// re-numbers request ids on the agent hop (ids are per hop, acp-spec.md
-// §13.2). Params, results, errors, _meta, unknown fields and extension
+// Package acp is the ACP v1 relay dialect: the agent already speaks ACP v1, so
+// the translator passes every message through as raw bytes and only re-numbers
+// request ids on the agent hop (ids are per hop: each side numbers its own
+// requests). Params, results, errors, _meta, unknown fields and extension
 // methods are never decoded, so nothing is lost. The compliance rules that
 // repair imperfect agents will live here too.
 package acp
@@ -74,7 +74,7 @@ func (r *Relay) FromEditor(m translate.Msg) ([]translate.Out, error) {
 	switch m.Kind {
 	case translate.Request:
 		// Agent-hop ids count from 1: some agents test ids for truthiness
-		// (peers.md §b, mcp-remote's `if (!id)`).
+		// (mcp-remote's `if (!id)` lets id 0 bypass its interceptors).
 		r.nextAgentID++
 		id := r.nextAgentID
 		r.toEditor[id] = m.Ref
@@ -185,14 +185,14 @@ func (r *Relay) fromAgent(f []byte, env *translate.Envelope, perr *translate.Err
 		if env.Method == "$/cancel_request" {
 			ref, ok := r.callRefs[key(json.RawMessage(gjson.GetBytes(env.Params, "requestId").Raw))]
 			if !ok {
-				return nil, nil // already answered or unknown: ignored (acp-spec.md §13.2)
+				return nil, nil // already answered or unknown: ignored, as $/cancel_request allows
 			}
 			return []translate.Out{{Kind: translate.CancelCall, Ref: ref}}, nil
 		}
 		var session string
 		if env.Method == "session/update" {
 			// An update an editor cannot route would be rejected whole by its
-			// parser (acp-spec.md §9); drop it here, where it is counted.
+			// parser (sessionId is required); drop it here, where it is counted.
 			session = env.SessionID
 			if session == "" || env.UpdateKind == "" {
 				// Not read by the scanner (an escape, another type): ask gjson.

@@ -79,8 +79,8 @@ var snakeToCamel = func() map[string]string {
 // ACP: the field-names rule does not look inside them.
 var opaque = map[string]bool{"_meta": true, "rawInput": true, "rawOutput": true, "raw_input": true, "raw_output": true, "data": true}
 
-// atTypes maps the "@type" update shapes of legacy-formats.md §10.2 to the
-// v1 sessionUpdate variants.
+// atTypes maps the "@type" update shapes (docs/agent-protocols.md#at-type-updates)
+// to the v1 sessionUpdate variants.
 var atTypes = map[string]string{
 	"agent_message_text": "agent_message_chunk",
 	"agent_thought_text": "agent_thought_chunk",

@@ -1,6 +1,6 @@
 // Package acpv0 translates ACP v1 (the editor side) to the original Zed ACP
 // 0.0.x (the agent side): the protocol Gemini CLI 0.1.13–0.1.20 speaks with
-// --experimental-acp (legacy-formats.md §1, acp-spec.md §16). Every legacy
+// --experimental-acp (docs/agent-protocols.md#acp-v0). Every legacy
 // message is a request with an id, answered with null for void methods; there
 // are no sessions, so the engine opens one agent process per ACP session
 // (Dialect.PerSession) and each translator serves exactly one.
@@ -8,11 +8,13 @@
 // Choices this package makes where the legacy protocol leaves room (the
 // golden transcripts in testdata pin each of them):
 //
-//   - Agent-hop ids count from 0 per direction (legacy-formats.md §1.2); the
-//     translator's Calls to the editor use Refs from 1.
+//   - Agent-hop ids count from 0 per direction
+//     (docs/agent-protocols.md#acp-v0-framing); the translator's Calls to the
+//     editor use Refs from 1.
 //   - Tool calls: the translator allocates the legacy numeric id N from 1
-//     (Gemini drops the failure update of id 0, legacy-formats.md §1.5) and
-//     names the ACP tool call "legacy-N".
+//     (Gemini drops the failure update of id 0,
+//     docs/agent-protocols.md#acp-v0-behaviour) and names the ACP tool call
+//     "legacy-N".
 //   - Prompt blocks: text → {"text"}; resource_link with a file:// URI →
 //     {"path": local path}; resource_link with any other URI → {"text": URI};
 //     an embedded text resource → {"text": "<context ref=\"URI\">\nTEXT\n</context>"}
@@ -20,8 +22,8 @@
 //     image, audio, blob resources and unknown block types → -32602, sending
 //     nothing to the agent.
 //   - A second session/prompt while one runs → -32600. Sending it would make
-//     the legacy agent silently abort the running turn (legacy-formats.md
-//     §1.4), losing that turn's answer.
+//     the legacy agent silently abort the running turn
+//     (docs/agent-protocols.md#acp-v0-captured-session), losing that turn's answer.
 //   - Permission answers: an error response, an unknown optionId or an
 //     unknown outcome becomes the legacy outcome "reject" (never an allow);
 //     ACP "cancelled" becomes "cancel".
@@ -53,7 +55,7 @@ import (
 
 // DefaultProtocolVersion is what the legacy initialize carries unless the
 // options say otherwise: the version every Gemini CLI 0.1.13–0.1.20 release
-// advertises (legacy-formats.md §1.1).
+// advertises (docs/agent-protocols.md#acp-v0).
 const DefaultProtocolVersion = "0.0.9"
 
 // Dialect is the acp-v0 dialect. Its options block:
@@ -100,7 +102,7 @@ func configure(body hcl.Body) (func() translate.Translator, hcl.Diagnostics) {
 
 // isLegacyVersion reports whether v is a semver "0.0.x" (with an optional
 // pre-release or build suffix): legacy clients required an exact 0.0.x match
-// (acp-spec.md §16.1), and a bridge can speak to any of them.
+// (docs/agent-protocols.md#acp-v0-framing), and a bridge can speak to any of them.
 func isLegacyVersion(v string) bool {
 	rest, ok := strings.CutPrefix(v, "0.0.")
 	if !ok {
@@ -116,7 +118,7 @@ func isLegacyVersion(v string) bool {
 	return n == len(rest) || rest[n] == '-' || rest[n] == '+'
 }
 
-// Legacy method names (legacy-formats.md §1.3).
+// Legacy method names (docs/agent-protocols.md#acp-v0-methods).
 const (
 	// editor → agent
 	mInitialize        = "initialize"

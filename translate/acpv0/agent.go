@@ -15,9 +15,10 @@ import (
 )
 
 // FromAgent implements translate.Translator. Every legacy request is answered
-// in the same call, so the agent never stalls (legacy-formats.md §1.5). A
-// returned error comes with the answer the agent needs (-32601, -32602…) in
-// the outputs; the engine writes the outputs and logs the error.
+// in the same call, so the agent never stalls
+// (docs/agent-protocols.md#acp-v0-behaviour). A returned error comes with the
+// answer the agent needs (-32601, -32602…) in the outputs; the engine writes
+// the outputs and logs the error.
 func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 	env, perr := translate.ParseEnvelope(frame)
 	if perr != nil {
@@ -78,8 +79,8 @@ func (t *translator) agentResponse(env translate.Envelope) ([]translate.Out, err
 		return t.turnEnded(req, id, env.Error), nil
 	case reqCancel:
 		// Swallowed, result or error: an idle agent answers "Not currently
-		// generating" (legacy-formats.md §1.4), and the turn's own answer
-		// is what ends it.
+		// generating" (docs/agent-protocols.md#acp-v0-captured-session), and
+		// the turn's own answer is what ends it.
 		if t.cancelInFlight != nil && *t.cancelInFlight == id {
 			t.cancelInFlight = nil
 		}
@@ -166,7 +167,7 @@ func (t *translator) streamChunk(id, params json.RawMessage) ([]translate.Out, *
 }
 
 // toolCall is an ACP tool_call, tool_call_update, or the toolCall of a
-// permission request (acp-spec.md §9.1, §10.2).
+// permission request (schema: ToolCall, ToolCallUpdate).
 type toolCall struct {
 	SessionUpdate string          `json:"sessionUpdate,omitempty"`
 	ToolCallID    string          `json:"toolCallId"`
@@ -182,7 +183,7 @@ func toolCallID(n uint64) string { return "legacy-" + strconv.FormatUint(n, 10) 
 
 // allocTool returns the next legacy tool id, from 1: Gemini tests the id for
 // truthiness and silently loses the failure update of id 0
-// (legacy-formats.md §1.5).
+// (docs/agent-protocols.md#acp-v0-behaviour).
 func (t *translator) allocTool() uint64 {
 	t.nextToolID++
 	t.tools[t.nextToolID] = true
@@ -264,7 +265,7 @@ type permissionOption struct {
 }
 
 // permissionOptions builds the ACP options for a confirmation; each optionId
-// is the legacy outcome it stands for (legacy-formats.md §1.6).
+// is the legacy outcome it stands for (docs/agent-protocols.md#acp-v0-mapping).
 func permissionOptions(c confirmation) []permissionOption {
 	allow := permissionOption{"allow", "Allow", "allow_once"}
 	reject := permissionOption{"reject", "Reject", "reject_once"}
@@ -320,7 +321,7 @@ func (t *translator) confirmToolCall(id, params json.RawMessage) ([]translate.Ou
 	}
 	tc.Kind = toolKind(p.Icon, c.Type)
 	if c.Type == "execute" && c.Command != "" && !strings.Contains(*tc.Title, c.Command) {
-		// The editor must show what will run (legacy-formats.md §1.6).
+		// The editor must show what will run (docs/agent-protocols.md#acp-v0-mapping).
 		title := c.Command
 		if *tc.Title != "" {
 			title = *tc.Title + ": " + c.Command
@@ -372,7 +373,8 @@ func (t *translator) confirmToolCall(id, params json.RawMessage) ([]translate.Ou
 	return outs, nil
 }
 
-// legacyStatuses maps legacy ToolCallStatus to ACP (legacy-formats.md §1.6).
+// legacyStatuses maps legacy ToolCallStatus to ACP
+// (docs/agent-protocols.md#acp-v0-mapping).
 var legacyStatuses = map[string]string{
 	"running":  "in_progress",
 	"finished": "completed",
@@ -423,7 +425,7 @@ func (t *translator) updatePlan(id, params json.RawMessage) ([]translate.Out, *t
 	if p.Entries == nil {
 		return nil, translate.Errorf(translate.CodeInvalidParams, "%s needs entries", mUpdatePlan)
 	}
-	// PlanEntry has the same shape on both sides (acp-spec.md §10.3).
+	// PlanEntry has the same shape on both sides (schema: PlanEntry).
 	outs := []translate.Out{t.update(struct {
 		SessionUpdate string            `json:"sessionUpdate"`
 		Entries       []json.RawMessage `json:"entries"`

@@ -15,9 +15,10 @@ type chunk struct {
 	Path *string `json:"path,omitempty"`
 }
 
-// promptChunks converts ACP prompt blocks (acp-spec.md §10.1) to legacy
-// chunks (legacy-formats.md §1.6). The error is a -32602 naming the block
-// the legacy agent cannot take; the prompt is then not sent at all.
+// promptChunks converts ACP prompt blocks (schema: ContentBlock) to legacy
+// chunks (docs/agent-protocols.md#acp-v0-mapping). The error is a -32602
+// naming the block the legacy agent cannot take; the prompt is then not sent
+// at all.
 func promptChunks(blocks []json.RawMessage) ([]chunk, *translate.Error) {
 	chunks := make([]chunk, 0, len(blocks))
 	for i, raw := range blocks {
@@ -89,7 +90,8 @@ func fileURIPath(uri string) (string, bool) {
 }
 
 // absPath makes a legacy path absolute against the session cwd; ACP wants
-// absolute paths in locations, diffs and fs calls (acp-spec.md §7, §10.2).
+// absolute paths in locations, diffs and fs calls (ACP spec, Tool Calls and
+// File System).
 // Pure string work: no I/O.
 func (t *translator) absPath(p string) string {
 	if filepath.IsAbs(p) || t.cwd == "" {
@@ -98,7 +100,8 @@ func (t *translator) absPath(p string) string {
 	return filepath.Join(t.cwd, p)
 }
 
-// iconKinds maps a legacy Icon to an ACP ToolKind (legacy-formats.md §1.6).
+// iconKinds maps a legacy Icon to an ACP ToolKind
+// (docs/agent-protocols.md#acp-v0-mapping).
 var iconKinds = map[string]string{
 	"pencil":     "edit",
 	"terminal":   "execute",
@@ -187,7 +190,8 @@ type location struct {
 }
 
 // legacyLocation is a legacy ToolCallLocation. Rust peers may add a serde
-// "type" key (acp-spec.md §16.1); unknown keys are ignored.
+// "type" key naming the struct (the Rust library of the time tagged it so);
+// unknown keys are ignored.
 type legacyLocation struct {
 	Path *string `json:"path"`
 	Line *uint32 `json:"line"`

@@ -24,7 +24,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			}
 		}
 		// Unknown notifications, and cancels for other sessions, are
-		// ignored (acp-spec.md §8: receivers may ignore notifications).
+		// ignored (receivers may ignore notifications they do not know).
 		return nil, nil
 	case translate.Response:
 		return t.editorResponse(m)
@@ -130,7 +130,7 @@ func (t *translator) initializeResult(authenticated bool) any {
 	methods := []authMethod{}
 	if !authenticated {
 		// isAuthenticated:false → one agent-type method whose authenticate
-		// runs the legacy login (acp-spec.md §16.4).
+		// runs the legacy login (docs/agent-protocols.md#acp-v0-mapping).
 		methods = append(methods, authMethod{
 			ID:          legacyLoginID,
 			Name:        "Log in",
@@ -143,7 +143,8 @@ func (t *translator) initializeResult(authenticated bool) any {
 		EmbeddedContext bool `json:"embeddedContext"`
 	}
 	type sessionCapabilities struct {
-		// Close is a presence object (acp-spec.md §4.2): {} means supported.
+		// Close is a presence object (ACP spec, Initialization: capabilities):
+		// {} means supported.
 		Close struct{} `json:"close"`
 	}
 	type agentCapabilities struct {
@@ -224,8 +225,8 @@ func (t *translator) newSession(m translate.Msg) []translate.Out {
 }
 
 // openSession binds the translator to the session. The legacy agent creates
-// its conversation lazily on the first sendUserMessage (legacy-formats.md
-// §1.5), so nothing goes to the agent.
+// its conversation lazily on the first sendUserMessage
+// (docs/agent-protocols.md#acp-v0-behaviour), so nothing goes to the agent.
 func (t *translator) openSession(q queuedSession) translate.Out {
 	if t.session != "" {
 		return failf(q.ref, translate.CodeInternalError, "a legacy agent process holds one conversation; this one already serves a session")
@@ -256,7 +257,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 	}
 	var outs []translate.Out
 	if t.turn != nil {
-		// Closing implies cancelling (acp-spec.md §13.1); the engine closes
+		// Closing implies cancelling (ACP spec, session/close); the engine closes
 		// the link right after, so the legacy answer would never arrive.
 		outs = t.cancelTurn()
 		tr := t.turn
@@ -302,7 +303,7 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 }
 
 // turnEnded handles the agent's answer to sendUserMessage, which arrives when
-// the whole turn is over (legacy-formats.md §1.3).
+// the whole turn is over (docs/agent-protocols.md#acp-v0-methods).
 func (t *translator) turnEnded(req *agentRequest, id uint64, errObj json.RawMessage) []translate.Out {
 	if req.abandoned || t.turn == nil || t.turn.agentID != id {
 		return nil
@@ -316,7 +317,7 @@ func (t *translator) turnEnded(req *agentRequest, id uint64, errObj json.RawMess
 	case tr.cancelRequested:
 		// After cancelSendMessage the legacy turn ends with an error
 		// ("This operation was aborted") or null; ACP wants a successful
-		// cancelled stop (acp-spec.md §13.1).
+		// cancelled stop (ACP spec, Prompt Turn: cancellation).
 		outs = append(outs, reply(tr.ref, stopReason("cancelled")))
 	case errObj != nil:
 		// e.g. Gemini's {"code":429,"message":"Rate limit exceeded…"}:
@@ -329,10 +330,11 @@ func (t *translator) turnEnded(req *agentRequest, id uint64, errObj json.RawMess
 }
 
 // cancelTurn sends cancelSendMessage and answers every pending confirmation
-// with "cancel", as session/cancel requires (acp-spec.md §13.1,
-// legacy-formats.md §1.6). It sends nothing when the running turn was already
-// cancelled, or when no turn runs and a cancel is in flight; a cancel still
-// in flight from before the running turn started does not count.
+// with "cancel", as session/cancel requires (ACP spec, Prompt Turn:
+// cancellation; docs/agent-protocols.md#acp-v0-mapping). It sends nothing when
+// the running turn was already cancelled, or when no turn runs and a cancel is
+// in flight; a cancel still in flight from before the running turn started
+// does not count.
 func (t *translator) cancelTurn() []translate.Out {
 	var outs []translate.Out
 	var skip bool
@@ -354,7 +356,8 @@ func (t *translator) cancelTurn() []translate.Out {
 
 // cancelPermissions withdraws every outstanding permission Call (in Ref
 // order): $/cancel_request to the editor, the tool call closed as failed
-// (the agent sends no update after a cancel, legacy-formats.md §1.4), and the
+// (the agent sends no update after a cancel,
+// docs/agent-protocols.md#acp-v0-captured-session), and the
 // outcome "cancel" to the agent.
 func (t *translator) cancelPermissions() []translate.Out {
 	return t.calls.Withdraw(func(c *editorCall) bool { return c.kind == callPermission }, func(c *editorCall) []translate.Out {
@@ -408,7 +411,7 @@ func (t *translator) editorResponse(m translate.Msg) ([]translate.Out, error) {
 		status := "in_progress"
 		if outcome == "reject" || outcome == "cancel" {
 			// The agent sends no closing update after a refusal
-			// (legacy-formats.md §1.4): close the tool call here.
+			// (docs/agent-protocols.md#acp-v0-captured-session): close the tool call here.
 			status = "failed"
 		}
 		outs := []translate.Out{t.toolStatus(c.toolID, status)}
@@ -461,7 +464,7 @@ func permissionOutcome(m translate.Msg, offered []string) string {
 		if slices.Contains(offered, r.Outcome.OptionID) {
 			return r.Outcome.OptionID
 		}
-	case "cancelled", "canceled": // "canceled" from ACP 0.0.27–0.0.29 peers (legacy-formats.md §2)
+	case "cancelled", "canceled": // "canceled" from ACP 0.0.27–0.0.29 peers (docs/agent-protocols.md#early-acp-spellings)
 		return "cancel"
 	}
 	return "reject"

@@ -16,8 +16,8 @@ import (
 // relay, or the relay behind the compliance shim), which has carried the
 // exchange so far and goes on exactly as it would have. An agent that
 // answers the request for 2 with an error is asked again for 1, with the
-// editor's initialize as the relay sends it, once (peers.md: some v1
-// endpoints fail a v2 offer instead of answering 1).
+// editor's initialize as the relay sends it, once (some v1
+// endpoints fail a v2 offer instead of answering 1, speakeasy-api/kit #213).
 //
 // The request for 2 is the editor's v1 initialize with protocolVersion 2
 // and v2's info and capabilities beside clientInfo and clientCapabilities:

@@ -14,8 +14,9 @@ import (
 )
 
 // decode checks that frame is one stream-json message (a JSON object with a
-// string "type", legacy-formats.md §3.2) and returns it parsed. The result
-// holds a copy of the frame: it may be kept after the call.
+// string "type", docs/agent-protocols.md#claude-stream-json-messages) and
+// returns it parsed. The result holds a copy of the frame: it may be kept
+// after the call.
 func decode(frame []byte) (gjson.Result, error) {
 	if err := translate.Valid(frame); err != nil {
 		return gjson.Result{}, err
@@ -74,7 +75,7 @@ func (t *translator) FromAgent(frame []byte) ([]translate.Out, error) {
 		return t.result(msg), nil
 	}
 	// rate_limit_event, tool_progress, auth_status, keep_alive… from
-	// newer CLIs (legacy-formats.md §3.2).
+	// newer CLIs (docs/agent-protocols.md#claude-stream-json-messages).
 	return []translate.Out{t.note("CLI message type " + typ)}, nil
 }
 
@@ -131,9 +132,11 @@ func quoteSubtype(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// canUseTool asks the editor for permission (legacy-formats.md §3.3, §3.4).
-// Each request gets its own Call, whatever else is pending, so several
-// subagents asking at once never block each other or the session.
+// canUseTool asks the editor for permission
+// (docs/agent-protocols.md#claude-stream-json-captured-run and
+// #claude-stream-json-mapping). Each request gets its own Call, whatever else
+// is pending, so several subagents asking at once never block each other or
+// the session.
 func (t *translator) canUseTool(requestID string, req gjson.Result) []translate.Out {
 	if t.session == "" || t.closed || t.turn == nil || t.turn.cancelled || t.staleTurns > 0 {
 		return []translate.Out{controlSuccess(requestID, deny("No prompt is running: the turn was cancelled or has ended", true))}
@@ -298,7 +301,8 @@ func (t *translator) imageChunk(source gjson.Result) translate.Out {
 }
 
 // assistant handles an aggregate assistant message: blocks whose deltas
-// were streamed are dropped, the rest are shown (legacy-formats.md §11.6).
+// were streamed are dropped, the rest are shown
+// (docs/agent-protocols.md#deltas-and-aggregates).
 func (t *translator) assistant(msg gjson.Result) []translate.Out {
 	message := msg.Get("message")
 	sub := isSubagent(msg)
@@ -601,7 +605,8 @@ func (t *translator) echo(msg gjson.Result) ([]translate.Out, bool) {
 	return outs, true
 }
 
-// result ends the turn (legacy-formats.md §3.3, §3.4, §11.4).
+// result ends the turn (docs/agent-protocols.md#claude-stream-json-mapping,
+// #how-turns-end).
 func (t *translator) result(msg gjson.Result) []translate.Out {
 	if t.staleTurns > 0 {
 		// The end of a turn the engine gave up on, which the CLI finished
@@ -801,8 +806,8 @@ func orUnknownSubtype(s string) string {
 }
 
 // loginProblem reports whether an error text says the CLI's credentials
-// are missing or no longer valid (legacy-formats.md §3.3: "Please run
-// /login").
+// are missing or no longer valid (the CLI says "Please run /login",
+// docs/agent-protocols.md#claude-stream-json-captured-run).
 func loginProblem(text string) bool {
 	l := strings.ToLower(text)
 	for _, s := range []string{"/login", "invalid api key", "not logged in", "oauth token has expired", "authentication_error"} {
@@ -814,7 +819,7 @@ func loginProblem(text string) bool {
 }
 
 // resultMeta puts the turn's usage and cost under _meta.claudeCode (ACP v1
-// has no field for them; legacy-formats.md §3.4).
+// has no field for them; docs/agent-protocols.md#claude-stream-json-mapping).
 func resultMeta(msg gjson.Result) json.RawMessage {
 	m := map[string]json.RawMessage{}
 	for _, f := range []struct{ from, to string }{

@@ -1,13 +1,15 @@
 // Package claude translates ACP v1 (the editor side) to Claude Code's
 // stream-json input/output and its control protocol (the agent side): the
 // protocol the Claude Agent SDKs speak to the `claude` CLI
-// (legacy-formats.md §3). The reference for the ACP it produces is what
-// the adapter editors ship, claude-agent-acp 0.23.1 (on the Claude Agent
-// SDK), shows the editor for the same CLI session; before it, claude-code-acp
-// 0.16.2 (legacy-formats.md §3.4). The golden transcripts in testdata replay
-// the captured CLI frames of §3.3 and Claude Code 2.1 shapes and pin that
-// output; tests/claude_parity_test.go holds the bridge to the adapter's
-// recorded output. Tested with Claude Code 2.0.77 and 2.1.332.
+// (docs/agent-protocols.md#claude-stream-json). The reference for the ACP it
+// produces is what the adapter editors ship, claude-agent-acp 0.23.1 (on the
+// Claude Agent SDK), shows the editor for the same CLI session; before it,
+// claude-code-acp 0.16.2 (docs/agent-protocols.md#claude-stream-json-mapping).
+// The golden transcripts in testdata replay the captured CLI frames
+// (docs/agent-protocols.md#claude-stream-json-captured-run) and Claude Code
+// 2.1 shapes and pin that output; tests/claude_parity_test.go holds the bridge
+// to the adapter's recorded output. Tested with Claude Code 2.0.77 and
+// 2.1.332.
 //
 // What maps, side by side with claude-agent-acp 0.23.1:
 //
@@ -173,7 +175,7 @@ type Options struct {
 }
 
 // modes are the CLI's permission modes, in the order and with the names
-// claude-agent-acp 0.23.1 shows them (legacy-formats.md §3.1, §3.4).
+// claude-agent-acp 0.23.1 shows them (the CLI's --permission-mode).
 // dontAsk (Claude Code 2.1) denies what no rule allows instead of asking.
 var modes = []struct{ id, name, description string }{
 	{"default", "Default", "Standard behavior, prompts for dangerous operations"},
@@ -306,8 +308,9 @@ type turn struct {
 	uuid string
 }
 
-// stream is the streaming state of the assistant message being received
-// (legacy-formats.md §11.6: drop the aggregate of streamed blocks).
+// stream is the streaming state of the assistant message being received (drop
+// the aggregate of streamed blocks,
+// docs/agent-protocols.md#deltas-and-aggregates).
 type stream struct {
 	msgID string
 	// seen holds the block indexes whose first delta was counted.

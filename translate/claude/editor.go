@@ -12,7 +12,7 @@ import (
 )
 
 // loginMethodID is the one auth method: logging in happens in the CLI, out
-// of band (legacy-formats.md §3.4).
+// of band (docs/agent-protocols.md#claude-stream-json-mapping).
 const loginMethodID = "claude-login"
 
 // FromEditor implements translate.Translator.
@@ -30,7 +30,7 @@ func (t *translator) FromEditor(m translate.Msg) ([]translate.Out, error) {
 			}
 		}
 		// Unknown notifications, and cancels for other sessions, are
-		// ignored (acp-spec.md §8).
+		// ignored (receivers may ignore notifications they do not know).
 		return nil, nil
 	case translate.Response:
 		return t.editorResponse(m)
@@ -93,10 +93,10 @@ type authMethod struct {
 	Description string `json:"description"`
 }
 
-// initializeResult is the bridge's own initialize answer (no CLI is needed
-// for it): what the reference adapter advertises that this dialect can
-// deliver (legacy-formats.md §3.4). The engine puts the bridge's agentInfo
-// in front and keeps this one under _meta.
+// initializeResult is the bridge's own initialize answer (no CLI is needed for
+// it): what the reference adapter advertises that this dialect can deliver
+// (docs/agent-protocols.md#claude-stream-json-mapping). The engine puts the
+// bridge's agentInfo in front and keeps this one under _meta.
 func initializeResult() any {
 	type promptCapabilities struct {
 		Image           bool `json:"image"`
@@ -108,7 +108,8 @@ func initializeResult() any {
 		SSE  bool `json:"sse"`
 	}
 	type sessionCapabilities struct {
-		// Presence objects (acp-spec.md §4.2): {} means supported.
+		// Presence objects (ACP spec, Initialization: capabilities): {}
+		// means supported.
 		Resume struct{} `json:"resume"`
 		Close  struct{} `json:"close"`
 	}
@@ -304,7 +305,7 @@ var unsupportedCommands = []string{"cost", "keybindings-help", "login", "logout"
 
 // availableCommands converts the CLI's slash commands ({name, description,
 // argumentHint}, the hint a string or, from Claude Code 2.1, a list of
-// words) to ACP's (acp-spec.md §10.4), as claude-agent-acp does: MCP
+// words) to ACP's (schema: AvailableCommand), as claude-agent-acp does: MCP
 // prompts, "server:prompt (MCP)" to the CLI, are offered as
 // "mcp:server:prompt", and the unsupported commands are left out.
 func availableCommands(raw []json.RawMessage) []availableCommand {
@@ -405,7 +406,7 @@ func (t *translator) modeState() modeState {
 }
 
 // configOptions are the session's options: the permission mode, kept in
-// sync with modes as acp-spec.md §10.6 asks, and the model.
+// sync with modes as ACP spec, Session Config Options asks, and the model.
 func (t *translator) configOptions() []configOption {
 	mode := configOption{ID: "mode", Name: "Mode", Description: "Session permission mode", Category: "mode", Type: "select", CurrentValue: t.mode}
 	for _, m := range modes {
@@ -467,7 +468,8 @@ func (t *translator) prompt(m translate.Msg) []translate.Out {
 		Role    string           `json:"role"`
 		Content []anthropicBlock `json:"content"`
 	}
-	// session_id "default" is what the SDKs send (legacy-formats.md §3.3);
+	// session_id "default" is what the SDKs send
+	// (docs/agent-protocols.md#claude-stream-json-messages);
 	// the CLI keeps the session it was started with.
 	return []translate.Out{frame(struct {
 		Type            string          `json:"type"`
@@ -500,7 +502,8 @@ func (t *translator) dropQueued(all bool) []translate.Out {
 // cancelTurn interrupts the running turn: a control interrupt to the CLI
 // (once per turn), and every pending permission withdrawn from the editor
 // and denied toward the CLI, so that neither waits for the other
-// (peers.md #830, #851). The turn's result answers the prompt "cancelled".
+// (agentclientprotocol/claude-agent-acp #830, #851: permission deadlocks
+// with several requests pending). The turn's result answers the prompt "cancelled".
 func (t *translator) cancelTurn() []translate.Out {
 	if t.turn == nil || t.closed {
 		return nil
@@ -565,7 +568,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 	}
 	var outs []translate.Out
 	if t.turn != nil {
-		// Closing implies cancelling (acp-spec.md §13.1); the engine
+		// Closing implies cancelling (ACP spec, session/close); the engine
 		// closes the link right after, so the result would never come.
 		outs = t.cancelTurn()
 		if !t.turn.abandoned {
@@ -646,7 +649,8 @@ func (t *translator) setConfigOption(m translate.Msg) []translate.Out {
 	return []translate.Out{failf(m.Ref, translate.CodeInvalidParams, "unknown config option %q: the options are mode and model", p.ConfigID)}
 }
 
-// setModel serves the unstable session/set_model (acp-spec.md §6.3) that
+// setModel serves the unstable session/set_model (since removed from the
+// schema in favour of a model config option) that
 // 2025-era editors still send: the same as the model config option.
 func (t *translator) setModel(m translate.Msg) []translate.Out {
 	var p struct {
@@ -705,7 +709,7 @@ func (t *translator) controlAnswered(c *ctlRequest, response json.RawMessage, er
 		}
 		// Keep the other view in sync, before the answer as
 		// claude-agent-acp does: modes and config options both show the
-		// mode (acp-spec.md §10.6).
+		// mode (ACP spec, Session Config Options).
 		if c.kind == ctlSetMode && c.method != "session/set_mode" {
 			outs = append(outs, t.modeUpdate())
 		}
@@ -757,7 +761,7 @@ func deny(message string, interrupt bool) any {
 }
 
 // Permission option ids, as the reference adapter names them
-// (legacy-formats.md §3.4).
+// (docs/agent-protocols.md#claude-stream-json-mapping).
 const (
 	optAllowAlways = "allow_always"
 	optAllow       = "allow"

@@ -26,8 +26,8 @@ type imageSource struct {
 	URL       string `json:"url,omitempty"`
 }
 
-// promptBlocks converts ACP prompt blocks (acp-spec.md §10.1) to the
-// content of a CLI user message (legacy-formats.md §3.4):
+// promptBlocks converts ACP prompt blocks (schema: ContentBlock) to the
+// content of a CLI user message (docs/agent-protocols.md#claude-stream-json-mapping):
 //
 //   - text → text; "/mcp:server:command args", the name an MCP prompt is
 //     offered under (see availableCommands), becomes the CLI's

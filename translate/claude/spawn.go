@@ -11,7 +11,8 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
-// StreamFlags are the flags every CLI process gets (legacy-formats.md §3.1):
+// StreamFlags are the flags every CLI process gets
+// (docs/agent-protocols.md#claude-stream-json-launch):
 // stream-json both ways, token streaming, and approvals routed to the
 // control protocol.
 var StreamFlags = []string{
@@ -133,7 +134,7 @@ func (t *translator) BuildSpawn(m translate.Msg) (translate.Spawn, error) {
 	return translate.Spawn{Argv: argv, Append: true, Cwd: filepath.Clean(*p.Cwd)}, nil
 }
 
-// mcpConfig converts ACP MCP server configs (acp-spec.md §10.7) to the JSON
+// mcpConfig converts ACP MCP server configs (schema: McpServer) to the JSON
 // the CLI's --mcp-config takes: {"mcpServers":{name:{type, …}}}, where env
 // and headers are maps rather than name/value lists.
 func mcpConfig(servers []json.RawMessage) (string, error) {

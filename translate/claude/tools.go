@@ -15,7 +15,7 @@ type textContent struct {
 	Text string `json:"text"`
 }
 
-// toolContent is one ACP ToolCallContent (acp-spec.md §10.2): content
+// toolContent is one ACP ToolCallContent (schema: ToolCallContent): content
 // (wrapping a content block) or diff.
 type toolContent struct {
 	Type    string  `json:"type"`
@@ -57,7 +57,7 @@ type location struct {
 }
 
 // toolCall is an ACP tool_call, tool_call_update, or the toolCall of a
-// permission request (acp-spec.md §9.1, §10.2).
+// permission request (schema: ToolCall, ToolCallUpdate).
 type toolCall struct {
 	Meta          json.RawMessage `json:"_meta,omitempty"`
 	SessionUpdate string          `json:"sessionUpdate,omitempty"`
@@ -85,9 +85,9 @@ func (c toolCall) MarshalJSON() ([]byte, error) {
 	return marshal(withEmpty{plain(c), []toolContent{}}), nil
 }
 
-// toolMeta is the _meta the reference adapter puts on tool calls, naming
-// the CLI's tool (legacy-formats.md §3.4) and, for a subagent's, the tool
-// use of the Task that runs it.
+// toolMeta is the _meta the reference adapter puts on tool calls, naming the
+// CLI's tool (docs/agent-protocols.md#claude-stream-json-mapping) and, for a
+// subagent's, the tool use of the Task that runs it.
 func toolMeta(name, parent string) json.RawMessage {
 	m := map[string]string{"toolName": name}
 	if parent != "" {
@@ -107,7 +107,7 @@ type toolView struct {
 // viewTool describes a tool use from its name and input (an empty object
 // while the input is still streaming) as claude-agent-acp 0.23.1 does:
 // titles name paths relative to the session cwd, locations and diffs take
-// them absolute (acp-spec.md §10.2).
+// them absolute (ACP spec, Tool Calls).
 func (t *translator) viewTool(name string, input json.RawMessage) toolView {
 	in := gjson.ParseBytes(input)
 	str := func(key string) string { return in.Get(key).Str }
@@ -301,7 +301,7 @@ func (t *translator) displayPath(p string) string {
 }
 
 // absPath makes a CLI path absolute against the session cwd: ACP wants
-// absolute paths in locations and diffs (acp-spec.md §10.2). Pure string
+// absolute paths in locations and diffs (ACP spec, Tool Calls). Pure string
 // work: no I/O.
 func (t *translator) absPath(p string) string {
 	if filepath.IsAbs(p) || t.cwd == "" {
@@ -317,9 +317,10 @@ type planEntry struct {
 	Status   string `json:"status"`
 }
 
-// planEntries converts TodoWrite's todos (legacy-formats.md §3.4:
-// {content, status, activeForm} → {content, status, priority "medium"}).
-// ok is false when the input has no todos list (yet).
+// planEntries converts TodoWrite's todos
+// (docs/agent-protocols.md#claude-stream-json-mapping: {content, status,
+// activeForm} → {content, status, priority "medium"}). ok is false when the
+// input has no todos list (yet).
 func planEntries(input json.RawMessage) (entries []planEntry, ok bool) {
 	todos := gjson.GetBytes(input, "todos")
 	if !todos.IsArray() {

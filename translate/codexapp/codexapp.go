@@ -2,7 +2,7 @@
 // app-server protocol (the agent side): the JSON-RPC that Codex's own IDE
 // extension speaks to `codex app-server`, without the "jsonrpc" member, one
 // message per line on stdio or one per WebSocket text frame with
-// `codex app-server --listen ws://HOST:PORT` (legacy-formats.md §4.2).
+// `codex app-server --listen ws://HOST:PORT` (docs/agent-protocols.md#codex-app-server).
 // Tested with Codex CLI 0.169.0, whose generated JSON Schema is in
 // testdata/schema and whose recorded frames (testdata/frames) seed the
 // golden transcripts and FuzzFromAgent.

@@ -512,7 +512,7 @@ func (t *translator) closeSession(m translate.Msg) []translate.Out {
 	}
 	var outs []translate.Out
 	if tr := sess.live(); tr != nil {
-		// Closing implies cancelling (acp-spec.md §13.1); the agent's own
+		// Closing implies cancelling (ACP spec, session/close); the agent's own
 		// end of the turn may never come once the link is closed.
 		outs = t.cancelTurn(tr)
 		if !tr.dropped {
@@ -1426,7 +1426,7 @@ func (t *translator) endTurn(tr *turn, reason string) []translate.Out {
 }
 
 // failTurn fails the turn's prompt with errObj; a turn the editor cancelled
-// ends "cancelled" instead (acp-spec.md §13.1).
+// ends "cancelled" instead (ACP spec, Prompt Turn: cancellation).
 func (t *translator) failTurn(tr *turn, errObj []byte) []translate.Out {
 	if tr.cancelled {
 		return t.endTurn(tr, "cancelled")

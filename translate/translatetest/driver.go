@@ -414,8 +414,9 @@ func (dr *Driver) checkErrorObject(i int, body []byte) {
 	}
 }
 
-// checkSessionUpdate checks the shape every session/update shares
-// (acp-spec.md §9): sessionId beside update, update.sessionUpdate inside it.
+// checkSessionUpdate checks the shape every session/update shares (schema:
+// SessionNotification): sessionId beside update, update.sessionUpdate inside
+// it.
 func (dr *Driver) checkSessionUpdate(i int, body []byte) {
 	if translate.Valid(body) != nil {
 		return // reported as invalid JSON

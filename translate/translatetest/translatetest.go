@@ -9,7 +9,7 @@
 // scenario per file, conventionally translate/<dialect>/testdata/*.txtar.
 //
 // The archive comment (header) is prose: the scenario, the captured frames it
-// comes from (legacy-formats.md §…), the bug it pins. One header line has a
+// comes from (docs/agent-protocols.md#…), the bug it pins. One header line has a
 // meaning to the runner:
 //
 //	pending: <editor id> [<editor id>…]

@@ -6,7 +6,7 @@
 //
 // It deliberately does not use bufio.Scanner, whose documentation says a
 // token that is too large stops scanning for good: the failure behind
-// acp-go-sdk's 10 MiB cap and tbxark/mcp-proxy #46 (peers.md §c.6).
+// acp-go-sdk's 10 MiB cap and tbxark/mcp-proxy #46.
 package ndjson
 
 import (

@@ -3,7 +3,7 @@
 // claude-stream-json dialect. It speaks what Claude Code 2.0.77 speaks on
 // stdin and stdout with --input-format/--output-format stream-json and
 // --permission-prompt-tool stdio, replaying the frames captured in
-// legacy-formats.md §3.3:
+// docs/agent-protocols.md#claude-stream-json-captured-run:
 //
 //   - it refuses to start (exit status 2) unless its command line has the
 //     stream-json flags and exactly one of --session-id and --resume with a
@@ -626,7 +626,7 @@ func (c *cli) run(t *turn, text string) {
 	}
 	switch text {
 	case "list files":
-		// The captured run (legacy-formats.md §3.3).
+		// The captured run (docs/agent-protocols.md#claude-stream-json-captured-run).
 		c.streamEvent(obj{"type": "message_start", "message": obj{"id": "msg_fake", "type": "message", "role": "assistant", "content": []any{}}})
 		c.streamText(0, "I'll list ", "the files.")
 		c.assistant("msg_fake", obj{"type": "text", "text": "I'll list the files."})

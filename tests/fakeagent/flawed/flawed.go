@@ -19,7 +19,7 @@
 //	string-protocol-version    initialize answers protocolVersion "1" (a string)
 //	bad-protocol-version       initialize answers protocolVersion 99
 //	snake-case                 session_id, stop_reason, session_update, tool_call_id… in results and updates
-//	at-type-updates            updates shaped {"@type":"agent_message_text","text":…} (legacy-formats.md §10.2)
+//	at-type-updates            updates shaped {"@type":"agent_message_text","text":…} (docs/agent-protocols.md#at-type-updates)
 //	canceled-spelling          a cancelled turn ends with stopReason "canceled"
 //	end-turn-after-cancel      a cancelled turn ends with stopReason "end_turn"
 //	ignore-cancel              a cancelled prompt is never answered
@@ -1078,7 +1078,8 @@ func (a *agent) interleaved(s *session, caps json.RawMessage, cancel, wait chan 
 	return "end_turn"
 }
 
-// atType rewrites an update into the "@type" shape of legacy-formats.md §10.2.
+// atType rewrites an update into the "@type" shape of
+// docs/agent-protocols.md#at-type-updates.
 func atType(upd map[string]any) map[string]any {
 	out := map[string]any{}
 	kind, _ := upd["sessionUpdate"].(string)

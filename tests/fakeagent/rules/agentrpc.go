@@ -18,7 +18,7 @@ type rpc struct {
 }
 
 // AgentRPC is the agent/createSession, agent/prompt, agent/update design of
-// legacy-formats.md §5.3 (JSON-RPC 2.0; the server sends "initialized"
+// docs/agent-protocols.md#agent-rpc (JSON-RPC 2.0; the server sends "initialized"
 // after answering initialize). Tool updates carry data {id,name,arguments}.
 // Until initialize is answered (after fakeagent.InitDelay) a request gets
 // the design's "Server not initialized" (-32603) and a notification is

@@ -1,8 +1,8 @@
 // Package fakerules holds fake agents that speak the formats of the rule
-// profiles shipped in translate/rules/profiles, frame for frame as
-// legacy-formats.md documents them, one file per format. Each checks the
-// frames it receives as strictly as the real program would and answers a
-// prompt by its first word:
+// profiles shipped in translate/rules/profiles, frame for frame as the
+// profiles' headers and docs/agent-protocols.md#rule-profiles describe them,
+// one file per format. Each checks the frames it receives as strictly as the
+// real program would and answers a prompt by its first word:
 //
 //	hello …  a normal streamed answer
 //	tool …   a tool call and its result (formats that have tools)

@@ -9,11 +9,12 @@ import (
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
-// MiniAgent is the Mini-Agent fork's enhanced_server.py (legacy-formats.md
-// §5.2): connection_established on connect, replies with fresh ids,
-// status_update with camelCase sessionId, error frames, heartbeats, and a
-// cancelSession that poisons the session. Client frames with a key outside
-// the dataclass fields fail to parse, as in the real server.
+// MiniAgent is the Mini-Agent fork's enhanced_server.py
+// (docs/agent-protocols.md#mini-agent-ws): connection_established on connect,
+// replies with fresh ids, status_update with camelCase sessionId, error
+// frames, heartbeats, and a cancelSession that poisons the session. Client
+// frames with a key outside the dataclass fields fail to parse, as in the real
+// server.
 func MiniAgent(r io.Reader, w io.Writer, opt fakeagent.Options) error {
 	c := newConn(r, w, opt)
 	n := 0

@@ -7,9 +7,9 @@ import (
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
-// OpenInterpreter is `interpreter --server` with auth on and auto_run off
-// for code the prompt asks to approve (legacy-formats.md §7): the first
-// frame must be {"auth":KEY}; a prompt is the user start/message/end
+// OpenInterpreter is `interpreter --server` with auth on and auto_run off for
+// code the prompt asks to approve (docs/agent-protocols.md#open-interpreter):
+// the first frame must be {"auth":KEY}; a prompt is the user start/message/end
 // triple; commands are the command start/content/end triple.
 func OpenInterpreter(key string) fakeagent.ServeFunc {
 	return func(r io.Reader, w io.Writer, opt fakeagent.Options) error {

@@ -8,7 +8,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
 )
 
-// ZeroClaw is the first `zeroclaw acp` (legacy-formats.md §10.1):
+// ZeroClaw is the first `zeroclaw acp` (docs/agent-protocols.md#zeroclaw):
 // snake_case params, session/event notifications, tool events without ids,
 // session/stop as teardown. There is no cancel.
 func ZeroClaw(r io.Reader, w io.Writer, opt fakeagent.Options) error {

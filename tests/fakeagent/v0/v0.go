@@ -1,6 +1,6 @@
 // Package v0 is a scripted legacy agent for acp-bridge's end-to-end tests of
 // the acp-v0 dialect. It speaks the original Zed ACP 0.0.x exactly as Gemini
-// CLI 0.1.16 does with --experimental-acp (legacy-formats.md §1.2–§1.4), byte
+// CLI 0.1.16 does with --experimental-acp (docs/agent-protocols.md#acp-v0), byte
 // for byte wherever the captured frames pin the bytes:
 //
 //   - every message is a request with an id; the agent numbers its own
@@ -57,11 +57,11 @@ const (
 )
 
 // ProtocolVersion is the version Gemini CLI 0.1.x answers in initialize
-// (legacy-formats.md §1.1).
+// (docs/agent-protocols.md#acp-v0).
 const ProtocolVersion = "0.0.9"
 
 // Banner is the non-JSON line Gemini CLI 0.1.x prints on stdout before its
-// initialize answer (legacy-formats.md §1.2).
+// initialize answer (docs/agent-protocols.md#acp-v0-framing).
 const Banner = "Data collection is disabled."
 
 // Frames and texts the scripts use, named so tests can compare exactly.
@@ -83,9 +83,10 @@ const (
 	// bridge must wait for that answer, as every client of an SDK-built
 	// agent must. Gemini CLI 0.1.x was not captured doing this; the shape
 	// is the one its Connection gives every error a handler throws
-	// (legacy-formats.md §1.2), with "%s" the method.
+	// (docs/agent-protocols.md#acp-v0-framing), with "%s" the method.
 	PreInitError = `{"code":-32603,"message":"Internal error","data":{"details":"The connection must be initialized before '%s'"}}`
-	// RateLimitError is Gemini's mapping of HTTP 429 (legacy-formats.md §1.2).
+	// RateLimitError is Gemini's mapping of HTTP 429
+	// (docs/agent-protocols.md#acp-v0-framing).
 	RateLimitError = `{"code":429,"message":"Rate limit exceeded. Try again later."}`
 	// PlanEntries are the entries of the "plan" script's updatePlan.
 	PlanEntries = `[{"content":"Read the code","priority":"high","status":"completed"},{"content":"Write the fix","priority":"medium","status":"in_progress"},{"content":"Run the tests","priority":"low","status":"pending"}]`
@@ -302,7 +303,7 @@ func (a *agent) receive(line []byte) {
 	id := m.Get("id")
 	if method := m.Get("method"); method.Exists() {
 		if !id.Exists() {
-			// 0.0.x has no notifications (legacy-formats.md §1.2).
+			// 0.0.x has no notifications (docs/agent-protocols.md#acp-v0-framing).
 			a.violation("notification %s: every 0.0.x message is a request", method.Raw)
 			return
 		}
@@ -313,8 +314,8 @@ func (a *agent) receive(line []byte) {
 	a.response(id, m)
 }
 
-// checkBridgeID enforces numeric ids counting from 0 (legacy-formats.md
-// §1.2).
+// checkBridgeID enforces numeric ids counting from 0
+// (docs/agent-protocols.md#acp-v0-framing).
 func (a *agent) checkBridgeID(id gjson.Result) {
 	a.mu.Lock()
 	want := a.nextBridgeN
@@ -499,7 +500,8 @@ func (a *agent) startTurn(id json.RawMessage, params gjson.Result) {
 	a.turn = t
 	a.mu.Unlock()
 	if prev != nil {
-		// Gemini silently aborts the running turn (legacy-formats.md §1.4).
+		// Gemini silently aborts the running turn
+		// (docs/agent-protocols.md#acp-v0-captured-session).
 		a.violation("sendUserMessage while a turn runs")
 		prev.cancel()
 	}
@@ -543,7 +545,7 @@ func (a *agent) abortTurn() {
 //	any {path} chunk   the captured @path flow: pushToolCall fileSearch,
 //	                   updateToolCall finished with what the agent read from
 //	                   disk itself, a text chunk quoting it
-//	"run echo please"  the captured approval flow (legacy-formats.md §1.4)
+//	"run echo please"  the captured approval flow (docs/agent-protocols.md#acp-v0-captured-session)
 //	"seam"             the seam matrix's turn (seam_matrix_e2e_test.go):
 //	                   text "seam-before", requestToolCallConfirmation;
 //	                   allowed: updateToolCall finished and text
@@ -657,8 +659,8 @@ func (a *agent) die(t *turn) error {
 	return errAborted
 }
 
-// approvalFlow is the captured Gemini CLI 0.1.16 session (legacy-formats.md
-// §1.4).
+// approvalFlow is the captured Gemini CLI 0.1.16 session
+// (docs/agent-protocols.md#acp-v0-captured-session).
 func (a *agent) approvalFlow(t *turn) error {
 	if err := t.thought(a, "Let me check"); err != nil {
 		return err
@@ -678,7 +680,7 @@ func (a *agent) approvalFlow(t *turn) error {
 	toolID := res.Get("id")
 	outcome := res.Get("outcome").Str
 	if toolID.Type != gjson.Number || toolID.Int() < 1 || toolID.Raw != strconv.FormatInt(toolID.Int(), 10) {
-		// Gemini drops the failure update of id 0 (legacy-formats.md §1.5).
+		// Gemini drops the failure update of id 0 (docs/agent-protocols.md#acp-v0-behaviour).
 		a.violation("confirmation tool id %s is not an integer ≥ 1", toolID.Raw)
 	}
 	a.j.event("outcome " + outcome)
@@ -761,7 +763,8 @@ func (a *agent) pathFlow(t *turn, paths []string) error {
 }
 
 // fsFlow asks the editor side for a file and writes another: the upstream
-// 0.0.x client methods Gemini itself never used (legacy-formats.md §1.3).
+// 0.0.x client methods Gemini itself never used
+// (docs/agent-protocols.md#acp-v0-methods).
 func (a *agent) fsFlow(t *turn, read, write string) error {
 	r, err := t.await(a, "readTextFile", `{"path":`+jsonString(read)+`}`)
 	if err != nil {

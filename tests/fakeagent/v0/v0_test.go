@@ -81,8 +81,9 @@ func (p *peer) journal() Journal {
 	return js[0]
 }
 
-// The captured Gemini CLI 0.1.16 approval session (legacy-formats.md §1.4),
-// byte for byte where the document gives the frames.
+// The captured Gemini CLI 0.1.16 approval session
+// (docs/agent-protocols.md#acp-v0-captured-session), byte for byte where the capture
+// gives the frames.
 func TestCapturedApprovalSession(t *testing.T) {
 	p := startPeer(t, Config{Banner: true})
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"0.0.9"}}`)
