@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -177,7 +178,14 @@ func testInstallScript(t *testing.T, root, dist string, host Target, version str
 	if err != nil {
 		t.Skip("no sh to run install.sh with")
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dist)))
+	// The release served, swapped below for a corrupted one while the
+	// server runs: through an atomic, since its handler runs on the
+	// server's goroutines.
+	var release atomic.Value // http.Handler
+	release.Store(http.FileServer(http.Dir(dist)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release.Load().(http.Handler).ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	start := time.Now()
 	defer func() { t.Logf("install.sh, three runs: %v", time.Since(start).Round(time.Millisecond)) }()
@@ -218,7 +226,7 @@ func testInstallScript(t *testing.T, root, dist string, host Target, version str
 			t.Fatal(err)
 		}
 	}
-	srv.Config.Handler = http.FileServer(http.Dir(bad))
+	release.Store(http.FileServer(http.Dir(bad)))
 	dir = filepath.Join(t.TempDir(), "bin")
 	out, err = install(dir)
 	if err == nil || !strings.Contains(out, "checksum mismatch") || !strings.Contains(out, "nothing was installed") {
