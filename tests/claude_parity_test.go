@@ -75,6 +75,69 @@ type parityLines struct {
 	next func() (string, bool) // the next stdout line; false at EOF or timeout
 }
 
+// adapterLines starts cmd, an adapter recorded for a parity test, and
+// returns its stdin and stdout as parityLines, waiting up to wait for a
+// line. It is stopped when t ends (stdin closed, then killed after 5 s);
+// if t failed, its stderr is logged under name and then onFail runs.
+func adapterLines(t *testing.T, cmd *exec.Cmd, name string, wait time.Duration, onFail func()) parityLines {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		br := bufio.NewReaderSize(stdout, 1<<20)
+		for {
+			l, err := br.ReadString('\n')
+			if l = strings.TrimSpace(l); l != "" {
+				lines <- l
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, stderr.String())
+			if onFail != nil {
+				onFail()
+			}
+		}
+	})
+	return parityLines{
+		send: func(l string) { _, _ = io.WriteString(stdin, l+"\n") },
+		next: func() (string, bool) {
+			select {
+			case l, ok := <-lines:
+				return l, ok
+			case <-time.After(wait):
+				return "", false
+			}
+		},
+	}
+}
+
 // playParity plays script, answering permission requests with the step's
 // option, and returns the transcript: "< " editor lines and "> " agent
 // lines, normalised (session id SESSION, cwd CWD, the agent's request ids
@@ -413,62 +476,13 @@ func recordClaudeAgentACP(t *testing.T, index string) {
 		fakeclaude.EnvJournal+"="+journal,
 		fakeclaude.EnvVersion+"="+fakeclaude.Version21,
 	)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting claude-agent-acp: %v", err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		br := bufio.NewReaderSize(stdout, 1<<20)
-		for {
-			l, err := br.ReadString('\n')
-			if l = strings.TrimSpace(l); l != "" {
-				lines <- l
-			}
-			if err != nil {
-				return
-			}
+	pl := adapterLines(t, cmd, "claude-agent-acp", WaitTimeout, func() {
+		js, _ := fakeclaude.ReadJournals(journal)
+		for _, j := range js {
+			t.Logf("fake CLI argv %q\n received:\n\t%s\n events %q", j.Argv, strings.Join(j.Received, "\n\t"), j.Events)
 		}
-	}()
-	defer func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("claude-agent-acp stderr:\n%s", stderr.String())
-			js, _ := fakeclaude.ReadJournals(journal)
-			for _, j := range js {
-				t.Logf("fake CLI argv %q\n received:\n\t%s\n events %q", j.Argv, strings.Join(j.Received, "\n\t"), j.Events)
-			}
-		}
-	}()
-	got := playParity(t, parityLines{
-		send: func(l string) { _, _ = io.WriteString(stdin, l+"\n") },
-		next: func() (string, bool) {
-			select {
-			case l, ok := <-lines:
-				return l, ok
-			case <-time.After(WaitTimeout):
-				return "", false
-			}
-		},
-	}, parityCwd(t), parityScript)
+	})
+	got := playParity(t, pl, parityCwd(t), parityScript)
 	header := "# claude-agent-acp 0.23.1 (Claude Agent SDK 0.2.83) in front of tests/fakeagent/claude\n" +
 		"# speaking as Claude Code " + fakeclaude.Version21 + ", playing parityScript (claude_parity_test.go).\n" +
 		"# Recorded by tests/testdata/record-claude-agent-acp.sh; session id, cwd and\n" +

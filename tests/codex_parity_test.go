@@ -15,17 +15,14 @@ package tests
 // TestCodex_Parity with -codex-acp pointing at its binary.
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -313,58 +310,7 @@ func recordCodexACP(t *testing.T, bin string, s *codexSetup) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Dir = s.cwd
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting codex-acp: %v", err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		br := bufio.NewReaderSize(stdout, 1<<20)
-		for {
-			l, err := br.ReadString('\n')
-			if l = strings.TrimSpace(l); l != "" {
-				lines <- l
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("codex-acp stderr:\n%s", stderr.String())
-		}
-	}()
-	got := playCodexParity(t, parityLines{
-		send: func(l string) { _, _ = io.WriteString(stdin, l+"\n") },
-		next: func() (string, bool) {
-			select {
-			case l, ok := <-lines:
-				return l, ok
-			case <-time.After(codexWait):
-				return "", false
-			}
-		},
-	}, s.cwd, codexParityScript)
+	got := playCodexParity(t, adapterLines(t, cmd, "codex-acp", codexWait, nil), s.cwd, codexParityScript)
 	header := "# codex-acp 0.16.0 in front of tests/fakeresponses (the fake Responses API),\n" +
 		"# with the config.toml of tests/codex_cli_test.go, playing codexParityScript\n" +
 		"# (codex_parity_test.go). Recorded by tests/testdata/record-codex-acp.sh;\n" +

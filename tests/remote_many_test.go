@@ -79,6 +79,22 @@ func dialRemoteWS(t *testing.T, url string) (*remoteClient, error) {
 	return c, nil
 }
 
+// dialServed opens a connection to srv over a WebSocket (ws) or Streamable
+// HTTP, with initialize (initializeBody) sent: its answer is the
+// connection's first message either way.
+func dialServed(t *testing.T, srv *Served, ws bool) (*remoteClient, error) {
+	if !ws {
+		return dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
+	}
+	c, err := dialRemoteWS(t, srv.WSURL())
+	if err == nil {
+		if err = c.Send(initializeBody, ""); err != nil {
+			c.stop()
+		}
+	}
+	return c, err
+}
+
 // dialRemoteHTTP opens a Streamable HTTP connection to url by POSTing
 // initialize (init), and opens the connection's SSE stream; a session's
 // stream is opened when a response names the session.
@@ -306,16 +322,7 @@ func TestServeShutdownAnswersPending(t *testing.T) {
 	}
 	var conns []held
 	for _, ws := range []bool{false, true} {
-		var c *remoteClient
-		var err error
-		if ws {
-			c, err = dialRemoteWS(t, srv.WSURL())
-			if err == nil {
-				err = c.Send(initializeBody, "")
-			}
-		} else {
-			c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
-		}
+		c, err := dialServed(t, srv, ws)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,16 +75,7 @@ func TestServeKill9_ReceivedIsReplayedOrMarked(t *testing.T) {
 			st := &stream{}
 			streams[i] = st
 			ws := i%2 == 0
-			var c *remoteClient
-			var err error
-			if ws {
-				c, err = dialRemoteWS(t, srv.WSURL())
-				if err == nil {
-					err = c.Send(initializeBody, "")
-				}
-			} else {
-				c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
-			}
+			c, err := dialServed(t, srv, ws)
 			if err != nil {
 				t.Fatalf("connection %d: %v", i, err)
 			}
@@ -227,16 +218,7 @@ func countChunks(joined string) int { return strings.Count(joined, "chunk-") }
 // text of the agent chunks replayed before the first gap record, and
 // whether there was one (after them, and nothing of the turn after it).
 func loadReplay(t *testing.T, srv *Served, sid string, ws bool) (string, bool, error) {
-	var c *remoteClient
-	var err error
-	if ws {
-		c, err = dialRemoteWS(t, srv.WSURL())
-		if err == nil {
-			err = c.Send(initializeBody, "")
-		}
-	} else {
-		c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
-	}
+	c, err := dialServed(t, srv, ws)
 	if err != nil {
 		return "", false, err
 	}

@@ -114,16 +114,7 @@ func TestShutdown_ServeSIGTERMWithStubbornAgentsWithin3s(t *testing.T) {
 	srv := StartServe(t, []string{"--", selfExe(t)}, []string{"FAKE_AGENT=stubborn"})
 	var clients []*remoteClient
 	for _, ws := range []bool{true, false} {
-		var c *remoteClient
-		var err error
-		if ws {
-			c, err = dialRemoteWS(t, srv.WSURL())
-			if err == nil {
-				err = c.Send(initializeBody, "")
-			}
-		} else {
-			c, err = dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
-		}
+		c, err := dialServed(t, srv, ws)
 		if err != nil {
 			t.Fatal(err)
 		}
