@@ -235,7 +235,8 @@ func waitErr(what string, err error) string {
 
 var stopReasons = map[string]bool{"end_turn": true, "max_tokens": true, "max_turn_requests": true, "refusal": true, "cancelled": true}
 
-// protocolV1 runs the scenarios below.
+// protocolV1 runs the scenarios listed below (each group in its own
+// scenarios_*.go).
 var protocolV1 = &protocol{
 	name:         "v1",
 	scenarios:    scenarios,
