@@ -8,9 +8,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/acp-bridge/acp-bridge/internal/wire/reclaim"
+	"github.com/gorilla/websocket"
 )
 
 // next reads the next text message, skipping binary ones. Called from

@@ -8,9 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // controlResponse handles the CLI's answer to one of the translator's

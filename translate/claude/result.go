@@ -11,9 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // result ends the turn (docs/agent-protocols.md#claude-stream-json-mapping,

@@ -6,9 +6,8 @@ package claude
 import (
 	"encoding/json"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // streamEvent handles one raw Anthropic stream event (with
