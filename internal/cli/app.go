@@ -1,6 +1,7 @@
 // Package cli is acp-bridge's command layer: the command line, the flags
 // and their ACP_BRIDGE_* environment twins, and one file per command
-// (serve.go, doctor.go, check.go, config.go, trace.go, replay.go, …). The
+// (serve.go, doctor.go, check.go, config.go, trace.go, replay.go, …), a
+// large one split into files named after it (doctor_run.go, …). The
 // main package only calls Run; the bridge itself lives in package bridge,
 // the dialects in translate and its subpackages.
 //
