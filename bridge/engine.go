@@ -88,11 +88,6 @@ type engine struct {
 	linkWG     sync.WaitGroup
 	helperWG   sync.WaitGroup
 	freeing    atomic.Bool // a freeMemory is running
-	// recorded is signalled when the store has written what a held
-	// prompt answer waits for; recordedSeq is the last such answer's
-	// number (holdForStore).
-	recorded    chan struct{}
-	recordedSeq atomic.Uint64
 
 	// loop-owned
 	nextRef    translate.Ref
@@ -100,7 +95,7 @@ type engine struct {
 	nextCallID uint64
 	pending    pendingTable
 	calls      map[string]*call
-	sessions   map[string]*session
+	sessions   sessionTable
 	// abandoned maps prompts the engine answered after the cancel grace to
 	// their session, until the agent's own late answer arrives.
 	abandoned map[translate.Ref]string
@@ -189,14 +184,13 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		drained:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		stopWrites: make(chan struct{}),
-		recorded:   make(chan struct{}, 1),
 		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
-		sessions:   make(map[string]*session),
+		sessions:   make(sessionTable),
 		abandoned:  make(map[translate.Ref]string),
 		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
 	}
-	e.dur.e, e.v2.e, e.sup.e = e, e, e
+	e.v2.e, e.sup.e = e, e
 	if e.dialing.min <= 0 {
 		e.dialing.min = defaultBackoff
 	}
@@ -206,6 +200,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
 	}
+	e.dur.start(e, b, e.log, e.sessions, &e.pending, e.done, &e.helperWG)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
@@ -380,7 +375,7 @@ func (e *engine) loop(ctx context.Context) error {
 			e.flushEditor()
 		case task := <-e.tasks:
 			task()
-		case <-e.recorded:
+		case <-e.dur.recorded:
 			e.dur.releaseAnswers(false)
 		case <-e.drained:
 		}

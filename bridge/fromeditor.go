@@ -130,23 +130,23 @@ func (e *engine) dispatch(req *request, env *translate.Envelope) {
 	switch env.Method {
 	case "session/new":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
-		if bind, ok := e.bindSession(env.Method, env.Params); ok {
-			e.sup.openSessionLink(req, env.Params, e.newSessionID(), bind)
+		if bind, ok := e.b.bindSession(env.Method, env.Params, e.log); ok {
+			e.sup.openSessionLink(req, env.Params, e.b.newSessionID(), bind)
 			return
 		}
 		if e.b.Dialect.PerSession {
-			e.sup.openSessionLink(req, env.Params, e.newSessionID(), e.defaultBinding())
+			e.sup.openSessionLink(req, env.Params, e.b.newSessionID(), e.b.defaultBinding())
 			return
 		}
 	case "session/load", "session/resume":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
 		if e.sessions[req.session] == nil {
-			if bind, ok := e.bindSession(env.Method, env.Params); ok {
+			if bind, ok := e.b.bindSession(env.Method, env.Params, e.log); ok {
 				e.sup.openSessionLink(req, env.Params, req.session, bind)
 				return
 			}
 			if e.b.Dialect.PerSession {
-				e.sup.openSessionLink(req, env.Params, req.session, e.defaultBinding())
+				e.sup.openSessionLink(req, env.Params, req.session, e.b.defaultBinding())
 				return
 			}
 		}
@@ -184,7 +184,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 			e.log.Debug("session/cancel for an unroutable session ignored", "session", sid, "error", err)
 			return
 		}
-		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Grace: e.cancelGrace()})
+		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Grace: e.b.cancelGrace()})
 		e.armCancelGrace(sid)
 		e.cancelQueued(sid)
 		return

@@ -10,8 +10,8 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
-// supervisor opens the engine's agent links, watches them come up and go
-// down, and switches a session to another agent (loop-owned).
+// supervisor opens the engine's agent links and watches them come up and
+// go down (loop-owned).
 type supervisor struct {
 	e *engine
 }
@@ -28,7 +28,7 @@ func (sv *supervisor) ensureControl() (*link, *translate.Error) {
 		return sv.e.control, nil
 	}
 	reconnect := sv.e.control != nil
-	sv.e.control = sv.newLink(Spawn{}, sv.e.defaultBinding(), nil)
+	sv.e.control = sv.newLink(Spawn{}, sv.e.b.defaultBinding(), nil)
 	sv.e.control.control = true
 	if reconnect {
 		sv.e.log.Info("dialling the agent again", "link", sv.e.control.String(), "after", sv.e.control.delay)
@@ -70,7 +70,7 @@ func (sv *supervisor) runLink(ctx context.Context, l *link) {
 // connection-level requests: a translator with no connection.
 func (sv *supervisor) newDetached() *link {
 	sv.e.nextLinkID++
-	l := &link{id: sv.e.nextLinkID, bind: sv.e.defaultBinding(), tr: sv.e.b.NewTranslator(), calls: make(map[translate.Ref]string),
+	l := &link{id: sv.e.nextLinkID, bind: sv.e.b.defaultBinding(), tr: sv.e.b.NewTranslator(), calls: make(map[translate.Ref]string),
 		control: true, detached: true, up: true, cancel: func() {}}
 	l.out.init(sv.queueBytes(), nil)
 	return l
@@ -204,7 +204,7 @@ func (sv *supervisor) linkLost(l *link, err error) {
 			sv.e.cancelEditorCall(c)
 		}
 	}
-	for _, s := range sv.e.sessionsOn(l) {
+	for _, s := range sv.e.sessions.on(l) {
 		if sv.e.v2.on {
 			sv.e.v2.v2LinkLost(s.id, l.down)
 		}

@@ -321,57 +321,6 @@ func (vr *v2editor) v2Idle(sid string, t *v2turn, stopReason string, errObj json
 
 // --- durable sessions ------------------------------------------------------------
 
-// replays reports whether opening a recorded session replays its history
-// to the editor: v1's session/load does, and v2's session/resume when it
-// names where to replay from.
-func (vr *v2editor) replays(req *request) bool {
-	if req.method == "session/load" {
-		return true
-	}
-	if !vr.on || req.method != "session/resume" {
-		return false
-	}
-	from := gjson.GetBytes(req.params, "replayFrom")
-	return from.Exists() && from.Type != gjson.Null
-}
-
-// v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
-// bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
-// must be refused, not replaced by another or by no replay.
-func (vr *v2editor) v2ReplayFrom(req *request) *translate.Error {
-	if !vr.on {
-		return nil
-	}
-	from := gjson.GetBytes(req.params, "replayFrom")
-	if !from.Exists() || from.Type == gjson.Null || from.Get("type").Str == "start" {
-		return nil
-	}
-	return translate.Errorf(translate.CodeInvalidParams,
-		`session/resume: acp-bridge replays a recorded session from its start only, and replayFrom is %s: send {"type":"start"}, or no replayFrom for no replay`, from.Raw).
-		With("replayFrom", json.RawMessage(from.Raw))
-}
-
-// v2Opened answers a relayed v2 editor's resume of a recorded session once
-// its backend is attached: the current state_update v2 requires after the
-// replay and before the answer, then the backend's own answer (its config
-// options and commands; nothing of v1's modes or models).
-func (vr *v2editor) v2Opened(req *request, s *session, result json.RawMessage) {
-	state := "idle"
-	if t := vr.turns[s.id]; t != nil && t.active {
-		state = "running"
-	}
-	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
-	vr.e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
-	out := map[string]json.RawMessage{}
-	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
-		if v := gjson.GetBytes(result, k); v.Exists() {
-			out[k] = json.RawMessage(v.Raw)
-		}
-	}
-	b, _ := json.Marshal(out)
-	vr.e.answer(req, vr.e.dur.sessionOpened(req, s.id, b))
-}
-
 // v2Replayed are the update kinds a relayed v2 editor's replay carries:
 // the conversation, not its state (the resume's own snapshot follows) nor
 // the session's settings (the resume's answer has them).
