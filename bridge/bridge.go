@@ -18,7 +18,7 @@
 // (durableSessions: durable.go, durableopen.go, durableattach.go,
 // history.go, switch.go; it reaches the core through sessionHooks alone),
 // editors that speak ACP v2 (v2editor: v2relay.go, v2front.go) and link
-// supervision (supervisor: supervise.go).
+// supervision (supervisor: supervise.go; through linkHooks alone).
 package bridge
 
 import (

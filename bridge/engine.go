@@ -85,13 +85,11 @@ type engine struct {
 	stopWrites chan struct{}
 	drained    chan struct{} // a link queue fell back under its bound
 	done       chan struct{} // closed when the loop has stopped
-	linkWG     sync.WaitGroup
 	helperWG   sync.WaitGroup
 	freeing    atomic.Bool // a freeMemory is running
 
 	// loop-owned
 	nextRef    translate.Ref
-	nextLinkID int
 	nextCallID uint64
 	pending    pendingTable
 	calls      map[string]*call
@@ -99,9 +97,6 @@ type engine struct {
 	// abandoned maps prompts the engine answered after the cancel grace to
 	// their session, until the agent's own late answer arrives.
 	abandoned map[translate.Ref]string
-	links     []*link
-	control   *link
-	dialing   backoff
 	init      initState
 	// initReq is the initialize in flight while init is initPending.
 	initReq *request
@@ -188,15 +183,8 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		calls:      make(map[string]*call),
 		sessions:   make(sessionTable),
 		abandoned:  make(map[translate.Ref]string),
-		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
 	}
-	e.v2.e, e.sup.e = e, e
-	if e.dialing.min <= 0 {
-		e.dialing.min = defaultBackoff
-	}
-	if e.dialing.max <= 0 {
-		e.dialing.max = defaultBackoffMax
-	}
+	e.v2.e = e
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
 	}
@@ -204,6 +192,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
+	e.sup.start(e, b, e.log, ctx, e.inbox, e.drained, &e.pending, e.sessions)
 	b.serving.Store(e)
 	defer b.serving.Store(nil)
 
@@ -236,9 +225,9 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	if deadline.After(closeBy) {
 		deadline = closeBy
 	}
-	links := slices.Clone(e.links)
-	if e.control != nil && e.control.detached {
-		links = append(links, e.control)
+	links := slices.Clone(e.sup.links)
+	if e.sup.control != nil && e.sup.control.detached {
+		links = append(links, e.sup.control)
 	}
 	linksClosed := make(chan struct{})
 	go e.sup.closeLinks(links, closeBy, linksClosed)
@@ -260,7 +249,7 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 		}
 	}
 	e.held, e.v2.held = nil, nil
-	for _, l := range e.links {
+	for _, l := range e.sup.links {
 		e.sup.stopWake(l)
 	}
 	e.dur.releaseSessions()
@@ -411,7 +400,7 @@ func (e *engine) paused() bool {
 	if len(e.held) >= maxHeld {
 		return true
 	}
-	for _, l := range e.links {
+	for _, l := range e.sup.links {
 		if l.out.over() {
 			return true
 		}

@@ -111,7 +111,7 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 		return
 	}
 	if e.init != initDone {
-		e.fail(req, e.notInitialized(env.Method))
+		e.fail(req, notInitialized(env.Method, e.initErr))
 		return
 	}
 	e.armTimeout(req)

@@ -7,11 +7,15 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
-// What the core promises the durable part (sessionHooks, durable.go) that
-// it does not already do for itself: its own requests, a paused deadline,
-// and the other parts' operations the durable part needs.
+// What the core promises its parts (sessionHooks, durable.go; linkHooks,
+// supervise.go) beyond what it does for itself anyway: its own requests, a
+// paused deadline, what depends on a link, and the other parts'
+// operations a part needs.
 
-var _ sessionHooks = (*engine)(nil)
+var (
+	_ sessionHooks = (*engine)(nil)
+	_ linkHooks    = (*engine)(nil)
+)
 
 // internal sends l's agent a request of the bridge's own; then gets the
 // answer, or the error that ended it.
@@ -32,7 +36,7 @@ func (e *engine) pauseTimeout(req *request) (rearm func()) {
 // controlLink is the shared link: ensured (dialled again) with open.
 func (e *engine) controlLink(open bool) (*link, *translate.Error) {
 	if !open {
-		return e.control, nil
+		return e.sup.control, nil
 	}
 	return e.sup.ensureControl()
 }
@@ -40,7 +44,7 @@ func (e *engine) controlLink(open bool) (*link, *translate.Error) {
 // openLink opens a link of a session's own and initializes it.
 func (e *engine) openLink(spawn Spawn, bind Binding, tr translate.Translator, then func(*link, translate.Out)) {
 	l := e.sup.newLink(spawn, bind, tr)
-	e.sup.initLink(l, func(o translate.Out) { then(l, o) })
+	e.initLink(l, func(o translate.Out) { then(l, o) })
 }
 
 // retireLink closes a link no session needs any more.
@@ -54,3 +58,45 @@ func (e *engine) v2Running(sid string) bool { return e.v2.v2Running(sid) }
 
 // v2EndTurns ends a relayed v2 session's turn before it is closed.
 func (e *engine) v2EndTurns(s *session, why string) { e.v2.v2EndTurns(s, why) }
+
+// editorInitialized reports whether the editor's initialize was answered.
+func (e *engine) editorInitialized() bool { return e.init == initDone }
+
+// initLink sends a new link the editor's initialize as an internal request
+// and gates the link until it is answered: whatever the engine feeds the
+// link meanwhile waits (see feed), so the agent sees initialize first and
+// nothing else before its answer. then, if not nil, gets the answer.
+func (e *engine) initLink(l *link, then func(translate.Out)) {
+	e.nextRef++
+	req := &request{ref: e.nextRef, method: "initialize", link: l, then: then}
+	e.pending.add(req)
+	l.initRef = req.ref
+	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+}
+
+// linkDown answers everything that depended on l, now down (no request
+// may wait forever on an agent that is gone): pending editor requests get
+// an error naming the cause, the editor is told to drop the requests l had
+// made of it, and sessions on l are reported lost.
+func (e *engine) linkDown(l *link) {
+	for _, req := range e.pending.inOrder() {
+		if req.link == l {
+			e.fail(req, l.down)
+			e.afterFailure(req, l.down.JSON())
+		}
+	}
+	for _, key := range sortedKeys(l.calls) {
+		if c := e.calls[key]; c != nil {
+			e.cancelEditorCall(c)
+		}
+	}
+	for _, s := range e.sessions.on(l) {
+		if e.v2.on {
+			e.v2.v2LinkLost(s.id, l.down)
+		}
+		e.dur.onSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
+	}
+}
+
+// v2Link tells a new link's translator the editor speaks v2, if relayed.
+func (e *engine) v2Link(tr translate.Translator) { e.v2.v2Link(tr) }

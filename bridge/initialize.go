@@ -89,7 +89,7 @@ func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, 
 		}
 	}
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
-		return nil, e.versionError(v)
+		return nil, versionError(v, e.b.Dialect.Name)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(result, &m); err != nil || m == nil {
@@ -163,11 +163,11 @@ func agentProtocol(l *link) int {
 
 // versionError explains an initialize answer with a version other than 1,
 // naming the dialect that would fit when the answer shows it.
-func (e *engine) versionError(v gjson.Result) *translate.Error {
+func versionError(v gjson.Result, dialect string) *translate.Error {
 	switch {
 	case !v.Exists():
 		return translate.Errorf(translate.CodeInternalError,
-			"the agent's initialize answer has no protocolVersion, so it does not speak ACP v1 as dialect %s expects: pick its dialect with --dialect (see 'acp-bridge dialects')", e.b.Dialect.Name)
+			"the agent's initialize answer has no protocolVersion, so it does not speak ACP v1 as dialect %s expects: pick its dialect with --dialect (see 'acp-bridge dialects')", dialect)
 	case v.Type == gjson.String && len(v.Str) > 2 && v.Str[:2] == "0.":
 		return translate.Errorf(translate.CodeInternalError,
 			"the agent answered protocolVersion %s: it speaks the original Zed ACP 0.0.x, not ACP v1; use --dialect acp-v0", v.Raw)
@@ -195,12 +195,12 @@ func (e *engine) initFailed(req *request, errObj json.RawMessage) {
 }
 
 // notInitialized is the answer to a request sent before initialize
-// succeeded.
-func (e *engine) notInitialized(method string) *translate.Error {
-	if e.initErr != "" {
+// succeeded; initErr is why the last initialize failed ("" if none did).
+func notInitialized(method, initErr string) *translate.Error {
+	if initErr != "" {
 		// The cause is the agent's, not the editor's request: -32603.
 		return translate.Errorf(translate.CodeInternalError,
-			"initialize failed (%s), so %s cannot be served: send initialize again", e.initErr, method)
+			"initialize failed (%s), so %s cannot be served: send initialize again", initErr, method)
 	}
 	return translate.Errorf(translate.CodeInvalidRequest, "the first request must be initialize, not %s", method)
 }

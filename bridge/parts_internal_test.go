@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ import (
 // method of the part.
 var parts = map[string]string{ // part type → the interface it uses
 	"durableSessions": "sessionHooks",
+	"supervisor":      "linkHooks",
 }
 
 func TestPartsReachTheCoreThroughTheirInterface(t *testing.T) {
@@ -103,7 +105,7 @@ func TestPartsReachTheCoreThroughTheirInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, hooks := range parts {
-		if !strings.Contains(string(src), "var _ "+hooks+" = (*engine)(nil)") {
+		if !regexp.MustCompile(`\b_\s+` + hooks + `\s+=\s+\(\*engine\)\(nil\)`).Match(src) {
 			t.Errorf("hooks.go does not assert that *engine implements %s", hooks)
 		}
 	}

@@ -52,7 +52,12 @@ func (t sessionTable) on(l *link) []*session {
 func (e *engine) route(sessionID string) (*link, *translate.Error) {
 	if s := e.sessions[sessionID]; s != nil {
 		if s.link.down != nil {
-			return e.reattach(s)
+			// A session the bridge recorded never gets here: durable
+			// sessions re-attach it first (durableRequest). Any other
+			// lost session stays lost, and says why and what to do.
+			return nil, translate.Errorf(translate.CodeInternalError,
+				"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
+				With("sessionId", s.id)
 		}
 		return s.link, nil
 	}
@@ -63,27 +68,13 @@ func (e *engine) route(sessionID string) (*link, *translate.Error) {
 	return e.sup.ensureControl()
 }
 
-// reattach is called when a request names a session whose agent link was
-// lost. It returns the link to use, or the error to answer with.
-//
-// With durable sessions on, a session the bridge recorded never gets here:
-// durableRequest (durable.go) re-attaches it first (the backend's own
-// session/resume or load, or a new backend session primed with the
-// transcript). Any other lost session stays lost, and says why and what to
-// do.
-func (e *engine) reattach(s *session) (*link, *translate.Error) {
-	return nil, translate.Errorf(translate.CodeInternalError,
-		"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
-		With("sessionId", s.id)
-}
-
 // promptStarted records a prompt in its session before it is routed.
 func (e *engine) promptStarted(req *request, params json.RawMessage) {
-	if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.control != nil && e.control.down == nil {
+	if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.sup.control != nil && e.sup.control.down == nil {
 		// A session the engine did not see created (session/fork, an
 		// extension): it lives on the one agent link, and its prompts
 		// still need cancel-grace tracking.
-		e.sessions[req.session] = &session{id: req.session, link: e.control}
+		e.sessions[req.session] = &session{id: req.session, link: e.sup.control}
 	}
 	s := e.sessions[req.session]
 	if s == nil {
