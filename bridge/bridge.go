@@ -17,8 +17,10 @@
 // initialize, cancel, one turn at a time, deadlines), durable sessions
 // (durableSessions: durable.go, durableopen.go, durableattach.go,
 // history.go, switch.go; it reaches the core through sessionHooks alone),
-// editors that speak ACP v2 (v2editor: v2relay.go, v2front.go) and link
-// supervision (supervisor: supervise.go; through linkHooks alone).
+// editors that speak ACP v2 (v2editor: v2relay.go, v2front.go; through
+// v2Hooks alone) and link supervision (supervisor: supervise.go; through
+// linkHooks alone). The parts never name the engine type; each one's
+// interface, beside its type, says what the core promises it.
 package bridge
 
 import (

@@ -180,9 +180,10 @@ type sessionHooks interface {
 	// v2Running reports whether relayed v2 session sid has work running
 	// (its turn outlives its prompt's answer).
 	v2Running(sid string) bool
-	// v2EndTurns ends s's running v2 turn before s is closed: prompts the
-	// agent has not taken are answered, the turn is closed with idle.
-	v2EndTurns(s *session, why string)
+	// v2EndTurn closes relayed v2 session sid's running turn with an idle
+	// state update (stopReason cancelled), as sid is closed, and forgets
+	// its turn state.
+	v2EndTurn(sid string)
 }
 
 // durableSessions are the engine's durable sessions: the state and the

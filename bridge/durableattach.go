@@ -354,7 +354,7 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 // closed session would never be answered.
 func (d *durableSessions) endTurns(s *session, why string) {
 	if d.core.relayingV2() {
-		d.core.v2EndTurns(s, why)
+		d.endTurnsV2(s, why)
 		return
 	}
 	if len(s.prompts) == 0 {
@@ -369,6 +369,26 @@ func (d *durableSessions) endTurns(s *session, why string) {
 			d.core.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
 		}
 	}
+}
+
+// endTurnsV2 is endTurns for a relayed v2 editor's session: v2 wants the
+// running turn closed (idle, cancelled) before the close is answered, and
+// prompts the agent has not taken answered -32800.
+func (d *durableSessions) endTurnsV2(s *session, why string) {
+	if len(s.prompts) == 0 && !d.core.v2Running(s.id) {
+		d.core.v2EndTurn(s.id)
+		return
+	}
+	d.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
+		d.core.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: d.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+	}
+	for _, ref := range slices.Clone(s.prompts) {
+		if req := d.pending.get(ref); req != nil {
+			d.core.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
+		}
+	}
+	d.core.v2EndTurn(s.id)
 }
 
 // forgetBackend remembers that s's backend session on the shared link is

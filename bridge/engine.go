@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
-	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -97,16 +95,8 @@ type engine struct {
 	// abandoned maps prompts the engine answered after the cancel grace to
 	// their session, until the agent's own late answer arrives.
 	abandoned map[translate.Ref]string
-	init      initState
-	// initReq is the initialize in flight while init is initPending.
-	initReq *request
-	// initParams are the editor's initialize params, replayed on new links.
-	initParams json.RawMessage
-	// initResult is the (rewritten) answer of the first initialize, given
-	// again to a repeated one on translating dialects.
-	initResult json.RawMessage
-	// initErr is why the last initialize failed ("" if it did not).
-	initErr    string
+	// init is where the editor's initialize stands (shared with v2).
+	init       editorInit
 	editorCaps clientCaps
 	// held are editor messages that arrived while initialize was pending;
 	// they are handled, in order, once it has been answered.
@@ -134,19 +124,10 @@ type engine struct {
 	agentLine []byte
 	dur       durableSessions
 	sup       supervisor
-	// front translates for an editor that speaks ACP v2 (v2front.go);
-	// frontChosen says the editor's version is known, frontReplies are
-	// the front's answers to the engine's calls, for the next turn.
-	front        *v2front.Front
-	frontChosen  bool
-	frontReplies [][]byte
-	// viaFront is set while the front's messages for the engine are
-	// handled: the tap saw the editor's own message (tappedFromEditor).
-	viaFront bool
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
-	// v2 relays a v2 editor to a v2 agent (v2editor.go).
+	// v2 serves an editor that speaks ACP v2 (v2relay.go, v2front.go).
 	v2 v2editor
 }
 
@@ -184,10 +165,10 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		sessions:   make(sessionTable),
 		abandoned:  make(map[translate.Ref]string),
 	}
-	e.v2.e = e
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
 	}
+	e.v2.start(e, b, e.log, &e.init)
 	e.dur.start(e, b, e.log, e.sessions, &e.pending, e.done, &e.helperWG)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -8,13 +8,14 @@ import (
 )
 
 // What the core promises its parts (sessionHooks, durable.go; linkHooks,
-// supervise.go) beyond what it does for itself anyway: its own requests, a
+// supervise.go; v2Hooks, v2relay.go) beyond what it does for itself anyway: its own requests, a
 // paused deadline, what depends on a link, and the other parts'
 // operations a part needs.
 
 var (
 	_ sessionHooks = (*engine)(nil)
 	_ linkHooks    = (*engine)(nil)
+	_ v2Hooks      = (*engine)(nil)
 )
 
 // internal sends l's agent a request of the bridge's own; then gets the
@@ -56,11 +57,11 @@ func (e *engine) relayingV2() bool { return e.v2.on }
 // v2Running reports whether a relayed v2 session's turn runs.
 func (e *engine) v2Running(sid string) bool { return e.v2.v2Running(sid) }
 
-// v2EndTurns ends a relayed v2 session's turn before it is closed.
-func (e *engine) v2EndTurns(s *session, why string) { e.v2.v2EndTurns(s, why) }
+// v2EndTurn closes a relayed v2 session's turn as it is closed.
+func (e *engine) v2EndTurn(sid string) { e.v2.v2EndTurn(sid) }
 
 // editorInitialized reports whether the editor's initialize was answered.
-func (e *engine) editorInitialized() bool { return e.init == initDone }
+func (e *engine) editorInitialized() bool { return e.init.state == initDone }
 
 // initLink sends a new link the editor's initialize as an internal request
 // and gates the link until it is answered: whatever the engine feeds the
@@ -71,7 +72,7 @@ func (e *engine) initLink(l *link, then func(translate.Out)) {
 	req := &request{ref: e.nextRef, method: "initialize", link: l, then: then}
 	e.pending.add(req)
 	l.initRef = req.ref
-	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.init.params})
 }
 
 // linkDown answers everything that depended on l, now down (no request

@@ -23,6 +23,7 @@ import (
 var parts = map[string]string{ // part type → the interface it uses
 	"durableSessions": "sessionHooks",
 	"supervisor":      "linkHooks",
+	"v2editor":        "v2Hooks",
 }
 
 func TestPartsReachTheCoreThroughTheirInterface(t *testing.T) {
