@@ -7,10 +7,12 @@ import (
 	"github.com/acp-bridge/acp-bridge/translate"
 )
 
-// What the core promises its parts (sessionHooks, durable.go; linkHooks,
-// supervise.go; v2Hooks, v2relay.go) beyond what it does for itself anyway: its own requests, a
-// paused deadline, what depends on a link, and the other parts'
-// operations a part needs.
+// The engine's side of its parts' interfaces (sessionHooks, durable.go;
+// linkHooks, supervise.go; v2Hooks, v2relay.go; each method's promise is
+// written there): what the core does for a part beyond what it does for
+// itself anyway (its own requests, a paused deadline, a new link's
+// initialize, what depends on a lost link), and the other parts'
+// operations a part needs, passed through.
 
 var (
 	_ sessionHooks = (*engine)(nil)

@@ -56,7 +56,7 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	}
 	answering := any(protocolVersion)
 	if e.v2.trying || e.v2.on {
-		answering = "the agent's" // relayed if it answers 2 (v2editor.go)
+		answering = "the agent's" // relayed if it answers 2 (v2relay.go)
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
 		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init.state == initDone)
