@@ -15,13 +15,18 @@
 // The loop's state is divided by concern, each part loop-owned: the core
 // (engine.go, fromeditor.go, fromagent.go: routing, the request table,
 // initialize, cancel, one turn at a time, deadlines), durable sessions
-// (durableSessions: durable.go, durableopen.go, durableattach.go), editors
-// that speak ACP v2 (v2editor: v2relay.go, v2front.go) and link
-// supervision (supervisor: supervise.go, switch.go).
+// (durableSessions: durable.go, durableopen.go, durableattach.go,
+// history.go, switch.go; it reaches the core through sessionHooks alone),
+// editors that speak ACP v2 (v2editor: v2relay.go, v2front.go; through
+// v2Hooks alone) and link supervision (supervisor: supervise.go; through
+// linkHooks alone). The parts never name the engine type; each one's
+// interface, beside its type, says what the core promises it.
 package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync/atomic"
 	"time"
 
@@ -204,4 +209,41 @@ type SessionEvent struct {
 	// ref is the prompt's request (SessionPrompt, SessionTurnEnded): the
 	// store writes turns an agent queues in the order of their prompts.
 	ref translate.Ref
+}
+
+// defaultBinding is the Bridge's own agent.
+func (b *Bridge) defaultBinding() Binding {
+	return Binding{Dialect: b.Dialect, NewTranslator: b.NewTranslator, Dial: b.Dial, Name: b.AgentName}
+}
+
+// bindSession asks the BindSession hook which agent a new session goes to.
+func (b *Bridge) bindSession(method string, params []byte, log hclog.Logger) (Binding, bool) {
+	if b.BindSession == nil {
+		return Binding{}, false
+	}
+	bind, ok := b.BindSession(method, params)
+	if ok && (bind.NewTranslator == nil || bind.Dial == nil) {
+		log.Error("BindSession returned a binding without NewTranslator or Dial; using the default agent")
+		return Binding{}, false
+	}
+	return bind, ok
+}
+
+// newSessionID is the id of a session the bridge names itself.
+func (b *Bridge) newSessionID() string {
+	if b.NewSessionID != nil {
+		return b.NewSessionID()
+	}
+	var r [12]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand doc)
+	return "sess-" + hex.EncodeToString(r[:])
+}
+
+// cancelGrace is how long a cancelled prompt may take to end before the
+// engine answers it itself: Bridge.CancelGrace, or 5 s when unset.
+func (b *Bridge) cancelGrace() time.Duration {
+	if b.CancelGrace > 0 {
+		return b.CancelGrace
+	}
+	return defaultCancelGrace
 }

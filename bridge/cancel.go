@@ -19,16 +19,7 @@ func (e *engine) cancelRequest(params json.RawMessage) {
 	if req == nil || req.link == nil || req.link.down != nil {
 		return // already answered, or never seen: ignored, as ACP's $/cancel_request asks
 	}
-	e.feed(req.link, translate.Msg{Kind: translate.CancelRequest, Ref: req.ref, Grace: e.cancelGrace()})
-}
-
-// cancelGrace is how long a cancelled prompt may take to end before the
-// engine answers it itself: Bridge.CancelGrace, or 5 s when unset.
-func (e *engine) cancelGrace() time.Duration {
-	if e.b.CancelGrace > 0 {
-		return e.b.CancelGrace
-	}
-	return defaultCancelGrace
+	e.feed(req.link, translate.Msg{Kind: translate.CancelRequest, Ref: req.ref, Grace: e.b.cancelGrace()})
 }
 
 // armCancelGrace starts the grace period of every prompt of sid that is
@@ -43,7 +34,7 @@ func (e *engine) armCancelGrace(sid string) {
 	if s == nil {
 		return
 	}
-	d := e.cancelGrace()
+	d := e.b.cancelGrace()
 	for _, ref := range s.prompts {
 		req := e.pending.get(ref)
 		if req == nil || req.grace != nil {

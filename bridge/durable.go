@@ -28,10 +28,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 )
 
@@ -103,10 +106,109 @@ type aliasKey struct {
 	id   string
 }
 
+// sessionHooks is what durable sessions ask of the rest of the engine:
+// the core's request table, its agent links and its editor. *engine
+// implements it (hooks.go). Every method but post is called on the loop
+// only. The core may call back into the part before a method returns (an
+// answer's afterSuccess records the session it opened, a retired link's
+// sessions are reported lost), as it does for any request or link.
+type sessionHooks interface {
+	// --- requests (the core's pending table) ---
+
+	// answer answers req with result: the editor's request gets exactly
+	// this answer (its own id restored), an internal request's then runs;
+	// req is retired, and answering it again does nothing.
+	answer(req *request, result json.RawMessage)
+	// fail answers req with err, as answer does.
+	fail(req *request, err *translate.Error)
+	// dispatch routes req, an editor request the durable part does not
+	// serve itself, as the core routes any request (env is the editor's
+	// message it came in).
+	dispatch(req *request, env *translate.Envelope)
+	// internal sends l's agent a request of the bridge's own, timed as
+	// an editor's; then gets the agent's answer, or the error that ended
+	// it (a lost link, a timeout, shutdown), exactly once.
+	internal(l *link, method string, params json.RawMessage, sid string, then func(translate.Out))
+	// pauseTimeout stops req's deadline while the bridge does its own work
+	// for it; rearm starts a fresh one.
+	pauseTimeout(req *request) (rearm func())
+
+	// --- turns ---
+
+	// promptStarted files req, a session/prompt, as its session's running
+	// turn (cancel grace, one turn at a time, the SessionPrompt event).
+	promptStarted(req *request, params json.RawMessage)
+	// armCancelGrace starts the cancel grace of sid's pending prompts: the
+	// core answers each "cancelled" itself if the agent has not in time.
+	armCancelGrace(sid string)
+	// repaired counts a repair of the compliance shim (and taps it).
+	repaired(r Repair, session, detail string)
+
+	// --- agents, the editor, the loop ---
+
+	// feed hands m to l's translator, in order; what is fed before l's
+	// initialize is answered waits for it.
+	feed(l *link, m translate.Msg)
+	// writeEditorSession writes m to the editor, in order with the other
+	// messages of session (which may be held behind a prompt's answer).
+	writeEditorSession(m editorMsg, session string)
+	// post runs f on the loop; from any goroutine. Once Serve stops, f
+	// is dropped.
+	post(f func())
+
+	// --- link supervision (the supervisor) ---
+
+	// controlLink returns the link sessions share (the control link):
+	// with open, a live one, dialled again when there is none or it was
+	// lost (or the error why it cannot be); else as it is, possibly nil
+	// or lost.
+	controlLink(open bool) (*link, *translate.Error)
+	// openLink opens a link of its own for one session, to bind's agent
+	// (spawned as spawn says, tr its translator), and sends it the
+	// editor's initialize; then gets the link and initialize's answer.
+	openLink(spawn Spawn, bind Binding, tr translate.Translator, then func(*link, translate.Out))
+	// retireLink closes l, which no session needs any more: what is
+	// pending on it is answered, its sessions are lost (SessionLost).
+	retireLink(l *link, why string)
+
+	// --- an editor that speaks ACP v2, relayed (v2editor) ---
+
+	// relayingV2 reports whether the editor speaks v2 to a v2 agent,
+	// relayed: sessions resume rather than load, and turns end with an
+	// idle state update, not with the prompt's answer.
+	relayingV2() bool
+	// v2Running reports whether relayed v2 session sid has work running
+	// (its turn outlives its prompt's answer).
+	v2Running(sid string) bool
+	// v2EndTurn closes relayed v2 session sid's running turn with an idle
+	// state update (stopReason cancelled), as sid is closed, and forgets
+	// its turn state.
+	v2EndTurn(sid string)
+}
+
 // durableSessions are the engine's durable sessions: the state and the
-// handling of sessions recorded in the store (loop-owned).
+// handling of sessions recorded in the store (loop-owned). It reaches the
+// rest of the engine through core alone.
 type durableSessions struct {
-	e *engine // the engine whose sessions these are
+	core sessionHooks
+	cfg  *Bridge // its configuration: Sessions, AgentName, Redact, OnSession, OneTurn
+	log  hclog.Logger
+	// sessions is the engine's session table, shared with the core (the
+	// same map): both read and write it, on the loop.
+	sessions sessionTable
+	// pending is the core's request table, shared for reading (a
+	// session's prompts, a link's requests); only the core adds and
+	// retires requests.
+	pending *pendingTable
+	// stopped is closed once Serve shuts down; helpers counts the
+	// goroutines of this part that Serve waits for before it returns.
+	stopped <-chan struct{}
+	helpers *sync.WaitGroup
+	// recorded is signalled when the store has written what a held
+	// answer waits for; recordedSeq is the last such answer's number
+	// (holdForStore). The loop then releases them (releaseAnswers).
+	recorded    chan struct{}
+	recordedSeq atomic.Uint64
 
 	// alias maps a backend session id, on the link that serves it, to
 	// the session it is: agents on different links (another agent, a
@@ -140,15 +242,24 @@ type durableSessions struct {
 	lines *store.Lines
 }
 
+// start makes d the durable sessions of a Serve, reaching the rest of its
+// engine through core.
+func (d *durableSessions) start(core sessionHooks, cfg *Bridge, log hclog.Logger, sessions sessionTable, pending *pendingTable, stopped <-chan struct{}, helpers *sync.WaitGroup) {
+	d.core, d.cfg, d.log = core, cfg, log
+	d.sessions, d.pending = sessions, pending
+	d.stopped, d.helpers = stopped, helpers
+	d.recorded = make(chan struct{}, 1)
+}
+
 // on reports whether sessions are recorded at all (a store is configured).
-func (d *durableSessions) on() bool { return d.e.b.Sessions != nil && d.e.b.Sessions.Store != nil }
+func (d *durableSessions) on() bool { return d.cfg.Sessions != nil && d.cfg.Sessions.Store != nil }
 
 // store returns the session store, with every update recorded so far
 // handed to it first, so that what the caller appends or reads comes after
 // them.
 func (d *durableSessions) store() *store.Store {
 	d.flushRecords()
-	return d.e.b.Sessions.Store
+	return d.cfg.Sessions.Store
 }
 
 // flushRecords hands the updates gathered for the store over to it.
@@ -161,7 +272,7 @@ func (d *durableSessions) flushRecords() {
 // records returns the loop's Lines for streamed updates.
 func (d *durableSessions) records() *store.Lines {
 	if d.lines == nil {
-		d.lines = d.e.b.Sessions.Store.Lines()
+		d.lines = d.cfg.Sessions.Store.Lines()
 	}
 	return d.lines
 }
@@ -170,7 +281,7 @@ func (d *durableSessions) bridgedOf(s *session) *bridged {
 	if s.b == nil {
 		s.b = &bridged{bind: s.link.bind, mcp: json.RawMessage("[]")}
 		if s.b.bind.Name == "" {
-			s.b.bind.Name = d.e.b.AgentName
+			s.b.bind.Name = d.cfg.AgentName
 		}
 	}
 	return s.b
@@ -180,12 +291,12 @@ func (d *durableSessions) bridgedOf(s *session) *bridged {
 // and passes it to Bridge.OnSession.
 func (d *durableSessions) onSession(ev SessionEvent) {
 	if d.on() && ev.Session != "" {
-		if s := d.e.sessions[ev.Session]; s != nil && s.b != nil && s.b.owned {
+		if s := d.sessions[ev.Session]; s != nil && s.b != nil && s.b.owned {
 			d.record(s, ev)
 		}
 	}
-	if d.e.b.OnSession != nil {
-		d.e.b.OnSession(ev)
+	if d.cfg.OnSession != nil {
+		d.cfg.OnSession(ev)
 	}
 }
 
@@ -198,7 +309,7 @@ func (d *durableSessions) aliasing() bool {
 }
 
 // sessionHooked reports whether session events are wanted at all.
-func (d *durableSessions) sessionHooked() bool { return d.e.b.OnSession != nil || d.on() }
+func (d *durableSessions) sessionHooked() bool { return d.cfg.OnSession != nil || d.on() }
 
 // recordUpdate stores one session/update the editor is sent, scrubbed of
 // secrets as the editor gets it: its params, or the whole notification as
@@ -208,8 +319,8 @@ func (d *durableSessions) recordUpdate(s *session, body []byte) {
 	if s.b == nil || !s.b.owned {
 		return
 	}
-	if d.e.b.Redact != nil {
-		body = d.e.b.Redact(body) // as the editor is sent it: a secret an agent echoed is not kept
+	if d.cfg.Redact != nil {
+		body = d.cfg.Redact(body) // as the editor is sent it: a secret an agent echoed is not kept
 	}
 	if update, ok := recordBody(body, sessionPrefix(s)); ok {
 		d.records().SessionUpdate(s.id, update)
@@ -267,8 +378,8 @@ func (d *durableSessions) record(s *session, ev SessionEvent) {
 		}
 	case SessionTurnEnded:
 		body := ev.Body
-		if d.e.b.Redact != nil {
-			body = d.e.b.Redact(body) // the agent's answer, as the editor is sent it
+		if d.cfg.Redact != nil {
+			body = d.cfg.Redact(body) // the agent's answer, as the editor is sent it
 		}
 		stop := store.Record{Kind: store.KindStop, Body: body, Failed: ev.Failed, Sync: true}
 		d.recordTurn(s, st, ev.ref, stop)
@@ -319,12 +430,12 @@ func (d *durableSessions) recordTurn(s *session, st *store.Store, ref translate.
 // sessionOpened tells the hooks a session/new, load or resume succeeded,
 // and returns the answer with the bridge's config options added.
 func (d *durableSessions) sessionOpened(req *request, sid string, result json.RawMessage) json.RawMessage {
-	if s := d.e.sessions[sid]; s != nil && d.on() {
+	if s := d.sessions[sid]; s != nil && d.on() {
 		b := d.bridgedOf(s)
 		if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 			b.mcp = json.RawMessage(m.Raw)
 		}
-		result = d.e.sup.withAgentOptionResult(s, result)
+		result = d.withAgentOptionResult(s, result)
 	}
 	d.opening = req.method
 	d.onSession(SessionEvent{Kind: SessionOpened, Session: sid, Cwd: req.cwd, Body: result})
@@ -341,12 +452,12 @@ func (d *durableSessions) sessionOpened(req *request, sid string, result json.Ra
 // given an id it already has, or another window has. It returns the
 // editor's id and the answer as the editor gets it.
 func (d *durableSessions) claimNew(req *request, agentID string, result json.RawMessage) (string, json.RawMessage, bool) {
-	bind := d.e.defaultBinding()
+	bind := d.cfg.defaultBinding()
 	if req.link != nil {
 		bind = req.link.bind
 	}
 	if bind.Name == "" {
-		bind.Name = d.e.b.AgentName
+		bind.Name = d.cfg.AgentName
 	}
 	linkKind := "shared"
 	if req.link != nil && !req.link.control {
@@ -359,10 +470,10 @@ func (d *durableSessions) claimNew(req *request, agentID string, result json.Raw
 			id = fmt.Sprintf("%s~%d", agentID, n)
 		}
 		if n > 1000 {
-			d.e.log.Warn("session not recorded: no free session id", "session", agentID)
+			d.log.Warn("session not recorded: no free session id", "session", agentID)
 			return agentID, result, false
 		}
-		if s := d.e.sessions[id]; s != nil && (s.b != nil || s.link != req.link) && s.link.down == nil {
+		if s := d.sessions[id]; s != nil && (s.b != nil || s.link != req.link) && s.link.down == nil {
 			continue // an editor id this engine already serves
 		}
 		err := st.Create(id, store.Meta{SessionID: id, Cwd: req.cwd, Agent: bind.Name, Dialect: bind.Dialect.Name, Backend: agentID, Link: linkKind})
@@ -370,12 +481,12 @@ func (d *durableSessions) claimNew(req *request, agentID string, result json.Raw
 			break
 		}
 		if !errors.Is(err, store.ErrTaken) {
-			d.e.log.Warn("session not recorded: its transcript could not be created", "session", id, "error", err)
+			d.log.Warn("session not recorded: its transcript could not be created", "session", id, "error", err)
 			return agentID, result, false
 		}
 	}
 	if id != agentID {
-		d.e.log.Info("the agent handed out a session id the editor may already know; the editor is given another", "agent_session", agentID, "session", id)
+		d.log.Info("the agent handed out a session id the editor may already know; the editor is given another", "agent_session", agentID, "session", id)
 		result = withKey(result, "sessionId", json.RawMessage(mustJSON(id)))
 	}
 	return id, result, true
@@ -383,17 +494,18 @@ func (d *durableSessions) claimNew(req *request, agentID string, result json.Raw
 
 // --- initialize ------------------------------------------------------------------
 
-// durableInitialized learns the agent's capabilities from its initialize
-// answer and, with durable sessions on, advertises the bridge's own.
-func (d *durableSessions) durableInitialized(req *request, result json.RawMessage) (json.RawMessage, *translate.Error) {
-	d.learnCaps(req.link, result)
-	out, err := d.e.initialized(req.link, result)
-	if err != nil || !d.on() || d.e.v2.on {
-		return out, err // v2's session list, resume and close are not optional
+// advertised is the core's answer to an initialize (see learnCaps) with,
+// when durable sessions are on, the session capabilities the bridge
+// provides added; not for a relayed v2 editor, whose agent must have
+// them (v2's session list, resume and close are not optional).
+func (d *durableSessions) advertised(result json.RawMessage) json.RawMessage {
+	if !d.on() || d.core.relayingV2() {
+		return result
 	}
-	return advertise(out), nil
+	return advertise(result)
 }
 
+// learnCaps learns l's agent's capabilities from its initialize answer.
 func (d *durableSessions) learnCaps(l *link, result json.RawMessage) {
 	if l == nil {
 		return
@@ -403,7 +515,7 @@ func (d *durableSessions) learnCaps(l *link, result json.RawMessage) {
 	}
 	name := l.bind.Name
 	if name == "" {
-		name = d.e.b.AgentName
+		name = d.cfg.AgentName
 	}
 	d.caps[name] = json.RawMessage(gjson.GetBytes(result, "agentCapabilities").Raw)
 	l.queuesPrompts = queuesPrompts(result)
@@ -466,8 +578,8 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 		delete(d.closed, req.session)
 		req.params = env.Params
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
-		if err := d.e.v2.v2ReplayFrom(req); err != nil {
-			d.e.fail(req, err)
+		if err := d.v2ReplayFrom(req); err != nil {
+			d.core.fail(req, err)
 			return true
 		}
 		d.openStored(req, env)
@@ -477,30 +589,28 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 	case "session/delete":
 		return d.closeSession(req, env, true)
 	}
-	if d.closed[req.session] && d.e.sessions[req.session] == nil {
+	if d.closed[req.session] && d.sessions[req.session] == nil {
 		d.closedTo(req)
 		return true
 	}
-	s := d.e.sessions[req.session]
+	s := d.sessions[req.session]
 	if s == nil || s.b == nil {
 		return false
 	}
-	if env.Method == "session/set_config_option" && d.e.sup.switchable() && gjson.GetBytes(env.Params, "configId").Str == agentOption {
-		d.e.sup.switchAgent(req, s, env.Params)
+	if env.Method == "session/set_config_option" && d.switchable() && gjson.GetBytes(env.Params, "configId").Str == agentOption {
+		d.switchAgent(req, s, env.Params)
 		return true
 	}
 	if s.link.down == nil && !s.b.attaching && s.b.backend == "" && s.b.primer == "" {
 		return false // live on its backend under its own id: the usual path
 	}
 	if env.Method == "session/prompt" {
-		if d.e.b.OneTurn != OneTurnOff && len(s.prompts) > 0 && !s.link.queuesPrompts {
-			// One turn at a time holds while a session re-attaches too.
-			// Queue mode rejects here: a queued prompt is fed as the
+		if d.cfg.OneTurn != OneTurnOff && len(s.prompts) > 0 && !s.link.queuesPrompts {
 			// editor sent it, and this session's backend ids differ.
-			d.e.rejectSecondPrompt(req, s)
+			rejectSecondPrompt(d.core, req, s)
 			return true
 		}
-		d.e.promptStarted(req, env.Params)
+		d.core.promptStarted(req, env.Params)
 	}
 	params, method := env.Params, env.Method // (env itself stays off the heap)
 	d.whenAttached(s, func(err *translate.Error) {
@@ -508,7 +618,7 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 			return
 		}
 		if err != nil {
-			d.e.fail(req, err)
+			d.core.fail(req, err)
 			return
 		}
 		body := d.toBackend(s, params)
@@ -517,7 +627,7 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 			s.b.primer = ""
 		}
 		req.link = s.link
-		d.e.feed(s.link, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: method, Body: body})
+		d.core.feed(s.link, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: method, Body: body})
 	})
 	return true
 }
@@ -528,7 +638,7 @@ func (d *durableSessions) durableRequest(req *request, env *translate.Envelope) 
 // open the session behind the editor's back, or send the agent an id it
 // was told is gone.
 func (d *durableSessions) closedTo(req *request) {
-	d.e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+	d.core.fail(req, translate.Errorf(translate.CodeResourceNotFound,
 		"session %s was closed (session/close), so it takes no %s: open it again with session/load or session/resume first, or start a new session",
 		req.session, req.method).With("sessionId", req.session))
 }
@@ -539,13 +649,17 @@ func (d *durableSessions) closedTo(req *request) {
 // passed on as it is, sid would reach that other conversation on the
 // agent. nil when there is none.
 func (d *durableSessions) shadowed(sid string) *session {
-	if sid == "" || d.e.control == nil || len(d.alias) == 0 {
+	if sid == "" || len(d.alias) == 0 {
 		return nil
 	}
-	if s := d.e.sessions[sid]; s != nil && s.b != nil {
+	control, _ := d.core.controlLink(false)
+	if control == nil {
 		return nil
 	}
-	return d.alias[aliasKey{d.e.control, sid}]
+	if s := d.sessions[sid]; s != nil && s.b != nil {
+		return nil
+	}
+	return d.alias[aliasKey{control, sid}]
 }
 
 // refuseShadowed answers a request naming a shadowed session id (see
@@ -555,8 +669,8 @@ func (d *durableSessions) refuseShadowed(req *request) bool {
 	if !d.on() || d.shadowed(req.session) == nil {
 		return false
 	}
-	d.e.log.Warn("request for a session not open here refused: its id is another session's on the agent", "method", req.method, "session", req.session)
-	d.e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+	d.log.Warn("request for a session not open here refused: its id is another session's on the agent", "method", req.method, "session", req.session)
+	d.core.fail(req, translate.Errorf(translate.CodeResourceNotFound,
 		"session %s is not open in this bridge: load it first with session/load (session/list shows the recorded sessions)", req.session).With("sessionId", req.session))
 	return true
 }
@@ -570,10 +684,10 @@ func (d *durableSessions) durableNotification(env *translate.Envelope) bool {
 	}
 	sid := paramsSession(env.Params)
 	if d.shadowed(sid) != nil {
-		d.e.log.Warn("notification for a session not open here dropped: its id is another session's on the agent", "method", env.Method, "session", sid)
+		d.log.Warn("notification for a session not open here dropped: its id is another session's on the agent", "method", env.Method, "session", sid)
 		return true
 	}
-	s := d.e.sessions[sid]
+	s := d.sessions[sid]
 	if s == nil || s.b == nil || (s.b.backend == "" && s.link.down == nil && !s.b.attaching) {
 		return false
 	}
@@ -581,8 +695,8 @@ func (d *durableSessions) durableNotification(env *translate.Envelope) bool {
 		if env.Method == "session/cancel" {
 			// Prompts still waiting for their backend end here.
 			for _, ref := range slices.Clone(s.prompts) {
-				if req := d.e.pending.get(ref); req != nil && req.link == nil {
-					d.e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
+				if req := d.pending.get(ref); req != nil && req.link == nil {
+					d.core.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
 				}
 			}
 		}
@@ -590,11 +704,11 @@ func (d *durableSessions) durableNotification(env *translate.Envelope) bool {
 	}
 	m := translate.Msg{Kind: translate.Notification, Method: env.Method, Body: d.toBackend(s, env.Params)}
 	if env.Method == "session/cancel" {
-		m.Grace = d.e.cancelGrace()
+		m.Grace = d.cfg.cancelGrace()
 	}
-	d.e.feed(s.link, m)
+	d.core.feed(s.link, m)
 	if env.Method == "session/cancel" {
-		d.e.armCancelGrace(s.id)
+		d.core.armCancelGrace(s.id)
 	}
 	return true
 }
@@ -625,13 +739,13 @@ func (d *durableSessions) unalias(l *link, o translate.Out) (_ translate.Out, dr
 	// A session closed here and now being loaded by the agent itself
 	// (held) gets its replay: those updates are not the closed one's late
 	// ones.
-	if d.gone[aliasKey{l, sid}] && d.held[sid] == nil && o.Method == "session/update" && d.e.sessions[sid] == nil {
-		d.e.repaired(RepairDrainedTurnUpdates, sid, "update for a session closed here: "+gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
+	if d.gone[aliasKey{l, sid}] && d.held[sid] == nil && o.Method == "session/update" && d.sessions[sid] == nil {
+		d.core.repaired(RepairDrainedTurnUpdates, sid, "update for a session closed here: "+gjson.GetBytes(o.Body, "update.sessionUpdate").Str)
 		return o, true
 	}
 	s := d.alias[aliasKey{l, sid}]
 	if s == nil {
-		if s = d.e.sessions[sid]; s == nil || s.b == nil || s.link != l {
+		if s = d.sessions[sid]; s == nil || s.b == nil || s.link != l {
 			return o, false
 		}
 	}

@@ -52,7 +52,7 @@ func (d *durableSessions) attachMethod(s *session, bind Binding) string {
 	caps := gjson.ParseBytes(d.caps[bind.Name])
 	switch {
 	case s.b.switched:
-	case d.e.v2.on:
+	case d.core.relayingV2():
 		return "session/resume" // v2 agents must have it
 	case caps.Get("sessionCapabilities.resume").IsObject():
 		return "session/resume"
@@ -68,8 +68,8 @@ func (d *durableSessions) attachMethod(s *session, bind Binding) string {
 // that link's initialize is answered (agents refuse requests before it),
 // and chosen then, from the capabilities that answer declares.
 func (d *durableSessions) attachWith(s *session, history string, bind Binding, method string, done func(*translate.Error, json.RawMessage)) {
-	if !bind.Dialect.PerSession && bind.Name == d.e.b.AgentName {
-		l, err := d.e.sup.ensureControl()
+	if !bind.Dialect.PerSession && bind.Name == d.cfg.AgentName {
+		l, err := d.core.controlLink(true)
 		if err != nil {
 			d.attached(s, err, nil, done)
 			return
@@ -94,15 +94,14 @@ func (d *durableSessions) attachWith(s *session, history string, bind Binding, m
 		}
 		spawn.Command = cmd
 	}
-	l := d.e.sup.newLink(spawn, bind, tr)
-	d.e.sup.initLink(l, func(o translate.Out) {
+	d.core.openLink(spawn, bind, tr, func(l *link, o translate.Out) {
 		if d.stopping() {
 			s.b.attaching, s.b.waiters = false, nil
 			return
 		}
 		if o.Kind != translate.Reply {
 			if l.down == nil {
-				d.e.sup.retireLink(l, "initialize failed")
+				d.core.retireLink(l, "initialize failed")
 			}
 			d.attached(s, translate.Errorf(translate.CodeInternalError,
 				"session %s could not be reopened on agent %s: its initialize failed (%s); its transcript is kept, so fix the agent and try again",
@@ -146,8 +145,8 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 		s.b.suppress = true
 		d.suppressing++
 	}
-	d.e.log.Info("re-attaching session", "session", s.id, "agent", bind.Name, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str)
-	d.internal(l, method, body, s.id, func(o translate.Out) {
+	d.log.Info("re-attaching session", "session", s.id, "agent", bind.Name, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str)
+	d.core.internal(l, method, body, s.id, func(o translate.Out) {
 		if s.b.suppress {
 			s.b.suppress = false
 			d.suppressing--
@@ -162,26 +161,26 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 				// The backend no longer has it (restarted, expired): a new
 				// backend session, primed with the transcript.
 				msg := "the agent could not reopen its own session; starting a new one primed with the transcript"
-				if d.e.b.Sessions.NoPreamble || bind.Dialect.NoHistory {
+				if d.cfg.Sessions.NoPreamble || bind.Dialect.NoHistory {
 					msg = "the agent could not reopen its own session; starting a new one (without the transcript: no history preamble)"
 				}
-				d.e.log.Warn(msg,
+				d.log.Warn(msg,
 					"session", s.id, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str, "error", errorMessage(o.Body))
 				if !l.control {
-					d.e.sup.retireLink(l, method+" failed")
+					d.core.retireLink(l, method+" failed")
 				}
 				d.attachWith(s, history, bind, "session/new", done)
 				return
 			}
 			if !l.control {
-				d.e.sup.retireLink(l, "session/new failed")
+				d.core.retireLink(l, "session/new failed")
 			}
 			d.attached(s, translate.Errorf(translate.CodeInternalError,
 				"session %s could not be reopened on agent %s: %s; its transcript is kept, so fix the agent and try again", s.id, bind.displayName(), errorMessage(o.Body)).With("sessionId", s.id), nil, done)
 			return
 		}
 		if old := s.link; old != l && old.down == nil && !old.control {
-			d.e.sup.retireLink(old, "the session moved to another backend session")
+			d.core.retireLink(old, "the session moved to another backend session")
 		}
 		s.link = l
 		if method == "session/new" {
@@ -190,7 +189,7 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 				id = s.id
 			}
 			d.setBackend(s, id)
-			if !d.e.b.Sessions.NoPreamble && !bind.Dialect.NoHistory {
+			if !d.cfg.Sessions.NoPreamble && !bind.Dialect.NoHistory {
 				s.b.primer = history
 			}
 		} else {
@@ -261,21 +260,11 @@ func (d *durableSessions) attached(s *session, err *translate.Error, result json
 // stopping reports whether Serve is shutting down.
 func (d *durableSessions) stopping() bool {
 	select {
-	case <-d.e.done:
+	case <-d.stopped:
 		return true
 	default:
 		return false
 	}
-}
-
-// internal sends the agent a request of the engine's own; then gets the
-// answer, or the error that ended it.
-func (d *durableSessions) internal(l *link, method string, params json.RawMessage, sid string, then func(translate.Out)) {
-	d.e.nextRef++
-	req := &request{ref: d.e.nextRef, method: method, link: l, session: sid, then: then}
-	d.e.pending.add(req)
-	d.e.armTimeout(req)
-	d.e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: method, Body: params, Session: sid, At: time.Now()})
 }
 
 // --- close and delete ------------------------------------------------------------
@@ -285,7 +274,7 @@ func (d *durableSessions) internal(l *link, method string, params json.RawMessag
 // told with session/close when the agent has it) and, for delete, its
 // transcript removed.
 func (d *durableSessions) closeSession(req *request, env *translate.Envelope, del bool) bool {
-	s := d.e.sessions[req.session]
+	s := d.sessions[req.session]
 	if s != nil && s.b == nil {
 		d.bridgedOf(s)
 	}
@@ -294,11 +283,11 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 		if s.link.down == nil {
 			if s.link.control {
 				d.forgetBackend(s)
-				if d.e.v2.on || gjson.GetBytes(d.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
-					d.internal(s.link, "session/close", d.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
+				if d.core.relayingV2() || gjson.GetBytes(d.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
+					d.core.internal(s.link, "session/close", d.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
 				}
 			} else {
-				d.e.sup.retireLink(s.link, "the session was closed")
+				d.core.retireLink(s.link, "the session was closed")
 			}
 		}
 		d.forget(s)
@@ -314,44 +303,44 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 	}
 	if !del {
 		if s != nil {
-			d.e.answer(req, json.RawMessage("{}"))
+			d.core.answer(req, json.RawMessage("{}"))
 			return true
 		}
 		// A copy for the closure: capturing env would move every
 		// editor message's envelope to the heap (fromEditor's).
 		held := *env
 		d.store().Has(req.session, func(_ store.Meta, ok bool) {
-			d.e.post(func() {
+			d.core.post(func() {
 				if req.retired {
 					return
 				}
 				if ok {
-					d.e.answer(req, json.RawMessage("{}"))
+					d.core.answer(req, json.RawMessage("{}"))
 					return
 				}
-				d.e.dispatch(req, &held)
+				d.core.dispatch(req, &held)
 			})
 		})
 		return true
 	}
 	d.store().Delete(req.session, func(err error) {
-		d.e.post(func() {
+		d.core.post(func() {
 			if req.retired {
 				return
 			}
 			var busy *store.BusyError
 			switch {
 			case errors.As(err, &busy):
-				d.e.fail(req, translate.Errorf(translate.CodeInternalError,
+				d.core.fail(req, translate.Errorf(translate.CodeInternalError,
 					"session %s cannot be deleted here: it is open in %s; close it there first",
 					req.session, busyWhere(busy.PID)).With("sessionId", req.session).With("pid", busy.PID))
 			case err == nil || s != nil:
-				d.e.answer(req, json.RawMessage("{}"))
+				d.core.answer(req, json.RawMessage("{}"))
 			case errors.Is(err, fs.ErrNotExist):
-				d.e.fail(req, translate.Errorf(translate.CodeInvalidParams,
+				d.core.fail(req, translate.Errorf(translate.CodeInvalidParams,
 					"unknown sessionId %q: acp-bridge has no session by that id (see session/list)", req.session).With("sessionId", req.session))
 			default:
-				d.e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s could not be deleted: %v", req.session, err))
+				d.core.fail(req, translate.Errorf(translate.CodeInternalError, "session %s could not be deleted: %v", req.session, err))
 			}
 		})
 	})
@@ -364,22 +353,42 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 // still waiting for a backend are answered too. Otherwise a prompt of a
 // closed session would never be answered.
 func (d *durableSessions) endTurns(s *session, why string) {
-	if d.e.v2.on {
-		d.e.v2.v2EndTurns(s, why)
+	if d.core.relayingV2() {
+		d.endTurnsV2(s, why)
 		return
 	}
 	if len(s.prompts) == 0 {
 		return
 	}
-	d.e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	d.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
 	if s.link.down == nil && !s.b.attaching {
-		d.e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: d.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), Grace: d.e.cancelGrace()})
+		d.core.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: d.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`)), Grace: d.cfg.cancelGrace()})
 	}
 	for _, ref := range slices.Clone(s.prompts) {
-		if req := d.e.pending.get(ref); req != nil {
-			d.e.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
+		if req := d.pending.get(ref); req != nil {
+			d.core.answer(req, json.RawMessage(`{"stopReason":"cancelled"}`))
 		}
 	}
+}
+
+// endTurnsV2 is endTurns for a relayed v2 editor's session: v2 wants the
+// running turn closed (idle, cancelled) before the close is answered, and
+// prompts the agent has not taken answered -32800.
+func (d *durableSessions) endTurnsV2(s *session, why string) {
+	if len(s.prompts) == 0 && !d.core.v2Running(s.id) {
+		d.core.v2EndTurn(s.id)
+		return
+	}
+	d.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
+	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
+		d.core.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: d.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
+	}
+	for _, ref := range slices.Clone(s.prompts) {
+		if req := d.pending.get(ref); req != nil {
+			d.core.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
+		}
+	}
+	d.core.v2EndTurn(s.id)
 }
 
 // forgetBackend remembers that s's backend session on the shared link is
@@ -407,7 +416,7 @@ func (d *durableSessions) armIdle(s *session) {
 	if !d.on() || s.b == nil || s.link.down != nil {
 		return
 	}
-	timeout := d.e.b.Sessions.IdleTimeout
+	timeout := d.cfg.Sessions.IdleTimeout
 	if timeout <= 0 {
 		return
 	}
@@ -416,22 +425,22 @@ func (d *durableSessions) armIdle(s *session) {
 	}
 	l := s.link
 	s.b.idle = time.AfterFunc(timeout, func() {
-		d.e.post(func() {
-			if d.e.sessions[s.id] == s && d.e.v2.v2Running(s.id) {
+		d.core.post(func() {
+			if d.sessions[s.id] == s && d.core.v2Running(s.id) {
 				d.armIdle(s) // a v2 turn outlives its prompt's answer
 				return
 			}
-			if d.e.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || d.busy(l, s.id) {
+			if d.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || d.busy(l, s.id) {
 				return
 			}
-			d.e.log.Info("closing an idle backend session; it re-attaches on the next request", "session", s.id, "idle", timeout)
+			d.log.Info("closing an idle backend session; it re-attaches on the next request", "session", s.id, "idle", timeout)
 			if !l.control {
-				d.e.sup.retireLink(l, fmt.Sprintf("the session was idle for %s", timeout))
+				d.core.retireLink(l, fmt.Sprintf("the session was idle for %s", timeout))
 				return
 			}
-			d.e.sup.detach(s, "idle", func() {
-				if l.down == nil && len(d.e.sessionsOn(l)) == 0 && !d.busy(l, "") {
-					d.e.sup.retireLink(l, fmt.Sprintf("every session on it was idle for %s", timeout))
+			d.detach(s, "idle", func() {
+				if l.down == nil && len(d.sessions.on(l)) == 0 && !d.busy(l, "") {
+					d.core.retireLink(l, fmt.Sprintf("every session on it was idle for %s", timeout))
 				}
 			})
 		})
@@ -441,7 +450,7 @@ func (d *durableSessions) armIdle(s *session) {
 // busy reports whether an editor request is pending on l (for session sid
 // only, when not "").
 func (d *durableSessions) busy(l *link, sid string) bool {
-	for _, req := range d.e.pending.inOrder() {
+	for _, req := range d.pending.inOrder() {
 		if req.link == l && req.id != nil && (sid == "" || req.session == sid) {
 			return true
 		}

@@ -28,25 +28,25 @@ func (d *durableSessions) listSessions(req *request, params json.RawMessage) {
 	cursor := gjson.GetBytes(params, "cursor").Str
 	var agents map[string]bool
 	agent := ""
-	if !d.e.b.Sessions.ListAll {
-		agents = map[string]bool{d.e.b.AgentName: true}
-		for _, b := range d.e.b.Sessions.Agents {
+	if !d.cfg.Sessions.ListAll {
+		agents = map[string]bool{d.cfg.AgentName: true}
+		for _, b := range d.cfg.Sessions.Agents {
 			agents[b.Name] = true
 		}
 		if len(agents) == 1 {
-			agent, agents = d.e.b.AgentName, nil
+			agent, agents = d.cfg.AgentName, nil
 		}
 	}
 	var found []store.Meta
 	var page func(cursor string)
 	page = func(cursor string) {
 		d.store().List(cwd, agent, cursor, listPage, func(metas []store.Meta, next string, err error) {
-			d.e.post(func() {
+			d.core.post(func() {
 				if req.retired {
 					return
 				}
 				if err != nil {
-					d.e.fail(req, translate.Errorf(translate.CodeInvalidParams, "session/list: %v", err))
+					d.core.fail(req, translate.Errorf(translate.CodeInvalidParams, "session/list: %v", err))
 					return
 				}
 				for _, m := range metas {
@@ -80,7 +80,7 @@ func (d *durableSessions) answerList(req *request, metas []store.Meta, next stri
 		out.Sessions = append(out.Sessions, info{m.SessionID, m.Cwd, m.Title, m.UpdatedAt.UTC().Format(time.RFC3339Nano)})
 	}
 	b, _ := json.Marshal(out)
-	d.e.answer(req, b)
+	d.core.answer(req, b)
 }
 
 // listPage is how many sessions one session/list answer holds.
@@ -96,7 +96,7 @@ const listPage = 50
 // re-attached. An id the store does not have is the agent's business.
 func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 	sid := req.session
-	if s := d.e.sessions[sid]; s != nil && s.b != nil && s.b.owned {
+	if s := d.sessions[sid]; s != nil && s.b != nil && s.b.owned {
 		d.reopen(req, s) // open here already
 		return
 	}
@@ -107,24 +107,24 @@ func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 	case errors.Is(err, store.ErrDeleted):
 		// The agent may still have its side of it; the user deleted the
 		// conversation through the bridge, and it stays deleted.
-		d.e.fail(req, translate.Errorf(translate.CodeResourceNotFound,
+		d.core.fail(req, translate.Errorf(translate.CodeResourceNotFound,
 			"session %s was deleted: start a new session (session/list shows the ones there are)", sid).With("sessionId", sid))
 		return
 	case errors.Is(err, fs.ErrNotExist):
-		d.e.dispatch(req, env) // not recorded by any bridge: the agent may know it
+		d.core.dispatch(req, env) // not recorded by any bridge: the agent may know it
 		return
 	case errors.As(err, &busy):
-		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
+		d.core.fail(req, translate.Errorf(translate.CodeInternalError,
 			"session %s cannot be %s here: it is open in %s; close it there, or end that process, and try again",
 			sid, pastTense(req.method), busyWhere(busy.PID)).With("sessionId", sid).With("pid", busy.PID))
 		return
 	case err != nil:
-		d.e.fail(req, translate.Errorf(translate.CodeInternalError,
+		d.core.fail(req, translate.Errorf(translate.CodeInternalError,
 			"session %s cannot be %s: its transcript cannot be opened (%v)", sid, pastTense(req.method), err).With("sessionId", sid))
 		return
 	}
 	bind := d.agentNamed(meta.Agent)
-	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == d.e.b.AgentName &&
+	if req.method == "session/load" && bind.Dialect.Relay && bind.Name == d.cfg.AgentName &&
 		(meta.Backend == "" || meta.Backend == sid) && gjson.GetBytes(d.caps[bind.Name], "loadSession").Bool() {
 		// The agent's own load of its own session, which replays itself;
 		// when the agent no longer has it, ownLoadFailed opens it here.
@@ -132,7 +132,7 @@ func (d *durableSessions) openStored(req *request, env *translate.Envelope) {
 			d.held = map[string]*store.Meta{}
 		}
 		d.held[sid] = &meta
-		d.e.dispatch(req, env)
+		d.core.dispatch(req, env)
 		return
 	}
 	d.openRecorded(req, meta, bind)
@@ -150,7 +150,7 @@ func (d *durableSessions) ownLoadFailed(req *request, errObj json.RawMessage) bo
 		return false
 	}
 	delete(d.held, req.session)
-	d.e.log.Info("the agent could not load its own session; opening it from the transcript", "session", req.session,
+	d.log.Info("the agent could not load its own session; opening it from the transcript", "session", req.session,
 		"agent_error", gjson.GetBytes(errObj, "message").Str)
 	d.openRecorded(req, *meta, d.agentNamed(meta.Agent))
 	return true
@@ -162,12 +162,12 @@ func (d *durableSessions) openRecorded(req *request, meta store.Meta, bind Bindi
 	sid := req.session
 	// A session the engine only routed so far (a prompt for an id it did
 	// not know, sent before this load) becomes the recorded one.
-	old := d.e.sessions[sid]
+	old := d.sessions[sid]
 	s := &session{id: sid, link: d.parkedLink(bind), cwd: req.cwd, dirs: req.dirs}
 	if old != nil {
 		s.prompts, s.queued = old.prompts, old.queued
 	}
-	d.e.sessions[sid] = s
+	d.sessions[sid] = s
 	s.b = &bridged{bind: bind, mcp: json.RawMessage("[]"), owned: true, attaching: true}
 	if m := gjson.GetBytes(req.params, "mcpServers"); m.IsArray() {
 		s.b.mcp = json.RawMessage(m.Raw)
@@ -175,22 +175,22 @@ func (d *durableSessions) openRecorded(req *request, meta store.Meta, bind Bindi
 	if meta.Backend != sid && (meta.Agent == "" || meta.Agent == bind.Name) {
 		s.b.resumeID = meta.Backend
 	}
-	d.e.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
+	d.log.Info("opening a recorded session", "session", sid, "method", req.method, "agent", bind.Name, "backend", meta.Backend)
 	// The replay is the bridge's own work, however long the transcript:
 	// the agent's answer is timed from the re-attach on.
-	d.e.disarm(req)
-	d.readHistory(sid, d.e.v2.replays(req), func(primer string, skipped int, err error) {
-		d.e.armTimeout(req)
+	rearm := d.core.pauseTimeout(req)
+	d.readHistory(sid, d.replays(req), func(primer string, skipped int, err error) {
+		rearm()
 		if skipped > 0 {
-			d.e.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
+			d.log.Warn("session transcript had unreadable lines; they were skipped", "session", sid, "lines", skipped)
 		}
 		if err != nil {
-			d.e.log.Warn("session transcript could not be read to its end", "session", sid, "error", err)
+			d.log.Warn("session transcript could not be read to its end", "session", sid, "error", err)
 		}
 		s.b.attaching = false
-		if d.e.sessions[sid] != s {
+		if d.sessions[sid] != s {
 			if !req.retired {
-				d.e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", sid, pastTense(req.method)).With("sessionId", sid))
+				d.core.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", sid, pastTense(req.method)).With("sessionId", sid))
 			}
 			return
 		}
@@ -210,7 +210,7 @@ func (d *durableSessions) reopen(req *request, s *session) {
 				return
 			}
 			if err != nil {
-				d.e.fail(req, err)
+				d.core.fail(req, err)
 				return
 			}
 			d.reopen(req, s)
@@ -223,11 +223,11 @@ func (d *durableSessions) reopen(req *request, s *session) {
 	}
 	finish := d.openAnswer(req, s, false)
 	s.b.attaching = true
-	d.readHistory(s.id, d.e.v2.replays(req), func(primer string, _ int, _ error) {
+	d.readHistory(s.id, d.replays(req), func(primer string, _ int, _ error) {
 		s.b.attaching = false
-		if d.e.sessions[s.id] != s {
+		if d.sessions[s.id] != s {
 			if !req.retired {
-				d.e.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", s.id, pastTense(req.method)).With("sessionId", s.id))
+				d.core.fail(req, translate.Errorf(translate.CodeInternalError, "session %s was closed while it was being %s", s.id, pastTense(req.method)).With("sessionId", s.id))
 			}
 			return
 		}
@@ -245,10 +245,10 @@ func (d *durableSessions) openAnswer(req *request, s *session, fresh bool) func(
 			return
 		}
 		if err != nil {
-			if fresh && d.e.sessions[s.id] == s {
+			if fresh && d.sessions[s.id] == s {
 				d.forget(s)
 			}
-			d.e.fail(req, err)
+			d.core.fail(req, err)
 			return
 		}
 		out := map[string]json.RawMessage{}
@@ -257,14 +257,67 @@ func (d *durableSessions) openAnswer(req *request, s *session, fresh bool) func(
 				out[k] = json.RawMessage(v.Raw)
 			}
 		}
-		if d.e.v2.on {
-			d.e.v2.v2Opened(req, s, result)
+		if d.core.relayingV2() {
+			d.v2Opened(req, s, result)
 			return
 		}
 		b, _ := json.Marshal(out)
 		b = d.sessionOpened(req, s.id, b)
-		d.e.answer(req, b)
+		d.core.answer(req, b)
 	}
+}
+
+// --- a relayed v2 editor --------------------------------------------------------
+
+// replays reports whether opening a recorded session replays its history
+// to the editor: v1's session/load does, and v2's session/resume when it
+// names where to replay from.
+func (d *durableSessions) replays(req *request) bool {
+	if req.method == "session/load" {
+		return true
+	}
+	if !d.core.relayingV2() || req.method != "session/resume" {
+		return false
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	return from.Exists() && from.Type != gjson.Null
+}
+
+// v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
+// bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
+// must be refused, not replaced by another or by no replay.
+func (d *durableSessions) v2ReplayFrom(req *request) *translate.Error {
+	if !d.core.relayingV2() {
+		return nil
+	}
+	from := gjson.GetBytes(req.params, "replayFrom")
+	if !from.Exists() || from.Type == gjson.Null || from.Get("type").Str == "start" {
+		return nil
+	}
+	return translate.Errorf(translate.CodeInvalidParams,
+		`session/resume: acp-bridge replays a recorded session from its start only, and replayFrom is %s: send {"type":"start"}, or no replayFrom for no replay`, from.Raw).
+		With("replayFrom", json.RawMessage(from.Raw))
+}
+
+// v2Opened answers a relayed v2 editor's resume of a recorded session once
+// its backend is attached: the current state_update v2 requires after the
+// replay and before the answer, then the backend's own answer (its config
+// options and commands; nothing of v1's modes or models).
+func (d *durableSessions) v2Opened(req *request, s *session, result json.RawMessage) {
+	state := "idle"
+	if d.core.v2Running(s.id) {
+		state = "running"
+	}
+	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
+	d.core.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
+	out := map[string]json.RawMessage{}
+	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
+		if v := gjson.GetBytes(result, k); v.Exists() {
+			out[k] = json.RawMessage(v.Raw)
+		}
+	}
+	b, _ := json.Marshal(out)
+	d.core.answer(req, d.sessionOpened(req, s.id, b))
 }
 
 // attachHistory attaches s's backend, priming a new backend session with
@@ -303,20 +356,20 @@ func (d *durableSessions) parkedLink(bind Binding) *link {
 // agentNamed returns the binding of the agent called name, the Bridge's own
 // agent when name is empty or unknown.
 func (d *durableSessions) agentNamed(name string) Binding {
-	if d.e.b.Sessions != nil {
-		for _, b := range d.e.b.Sessions.Agents {
+	if d.cfg.Sessions != nil {
+		for _, b := range d.cfg.Sessions.Agents {
 			if b.Name == name && b.NewTranslator != nil && b.Dial != nil {
 				return b
 			}
 		}
 	}
-	return d.e.defaultBinding()
+	return d.cfg.defaultBinding()
 }
 
 // forget drops a session from the engine (not from the store, where it is
 // given up for other bridge processes to open).
 func (d *durableSessions) forget(s *session) {
-	delete(d.e.sessions, s.id)
+	delete(d.sessions, s.id)
 	if s.b != nil {
 		if s.b.owned {
 			s.b.owned = false
@@ -358,7 +411,7 @@ func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) b
 	}
 	switch req.method {
 	case "session/prompt":
-		if s := d.e.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
+		if s := d.sessions[req.session]; s == nil || s.b == nil || !s.b.owned {
 			return false
 		}
 	case "session/close":
@@ -373,8 +426,8 @@ func (d *durableSessions) holdForStore(req *request, m editorMsg, failed bool) b
 	seq := d.nextSeq
 	d.answers = append(d.answers, heldAnswer{seq: seq, msg: m, session: req.session})
 	d.store().Written(func() {
-		d.e.recordedSeq.Store(seq) // barriers complete in order
-		signal(d.e.recorded)
+		d.recordedSeq.Store(seq) // barriers complete in order
+		signal(d.recorded)
 	})
 	return true
 }
@@ -395,8 +448,8 @@ func (d *durableSessions) holdTurn(sid string) {
 	seq := d.nextSeq
 	d.answers = append(d.answers, heldAnswer{seq: seq, session: sid, mark: true})
 	d.store().Handed(func() {
-		d.e.recordedSeq.Store(seq) // barriers complete in order
-		signal(d.e.recorded)
+		d.recordedSeq.Store(seq) // barriers complete in order
+		signal(d.recorded)
 	})
 }
 
@@ -421,7 +474,7 @@ func (d *durableSessions) queueBehindAnswer(m editorMsg, session string) bool {
 // messages queued behind them; all of them when all is set (shutdown: the
 // store is closed after Serve, which writes everything).
 func (d *durableSessions) releaseAnswers(all bool) {
-	done := d.e.recordedSeq.Load()
+	done := d.recordedSeq.Load()
 	n := 0
 	d.releasing = true
 	for _, a := range d.answers {
@@ -432,7 +485,7 @@ func (d *durableSessions) releaseAnswers(all bool) {
 			n++
 			continue
 		}
-		d.e.writeEditorSession(a.msg, a.session)
+		d.core.writeEditorSession(a.msg, a.session)
 		n++
 	}
 	d.releasing = false
@@ -447,7 +500,7 @@ func (d *durableSessions) releaseSessions() {
 		return
 	}
 	st := d.store()
-	for _, s := range d.e.sessions {
+	for _, s := range d.sessions {
 		if s.b != nil && s.b.owned {
 			s.b.owned = false
 			st.Release(s.id)

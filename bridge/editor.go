@@ -401,7 +401,7 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 	if len(e.dur.answers) > 0 && e.dur.queueBehindAnswer(m, session) {
 		return // scrubbed when it is released, through here again
 	}
-	if e.front != nil && !m.translated {
+	if e.v2.front != nil && !m.translated {
 		e.v2.toFront(m, session) // back through here, translated
 		return
 	}

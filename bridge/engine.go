@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
 	"github.com/acp-bridge/acp-bridge/translate"
-	"github.com/acp-bridge/acp-bridge/translate/v2front"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -85,38 +83,20 @@ type engine struct {
 	stopWrites chan struct{}
 	drained    chan struct{} // a link queue fell back under its bound
 	done       chan struct{} // closed when the loop has stopped
-	linkWG     sync.WaitGroup
 	helperWG   sync.WaitGroup
 	freeing    atomic.Bool // a freeMemory is running
-	// recorded is signalled when the store has written what a held
-	// prompt answer waits for; recordedSeq is the last such answer's
-	// number (holdForStore).
-	recorded    chan struct{}
-	recordedSeq atomic.Uint64
 
 	// loop-owned
 	nextRef    translate.Ref
-	nextLinkID int
 	nextCallID uint64
 	pending    pendingTable
 	calls      map[string]*call
-	sessions   map[string]*session
+	sessions   sessionTable
 	// abandoned maps prompts the engine answered after the cancel grace to
 	// their session, until the agent's own late answer arrives.
 	abandoned map[translate.Ref]string
-	links     []*link
-	control   *link
-	dialing   backoff
-	init      initState
-	// initReq is the initialize in flight while init is initPending.
-	initReq *request
-	// initParams are the editor's initialize params, replayed on new links.
-	initParams json.RawMessage
-	// initResult is the (rewritten) answer of the first initialize, given
-	// again to a repeated one on translating dialects.
-	initResult json.RawMessage
-	// initErr is why the last initialize failed ("" if it did not).
-	initErr    string
+	// init is where the editor's initialize stands (shared with v2).
+	init       editorInit
 	editorCaps clientCaps
 	// held are editor messages that arrived while initialize was pending;
 	// they are handled, in order, once it has been answered.
@@ -144,19 +124,10 @@ type engine struct {
 	agentLine []byte
 	dur       durableSessions
 	sup       supervisor
-	// front translates for an editor that speaks ACP v2 (v2front.go);
-	// frontChosen says the editor's version is known, frontReplies are
-	// the front's answers to the engine's calls, for the next turn.
-	front        *v2front.Front
-	frontChosen  bool
-	frontReplies [][]byte
-	// viaFront is set while the front's messages for the engine are
-	// handled: the tap saw the editor's own message (tappedFromEditor).
-	viaFront bool
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
-	// v2 relays a v2 editor to a v2 agent (v2editor.go).
+	// v2 serves an editor that speaks ACP v2 (v2relay.go, v2front.go).
 	v2 v2editor
 }
 
@@ -189,26 +160,20 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		drained:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		stopWrites: make(chan struct{}),
-		recorded:   make(chan struct{}, 1),
 		pending:    newPendingTable(),
 		calls:      make(map[string]*call),
-		sessions:   make(map[string]*session),
+		sessions:   make(sessionTable),
 		abandoned:  make(map[translate.Ref]string),
-		dialing:    backoff{min: b.ReconnectBackoff, max: b.ReconnectBackoffMax},
-	}
-	e.dur.e, e.v2.e, e.sup.e = e, e, e
-	if e.dialing.min <= 0 {
-		e.dialing.min = defaultBackoff
-	}
-	if e.dialing.max <= 0 {
-		e.dialing.max = defaultBackoffMax
 	}
 	if e.log == nil {
 		e.log = hclog.NewNullLogger()
 	}
+	e.v2.start(e, b, e.log, &e.init)
+	e.dur.start(e, b, e.log, e.sessions, &e.pending, e.done, &e.helperWG)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
+	e.sup.start(e, b, e.log, ctx, e.inbox, e.drained, &e.pending, e.sessions)
 	b.serving.Store(e)
 	defer b.serving.Store(nil)
 
@@ -241,9 +206,9 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 	if deadline.After(closeBy) {
 		deadline = closeBy
 	}
-	links := slices.Clone(e.links)
-	if e.control != nil && e.control.detached {
-		links = append(links, e.control)
+	links := slices.Clone(e.sup.links)
+	if e.sup.control != nil && e.sup.control.detached {
+		links = append(links, e.sup.control)
 	}
 	linksClosed := make(chan struct{})
 	go e.sup.closeLinks(links, closeBy, linksClosed)
@@ -265,7 +230,7 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 		}
 	}
 	e.held, e.v2.held = nil, nil
-	for _, l := range e.links {
+	for _, l := range e.sup.links {
 		e.sup.stopWake(l)
 	}
 	e.dur.releaseSessions()
@@ -380,7 +345,7 @@ func (e *engine) loop(ctx context.Context) error {
 			e.flushEditor()
 		case task := <-e.tasks:
 			task()
-		case <-e.recorded:
+		case <-e.dur.recorded:
 			e.dur.releaseAnswers(false)
 		case <-e.drained:
 		}
@@ -416,7 +381,7 @@ func (e *engine) paused() bool {
 	if len(e.held) >= maxHeld {
 		return true
 	}
-	for _, l := range e.links {
+	for _, l := range e.sup.links {
 		if l.out.over() {
 			return true
 		}

@@ -31,9 +31,33 @@ func (e *engine) tooLong(err *ndjson.TooLongError) {
 		"message larger than the %d-byte limit: it was not read; raise --max-message (max_message in the config) or send less", err.Max).JSON()))
 }
 
+// editorLine handles one line read from the editor.
+func (e *engine) editorLine(frame []byte) {
+	if !e.v2.frontChosen && !e.v2.chooseFront(frame) {
+		return
+	}
+	if e.v2.on {
+		e.v2.v2FromEditor(frame) // relayed (v2relay.go)
+		return
+	}
+	if e.v2.trying && e.v2.v2Line(frame) {
+		return
+	}
+	if e.v2.front == nil {
+		e.fromEditor(frame)
+		return
+	}
+	// The tap and a trace record what crossed the editor hop: the v2
+	// message, not the front's v1 translation of it.
+	e.tappedFromEditor(frame)
+	e.v2.viaFront = true
+	e.v2.applyFront(e.v2.front.FromEditor(frame))
+	e.v2.viaFront = false
+}
+
 func (e *engine) fromEditor(frame []byte) {
 	defer e.afterLarge(len(frame))
-	if !e.viaFront {
+	if !e.v2.viaFront {
 		e.tappedFromEditor(frame)
 	}
 	env, perr := translate.ParseEnvelope(frame)
@@ -56,7 +80,7 @@ func (e *engine) fromEditor(frame []byte) {
 		e.writeEditor(translate.ErrorFrame(id, perr.JSON()))
 		return
 	}
-	if e.init == initPending && !env.IsResponse() {
+	if e.init.state == initPending && !env.IsResponse() {
 		// An editor may pipeline session/new (or even a second initialize)
 		// behind initialize: hold it rather than refuse it, and keep the
 		// order. Responses to the agent's calls need no initialize.
@@ -110,8 +134,8 @@ func (e *engine) editorRequest(env *translate.Envelope) {
 		e.initialize(req, env.Params)
 		return
 	}
-	if e.init != initDone {
-		e.fail(req, e.notInitialized(env.Method))
+	if e.init.state != initDone {
+		e.fail(req, notInitialized(env.Method, e.init.err))
 		return
 	}
 	e.armTimeout(req)
@@ -130,23 +154,23 @@ func (e *engine) dispatch(req *request, env *translate.Envelope) {
 	switch env.Method {
 	case "session/new":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
-		if bind, ok := e.bindSession(env.Method, env.Params); ok {
-			e.sup.openSessionLink(req, env.Params, e.newSessionID(), bind)
+		if bind, ok := e.b.bindSession(env.Method, env.Params, e.log); ok {
+			e.sup.openSessionLink(req, env.Params, e.b.newSessionID(), bind)
 			return
 		}
 		if e.b.Dialect.PerSession {
-			e.sup.openSessionLink(req, env.Params, e.newSessionID(), e.defaultBinding())
+			e.sup.openSessionLink(req, env.Params, e.b.newSessionID(), e.b.defaultBinding())
 			return
 		}
 	case "session/load", "session/resume":
 		req.cwd, req.dirs = gjson.GetBytes(env.Params, "cwd").Str, additionalDirs(env.Params)
 		if e.sessions[req.session] == nil {
-			if bind, ok := e.bindSession(env.Method, env.Params); ok {
+			if bind, ok := e.b.bindSession(env.Method, env.Params, e.log); ok {
 				e.sup.openSessionLink(req, env.Params, req.session, bind)
 				return
 			}
 			if e.b.Dialect.PerSession {
-				e.sup.openSessionLink(req, env.Params, req.session, e.defaultBinding())
+				e.sup.openSessionLink(req, env.Params, req.session, e.b.defaultBinding())
 				return
 			}
 		}
@@ -166,7 +190,7 @@ func (e *engine) dispatch(req *request, env *translate.Envelope) {
 }
 
 func (e *engine) editorNotification(env *translate.Envelope) {
-	if e.init != initDone {
+	if e.init.state != initDone {
 		e.log.Debug("notification before initialize ignored", "method", env.Method)
 		return
 	}
@@ -184,7 +208,7 @@ func (e *engine) editorNotification(env *translate.Envelope) {
 			e.log.Debug("session/cancel for an unroutable session ignored", "session", sid, "error", err)
 			return
 		}
-		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Grace: e.cancelGrace()})
+		e.feed(l, translate.Msg{Kind: translate.Notification, Method: env.Method, Body: env.Params, Grace: e.b.cancelGrace()})
 		e.armCancelGrace(sid)
 		e.cancelQueued(sid)
 		return

@@ -224,15 +224,15 @@ const (
 // done then runs on the loop with the history preamble, the number of
 // unreadable lines skipped, and the error that ended the read, if any.
 func (d *durableSessions) readHistory(sid string, replay bool, done func(primer string, skipped int, err error)) {
-	max, v2 := 0, d.e.v2.on
-	if d.e.b.Sessions != nil {
-		max = d.e.b.Sessions.PreambleBytes
+	max, v2 := 0, d.core.relayingV2()
+	if d.cfg.Sessions != nil {
+		max = d.cfg.Sessions.PreambleBytes
 	}
-	d.e.helperWG.Add(1)
+	d.helpers.Add(1)
 	d.store().Read(sid, func(r *store.Reader, err error) {
 		if err != nil {
-			d.e.helperWG.Done()
-			d.e.post(func() { done("", 0, err) })
+			d.helpers.Done()
+			d.core.post(func() { done("", 0, err) })
 			return
 		}
 		go d.history(sid, r, replay, v2, max, done)
@@ -241,7 +241,7 @@ func (d *durableSessions) readHistory(sid string, replay bool, done func(primer 
 
 // history is the goroutine of one readHistory.
 func (d *durableSessions) history(sid string, r *store.Reader, replay, v2 bool, max int, done func(string, int, error)) {
-	defer d.e.helperWG.Done()
+	defer d.helpers.Done()
 	defer r.Close()
 	pre := newPreambleBuilder(max)
 	var batch []json.RawMessage
@@ -252,9 +252,9 @@ func (d *durableSessions) history(sid string, r *store.Reader, replay, v2 bool, 
 		}
 		out := batch
 		batch, size = nil, 0
-		d.e.post(func() {
+		d.core.post(func() {
 			for _, u := range out {
-				d.e.writeEditorSession(editorMsg{head: updateHead, body: u, tail: closeBrace}, sid)
+				d.core.writeEditorSession(editorMsg{head: updateHead, body: u, tail: closeBrace}, sid)
 			}
 		})
 	}
@@ -286,5 +286,5 @@ func (d *durableSessions) history(sid string, r *store.Reader, replay, v2 bool, 
 	}
 	flush()
 	primer, skipped := pre.text(), r.Skipped()
-	d.e.post(func() { done(primer, skipped, rerr) })
+	d.core.post(func() { done(primer, skipped, rerr) })
 }

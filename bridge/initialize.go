@@ -10,6 +10,31 @@ import (
 
 type initState int
 
+// editorInit is where the editor's initialize stands. The core and the v2
+// part (v2editor) share it: the engine holds it, the part a pointer to it,
+// and both read and write it on the loop.
+type editorInit struct {
+	state initState
+	// req is the initialize in flight while state is initPending.
+	req *request
+	// params are the editor's initialize params, replayed on new links.
+	params json.RawMessage
+	// result is the (rewritten) answer of the first initialize, given
+	// again to a repeated one on translating dialects.
+	result json.RawMessage
+	// err is why the last initialize failed ("" if it did not).
+	err string
+}
+
+// succeeded records the answer to the editor's initialize: the connection
+// is initialized.
+func (in *editorInit) succeeded(result json.RawMessage) {
+	in.state = initDone
+	in.req = nil
+	in.err = ""
+	in.result = result
+}
+
 const (
 	initNone    initState = iota // not asked, or the last initialize failed
 	initPending                  // asked, the agent has not answered
@@ -31,10 +56,10 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 	}
 	answering := any(protocolVersion)
 	if e.v2.trying || e.v2.on {
-		answering = "the agent's" // relayed if it answers 2 (v2editor.go)
+		answering = "the agent's" // relayed if it answers 2 (v2relay.go)
 	}
 	e.log.Info("editor initialize", "asked_version", asked.Raw, "answering", answering,
-		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init == initDone)
+		"editor", gjson.GetBytes(params, "clientInfo.name").Str, "again", e.init.state == initDone)
 	caps := params
 	if e.v2.trying {
 		// A v2 editor's initialize goes out as written; what the editor
@@ -46,23 +71,23 @@ func (e *engine) initialize(req *request, params json.RawMessage) {
 		fsRead:  gjson.GetBytes(caps, "clientCapabilities.fs.readTextFile").Bool(),
 		fsWrite: gjson.GetBytes(caps, "clientCapabilities.fs.writeTextFile").Bool(),
 	}
-	if e.init == initDone && !e.b.Dialect.Relay {
-		e.answer(req, bytes.Clone(e.initResult))
+	if e.init.state == initDone && !e.b.Dialect.Relay {
+		e.answer(req, bytes.Clone(e.init.result))
 		return
 	}
-	e.initParams = bytes.Clone(params)
+	e.init.params = bytes.Clone(params)
 	l, err := e.sup.ensureControl()
 	if err != nil {
 		e.fail(req, err)
 		return
 	}
-	if e.init != initDone {
-		e.init = initPending
-		e.initReq = req
+	if e.init.state != initDone {
+		e.init.state = initPending
+		e.init.req = req
 	}
 	req.link = l
 	e.armTimeout(req)
-	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.initParams})
+	e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: e.init.params})
 }
 
 // protocolVersion is the ACP version the engine speaks, to agents and to
@@ -89,7 +114,7 @@ func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, 
 		}
 	}
 	if v := gjson.GetBytes(result, "protocolVersion"); v.Raw != "1" {
-		return nil, e.versionError(v)
+		return nil, versionError(v, e.b.Dialect.Name)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(result, &m); err != nil || m == nil {
@@ -142,10 +167,7 @@ func (e *engine) initialized(l *link, result json.RawMessage) (json.RawMessage, 
 	if err != nil {
 		return nil, translate.Errorf(translate.CodeInternalError, "acp-bridge could not rewrite the initialize answer: %v", err)
 	}
-	e.init = initDone
-	e.initReq = nil
-	e.initErr = ""
-	e.initResult = out
+	e.init.succeeded(out)
 	return out, nil
 }
 
@@ -163,11 +185,11 @@ func agentProtocol(l *link) int {
 
 // versionError explains an initialize answer with a version other than 1,
 // naming the dialect that would fit when the answer shows it.
-func (e *engine) versionError(v gjson.Result) *translate.Error {
+func versionError(v gjson.Result, dialect string) *translate.Error {
 	switch {
 	case !v.Exists():
 		return translate.Errorf(translate.CodeInternalError,
-			"the agent's initialize answer has no protocolVersion, so it does not speak ACP v1 as dialect %s expects: pick its dialect with --dialect (see 'acp-bridge dialects')", e.b.Dialect.Name)
+			"the agent's initialize answer has no protocolVersion, so it does not speak ACP v1 as dialect %s expects: pick its dialect with --dialect (see 'acp-bridge dialects')", dialect)
 	case v.Type == gjson.String && len(v.Str) > 2 && v.Str[:2] == "0.":
 		return translate.Errorf(translate.CodeInternalError,
 			"the agent answered protocolVersion %s: it speaks the original Zed ACP 0.0.x, not ACP v1; use --dialect acp-v0", v.Raw)
@@ -179,28 +201,28 @@ func (e *engine) versionError(v gjson.Result) *translate.Error {
 // repeatRefused reports whether req is a v1 editor's repeated initialize,
 // sent once the connection was initialized (failRaw).
 func (e *engine) repeatRefused(req *request) bool {
-	return req.method == "initialize" && req.id != nil && e.init == initDone && req != e.initReq &&
-		e.initResult != nil && e.front == nil && !e.v2.on && !e.v2.trying
+	return req.method == "initialize" && req.id != nil && e.init.state == initDone && req != e.init.req &&
+		e.init.result != nil && e.v2.front == nil && !e.v2.on && !e.v2.trying
 }
 
 // initFailed records a failed initialize so the editor may send another,
 // and so that what it pipelined behind it is answered with the cause.
 func (e *engine) initFailed(req *request, errObj json.RawMessage) {
-	if e.init != initPending || req != e.initReq {
+	if e.init.state != initPending || req != e.init.req {
 		return // a repeated initialize failed: the connection stays initialized
 	}
-	e.init = initNone
-	e.initReq = nil
-	e.initErr = errorMessage(errObj)
+	e.init.state = initNone
+	e.init.req = nil
+	e.init.err = errorMessage(errObj)
 }
 
 // notInitialized is the answer to a request sent before initialize
-// succeeded.
-func (e *engine) notInitialized(method string) *translate.Error {
-	if e.initErr != "" {
+// succeeded; initErr is why the last initialize failed ("" if none did).
+func notInitialized(method, initErr string) *translate.Error {
+	if initErr != "" {
 		// The cause is the agent's, not the editor's request: -32603.
 		return translate.Errorf(translate.CodeInternalError,
-			"initialize failed (%s), so %s cannot be served: send initialize again", e.initErr, method)
+			"initialize failed (%s), so %s cannot be served: send initialize again", initErr, method)
 	}
 	return translate.Errorf(translate.CodeInvalidRequest, "the first request must be initialize, not %s", method)
 }
@@ -214,9 +236,9 @@ func (e *engine) releaseHeld() {
 	e.v2.releaseFrontReplies()
 	// A v2 editor's held messages are the front's translations; the tap
 	// saw the editor's own when they arrived.
-	e.viaFront = e.front != nil
-	defer func() { e.viaFront = false }()
-	for len(e.held) > 0 && e.init != initPending {
+	e.v2.viaFront = e.v2.front != nil
+	defer func() { e.v2.viaFront = false }()
+	for len(e.held) > 0 && e.init.state != initPending {
 		frame := e.held[0]
 		e.held[0] = nil
 		e.held = e.held[1:]

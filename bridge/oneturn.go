@@ -54,15 +54,16 @@ func (e *engine) oneTurn(req *request, env *translate.Envelope) bool {
 		e.repaired(RepairOneTurn, s.id, "a prompt sent while a turn was running waits for it")
 		return true
 	}
-	e.rejectSecondPrompt(req, s)
+	rejectSecondPrompt(e, req, s)
 	return true
 }
 
 // rejectSecondPrompt answers req, a prompt for s while s has a turn
-// running, with the one-turn rule's error.
-func (e *engine) rejectSecondPrompt(req *request, s *session) {
-	e.repaired(RepairOneTurn, s.id, "a prompt sent while a turn was running was rejected")
-	e.fail(req, translate.Errorf(translate.CodeInvalidRequest,
+// running, with the one-turn rule's error (for the core, and for durable
+// sessions re-attaching s, through their hooks).
+func rejectSecondPrompt(h sessionHooks, req *request, s *session) {
+	h.repaired(RepairOneTurn, s.id, "a prompt sent while a turn was running was rejected")
+	h.fail(req, translate.Errorf(translate.CodeInvalidRequest,
 		"session %s already has a prompt running, and ACP allows one turn per session: wait for its answer, or send session/cancel and wait for the cancelled answer, then prompt again", s.id).
 		With("sessionId", s.id))
 }

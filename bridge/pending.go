@@ -138,7 +138,7 @@ func (e *engine) failRaw(req *request, errObj json.RawMessage) {
 		// initialized, and the editor gets the first answer again, as a
 		// repeated initialize always does.
 		e.log.Info("the agent refused a repeated initialize; answered with its first answer", "error", errorMessage(errObj))
-		e.answer(req, bytes.Clone(e.initResult))
+		e.answer(req, bytes.Clone(e.init.result))
 		return
 	}
 	if !e.retire(req) {

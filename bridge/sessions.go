@@ -2,8 +2,6 @@ package bridge
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -33,11 +31,33 @@ type session struct {
 	b *bridged
 }
 
+// sessionTable is the engine's sessions by the editor's id. The core and
+// the durable part (durableSessions) share it: both hold the same map, and
+// both read and write it on the loop only.
+type sessionTable map[string]*session
+
+// on returns the sessions that live on l, in id order.
+func (t sessionTable) on(l *link) []*session {
+	var out []*session
+	for _, s := range t {
+		if s.link == l {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *session) int { return strings.Compare(a.id, b.id) })
+	return out
+}
+
 // route picks the link for a message naming sessionID ("" for none).
 func (e *engine) route(sessionID string) (*link, *translate.Error) {
 	if s := e.sessions[sessionID]; s != nil {
 		if s.link.down != nil {
-			return e.reattach(s)
+			// A session the bridge recorded never gets here: durable
+			// sessions re-attach it first (durableRequest). Any other
+			// lost session stays lost, and says why and what to do.
+			return nil, translate.Errorf(translate.CodeInternalError,
+				"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
+				With("sessionId", s.id)
 		}
 		return s.link, nil
 	}
@@ -48,54 +68,13 @@ func (e *engine) route(sessionID string) (*link, *translate.Error) {
 	return e.sup.ensureControl()
 }
 
-// reattach is called when a request names a session whose agent link was
-// lost. It returns the link to use, or the error to answer with.
-//
-// With durable sessions on, a session the bridge recorded never gets here:
-// durableRequest (durable.go) re-attaches it first (the backend's own
-// session/resume or load, or a new backend session primed with the
-// transcript). Any other lost session stays lost, and says why and what to
-// do.
-func (e *engine) reattach(s *session) (*link, *translate.Error) {
-	return nil, translate.Errorf(translate.CodeInternalError,
-		"session %s was lost with its agent connection (%s): start a new session", s.id, s.link.down.Reason).
-		With("sessionId", s.id)
-}
-
-// defaultBinding is the Bridge's own agent.
-func (e *engine) defaultBinding() Binding {
-	return Binding{Dialect: e.b.Dialect, NewTranslator: e.b.NewTranslator, Dial: e.b.Dial, Name: e.b.AgentName}
-}
-
-// bindSession asks the BindSession hook which agent a new session goes to.
-func (e *engine) bindSession(method string, params []byte) (Binding, bool) {
-	if e.b.BindSession == nil {
-		return Binding{}, false
-	}
-	b, ok := e.b.BindSession(method, params)
-	if ok && (b.NewTranslator == nil || b.Dial == nil) {
-		e.log.Error("BindSession returned a binding without NewTranslator or Dial; using the default agent")
-		return Binding{}, false
-	}
-	return b, ok
-}
-
-func (e *engine) newSessionID() string {
-	if e.b.NewSessionID != nil {
-		return e.b.NewSessionID()
-	}
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand doc)
-	return "sess-" + hex.EncodeToString(b[:])
-}
-
 // promptStarted records a prompt in its session before it is routed.
 func (e *engine) promptStarted(req *request, params json.RawMessage) {
-	if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.control != nil && e.control.down == nil {
+	if e.sessions[req.session] == nil && !e.b.Dialect.PerSession && e.sup.control != nil && e.sup.control.down == nil {
 		// A session the engine did not see created (session/fork, an
 		// extension): it lives on the one agent link, and its prompts
 		// still need cancel-grace tracking.
-		e.sessions[req.session] = &session{id: req.session, link: e.control}
+		e.sessions[req.session] = &session{id: req.session, link: e.sup.control}
 	}
 	s := e.sessions[req.session]
 	if s == nil {
@@ -141,7 +120,12 @@ func (e *engine) afterSuccess(req *request, result json.RawMessage) (json.RawMes
 	}
 	switch req.method {
 	case "initialize":
-		return e.dur.durableInitialized(req, result)
+		e.dur.learnCaps(req.link, result)
+		out, err := e.initialized(req.link, result)
+		if err != nil {
+			return out, err
+		}
+		return e.dur.advertised(out), nil
 	case "session/new", "session/fork", "session/load", "session/resume":
 		sid := req.session
 		if req.method == "session/new" || req.method == "session/fork" {
@@ -228,18 +212,6 @@ func (e *engine) afterFailure(req *request, errObj json.RawMessage) {
 }
 
 // --- link supervision ------------------------------------------------------------
-
-// sessionsOn returns the sessions that live on l, in id order.
-func (e *engine) sessionsOn(l *link) []*session {
-	var out []*session
-	for _, s := range e.sessions {
-		if s.link == l {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b *session) int { return strings.Compare(a.id, b.id) })
-	return out
-}
 
 // cancelEditorCall tells the editor to drop a request the agent no longer
 // wants answered, and forgets it: a late answer is then dropped.

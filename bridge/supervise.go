@@ -5,38 +5,112 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/hashicorp/go-hclog"
 )
 
-// supervisor opens the engine's agent links, watches them come up and go
-// down, and switches a session to another agent (loop-owned).
+// linkHooks is what link supervision asks of the rest of the engine: the
+// translators, the request table, the editor's initialize, and what
+// depends on a link. *engine implements it (hooks.go). Every method but
+// post is called on the loop only.
+type linkHooks interface {
+	// feed hands m to l's translator, in order; while l's initialize is
+	// unanswered (initLink), what else l is fed waits in l.gated.
+	feed(l *link, m translate.Msg)
+	// fail answers req with err, exactly once (a later answer is dropped).
+	fail(req *request, err *translate.Error)
+	// afterFailure undoes what a failed request had started (a session
+	// being opened on a link of its own is forgotten, that link retired).
+	afterFailure(req *request, errObj json.RawMessage)
+	// post runs f on the loop; from any goroutine. Once Serve stops, f
+	// is dropped.
+	post(f func())
+	// editorInitialized reports whether the editor's initialize has been
+	// answered, so that a new link must be sent it first (initLink).
+	editorInitialized() bool
+	// initLink sends l the editor's initialize as a request of the
+	// bridge's own and gates l until it is answered: l.initRef names it,
+	// and whatever l is fed meanwhile waits in l.gated (linkInitialized
+	// opens the gate). then, if not nil, gets the answer.
+	initLink(l *link, then func(translate.Out))
+	// linkDown answers everything that depended on l, which is down
+	// (l.down says why): its pending requests fail with l.down (and what
+	// they started is undone), the editor is told to drop the requests l
+	// made of it, and l's sessions are reported lost.
+	linkDown(l *link)
+	// v2Link tells a new link's translator that the editor speaks ACP v2,
+	// when the link relays it.
+	v2Link(tr translate.Translator)
+}
+
+// supervisor opens the engine's agent links and watches them come up and
+// go down (loop-owned). It owns the links; it reaches the rest of the
+// engine through core alone.
 type supervisor struct {
-	e *engine
+	core linkHooks
+	cfg  *Bridge // its configuration: Dialect, NewTranslator, QueueBytes, the agent
+	log  hclog.Logger
+	// ctx is Serve's: the links' contexts derive from it.
+	ctx context.Context
+	// inbox and drained are the loop's: where links put what they read,
+	// and how a link queue tells it it fell back under its bound.
+	inbox   *inbox
+	drained chan struct{}
+	// pending is the core's request table, shared for reading (the
+	// requests a link's gate held); only the core adds and retires them.
+	pending *pendingTable
+	// sessions is the engine's session table, shared with the core (the
+	// same map): a session of its own link is filed here when the link
+	// opens.
+	sessions sessionTable
+
+	// links are the live links; control is the one sessions share (nil
+	// until the first request needs it), possibly lost.
+	links      []*link
+	control    *link
+	nextLinkID int
+	dialing    backoff
+	linkWG     sync.WaitGroup // the links' goroutines
+}
+
+// start makes sv the link supervisor of a Serve, reaching the rest of its
+// engine through core.
+func (sv *supervisor) start(core linkHooks, cfg *Bridge, log hclog.Logger, ctx context.Context, inbox *inbox, drained chan struct{}, pending *pendingTable, sessions sessionTable) {
+	sv.core, sv.cfg, sv.log, sv.ctx = core, cfg, log, ctx
+	sv.inbox, sv.drained, sv.pending, sv.sessions = inbox, drained, pending, sessions
+	sv.dialing = backoff{min: cfg.ReconnectBackoff, max: cfg.ReconnectBackoffMax}
+	if sv.dialing.min <= 0 {
+		sv.dialing.min = defaultBackoff
+	}
+	if sv.dialing.max <= 0 {
+		sv.dialing.max = defaultBackoffMax
+	}
 }
 
 // ensureControl returns the control link, dialling it again if it was lost
 // (the link supervisor: a lost link comes back for the next request that
 // needs it; the agent is initialized again before that request reaches it).
 func (sv *supervisor) ensureControl() (*link, *translate.Error) {
-	if sv.e.control != nil && sv.e.control.down == nil {
-		return sv.e.control, nil
+	if sv.control != nil && sv.control.down == nil {
+		return sv.control, nil
 	}
-	if sv.e.b.Dialect.NoControlLink {
-		sv.e.control = sv.newDetached()
-		return sv.e.control, nil
+	if sv.cfg.Dialect.NoControlLink {
+		sv.control = sv.newDetached()
+		return sv.control, nil
 	}
-	reconnect := sv.e.control != nil
-	sv.e.control = sv.newLink(Spawn{}, sv.e.defaultBinding(), nil)
-	sv.e.control.control = true
+	reconnect := sv.control != nil
+	sv.control = sv.newLink(Spawn{}, sv.cfg.defaultBinding(), nil)
+	sv.control.control = true
 	if reconnect {
-		sv.e.log.Info("dialling the agent again", "link", sv.e.control.String(), "after", sv.e.control.delay)
+		sv.log.Info("dialling the agent again", "link", sv.control.String(), "after", sv.control.delay)
 	}
-	if sv.e.init == initDone {
-		sv.replayInitialize(sv.e.control)
+	if sv.core.editorInitialized() {
+		sv.core.initLink(sv.control, nil)
 	}
-	return sv.e.control, nil
+	return sv.control, nil
 }
 
 // newLink starts dialling an agent link in the background, after the
@@ -47,56 +121,40 @@ func (sv *supervisor) newLink(spawn Spawn, bind Binding, tr translate.Translator
 	if tr == nil {
 		tr = bind.NewTranslator()
 	}
-	sv.e.v2.v2Link(tr)
-	sv.e.nextLinkID++
-	ctx, cancel := context.WithCancel(sv.e.ctx)
-	l := &link{id: sv.e.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
-	l.out.init(sv.queueBytes(), sv.e.drained)
-	l.delay = sv.e.dialing.delay(time.Now())
-	sv.e.links = append(sv.e.links, l)
-	sv.e.linkWG.Add(1)
+	sv.core.v2Link(tr)
+	sv.nextLinkID++
+	ctx, cancel := context.WithCancel(sv.ctx)
+	l := &link{id: sv.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
+	l.out.init(sv.queueBytes(), sv.drained)
+	l.delay = sv.dialing.delay(time.Now())
+	sv.links = append(sv.links, l)
+	sv.linkWG.Add(1)
 	go sv.runLink(ctx, l)
-	sv.e.log.Debug("agent link opening", "link", l.String(), "cwd", spawn.Cwd)
+	sv.log.Debug("agent link opening", "link", l.String(), "cwd", spawn.Cwd)
 	return l
 }
 
 // runLink is the goroutine of one link (named so stack dumps read).
 func (sv *supervisor) runLink(ctx context.Context, l *link) {
-	defer sv.e.linkWG.Done()
-	l.run(ctx, l.bind.Dial, sv.e.inbox)
+	defer sv.linkWG.Done()
+	l.run(ctx, l.bind.Dial, sv.inbox)
 }
 
 // newDetached makes the control "link" of a dialect that needs no agent for
 // connection-level requests: a translator with no connection.
 func (sv *supervisor) newDetached() *link {
-	sv.e.nextLinkID++
-	l := &link{id: sv.e.nextLinkID, bind: sv.e.defaultBinding(), tr: sv.e.b.NewTranslator(), calls: make(map[translate.Ref]string),
+	sv.nextLinkID++
+	l := &link{id: sv.nextLinkID, bind: sv.cfg.defaultBinding(), tr: sv.cfg.NewTranslator(), calls: make(map[translate.Ref]string),
 		control: true, detached: true, up: true, cancel: func() {}}
 	l.out.init(sv.queueBytes(), nil)
 	return l
 }
 
 func (sv *supervisor) queueBytes() int {
-	if sv.e.b.QueueBytes > 0 {
-		return sv.e.b.QueueBytes
+	if sv.cfg.QueueBytes > 0 {
+		return sv.cfg.QueueBytes
 	}
 	return defaultQueueBytes
-}
-
-// replayInitialize feeds a new link the editor's initialize, as an internal
-// request, so that the agent behind it is initialized before anything else.
-func (sv *supervisor) replayInitialize(l *link) { sv.initLink(l, nil) }
-
-// initLink sends a new link the editor's initialize as an internal request
-// and gates the link until it is answered: whatever the engine feeds the
-// link meanwhile waits (see feed), so the agent sees initialize first and
-// nothing else before its answer. then, if not nil, gets the answer.
-func (sv *supervisor) initLink(l *link, then func(translate.Out)) {
-	sv.e.nextRef++
-	req := &request{ref: sv.e.nextRef, method: "initialize", link: l, then: then}
-	sv.e.pending.add(req)
-	l.initRef = req.ref
-	sv.e.feed(l, translate.Msg{Kind: translate.Request, Ref: req.ref, Method: "initialize", Body: sv.e.initParams})
 }
 
 // linkInitialized opens l's gate once its initialize is answered: the
@@ -115,21 +173,21 @@ func (sv *supervisor) linkInitialized(l *link, ref translate.Ref, o translate.Ou
 			return // linkLost answered what depended on the link
 		}
 		if m.Kind == translate.Request {
-			req := sv.e.pending.get(m.Ref)
+			req := sv.pending.get(m.Ref)
 			if req == nil || req.retired {
 				continue // answered meanwhile (a timeout, a cancel)
 			}
 			if o.Kind == translate.Fail {
 				err := translate.Errorf(translate.CodeInternalError,
 					"agent %s refused initialize on a new connection, so %s was not sent: %s", l.bind.displayName(), m.Method, errorMessage(o.Body))
-				sv.e.fail(req, err)
-				sv.e.afterFailure(req, err.JSON())
+				sv.core.fail(req, err)
+				sv.core.afterFailure(req, err.JSON())
 				continue
 			}
 		} else if o.Kind == translate.Fail {
 			continue
 		}
-		sv.e.feed(l, m)
+		sv.core.feed(l, m)
 	}
 }
 
@@ -146,7 +204,7 @@ func (sv *supervisor) openSessionLink(req *request, params json.RawMessage, sid 
 	if sb, ok := tr.(translate.SpawnBuilder); ok {
 		cmd, err := sb.BuildSpawn(msg)
 		if err != nil {
-			sv.e.fail(req, translate.Errorf(translate.CodeInvalidParams, "%s: %v", req.method, err))
+			sv.core.fail(req, translate.Errorf(translate.CodeInvalidParams, "%s: %v", req.method, err))
 			return
 		}
 		spawn.Command = cmd
@@ -154,9 +212,9 @@ func (sv *supervisor) openSessionLink(req *request, params json.RawMessage, sid 
 	req.session = sid
 	l := sv.newLink(spawn, bind, tr)
 	req.link = l
-	sv.e.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd, dirs: req.dirs}
-	sv.replayInitialize(l)
-	sv.e.feed(l, msg)
+	sv.sessions[sid] = &session{id: sid, link: l, cwd: req.cwd, dirs: req.dirs}
+	sv.core.initLink(l, nil)
+	sv.core.feed(l, msg)
 }
 
 // linkUp feeds the translator the news that its connection is established.
@@ -165,9 +223,9 @@ func (sv *supervisor) linkUp(l *link) {
 		return
 	}
 	l.up = true
-	sv.e.dialing.succeeded()
-	sv.e.log.Debug("agent link up", "link", l.String())
-	sv.e.feed(l, translate.Msg{Kind: translate.LinkUp})
+	sv.dialing.succeeded()
+	sv.log.Debug("agent link up", "link", l.String())
+	sv.core.feed(l, translate.Msg{Kind: translate.LinkUp})
 }
 
 // linkLost answers everything that depended on l (no request may wait
@@ -181,38 +239,22 @@ func (sv *supervisor) linkLost(l *link, err error) {
 	}
 	var de *dialError
 	if errors.As(err, &de) {
-		sv.e.dialing.failed(time.Now())
+		sv.dialing.failed(time.Now())
 	}
 	l.down = sv.linkError(l, err)
 	// What waited for the link's initialize is answered below, with the
 	// pending requests that depend on the link.
 	l.initRef, l.gated = 0, nil
 	if l.closedByEngine() {
-		sv.e.log.Debug("agent link closed", "link", l.String(), "cause", l.down.Reason)
+		sv.log.Debug("agent link closed", "link", l.String(), "cause", l.down.Reason)
 	} else {
-		sv.e.log.Error("agent link lost", "link", l.String(), "error", l.down.Reason)
+		sv.log.Error("agent link lost", "link", l.String(), "error", l.down.Reason)
 	}
 	sv.stopWake(l)
-	for _, req := range sv.e.pending.inOrder() {
-		if req.link == l {
-			sv.e.fail(req, l.down)
-			sv.e.afterFailure(req, l.down.JSON())
-		}
-	}
-	for _, key := range sortedKeys(l.calls) {
-		if c := sv.e.calls[key]; c != nil {
-			sv.e.cancelEditorCall(c)
-		}
-	}
-	for _, s := range sv.e.sessionsOn(l) {
-		if sv.e.v2.on {
-			sv.e.v2.v2LinkLost(s.id, l.down)
-		}
-		sv.e.dur.onSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
-	}
-	sv.e.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
+	sv.core.linkDown(l)
+	sv.core.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
 	sv.closeLinkAsync(l)
-	sv.e.links = slices.DeleteFunc(sv.e.links, func(x *link) bool { return x == l })
+	sv.links = slices.DeleteFunc(sv.links, func(x *link) bool { return x == l })
 }
 
 // linkError is the error that requests depending on l are answered with:
@@ -220,7 +262,7 @@ func (sv *supervisor) linkLost(l *link, err error) {
 // cause), the agent's name in data.
 func (sv *supervisor) linkError(l *link, err error) *translate.Error {
 	reason := err.Error()
-	if errors.Is(err, context.Canceled) && sv.e.ctx.Err() != nil {
+	if errors.Is(err, context.Canceled) && sv.ctx.Err() != nil {
 		reason = "acp-bridge is shutting down"
 	}
 	name := l.bind.Name
@@ -246,10 +288,10 @@ func (sv *supervisor) retireLink(l *link, why string) {
 func (sv *supervisor) armWake(l *link, d time.Duration) {
 	sv.stopWake(l)
 	l.wake = time.AfterFunc(d, func() {
-		sv.e.post(func() {
+		sv.core.post(func() {
 			if l.down == nil {
 				l.wake = nil
-				sv.e.feed(l, translate.Msg{Kind: translate.Tick})
+				sv.core.feed(l, translate.Msg{Kind: translate.Tick})
 			}
 		})
 	})
@@ -267,21 +309,21 @@ func (sv *supervisor) stopWake(l *link) {
 func (sv *supervisor) closeLinks(links []*link, deadline time.Time, done chan<- struct{}) {
 	defer close(done)
 	for _, l := range links {
-		sv.e.linkWG.Add(1)
+		sv.linkWG.Add(1)
 		go func() {
-			defer sv.e.linkWG.Done()
+			defer sv.linkWG.Done()
 			l.closeBy(deadline)
 		}()
 	}
-	sv.e.linkWG.Wait()
+	sv.linkWG.Wait()
 }
 
 // closeLinkAsync closes l off the loop: stopping a child process can take
 // its whole grace period.
 func (sv *supervisor) closeLinkAsync(l *link) {
-	sv.e.linkWG.Add(1)
+	sv.linkWG.Add(1)
 	go func() {
-		defer sv.e.linkWG.Done()
+		defer sv.linkWG.Done()
 		l.close()
 	}()
 }

@@ -17,30 +17,6 @@ import (
 // passes it before the writer queues it; a v1 editor pays one check per
 // message.
 
-// editorLine handles one line read from the editor.
-func (e *engine) editorLine(frame []byte) {
-	if !e.frontChosen && !e.v2.chooseFront(frame) {
-		return
-	}
-	if e.v2.on {
-		e.v2.v2FromEditor(frame) // relayed (v2editor.go)
-		return
-	}
-	if e.v2.trying && e.v2.v2Line(frame) {
-		return
-	}
-	if e.front == nil {
-		e.fromEditor(frame)
-		return
-	}
-	// The tap and a trace record what crossed the editor hop: the v2
-	// message, not the front's v1 translation of it.
-	e.tappedFromEditor(frame)
-	e.viaFront = true
-	e.v2.applyFront(e.front.FromEditor(frame))
-	e.viaFront = false
-}
-
 // chooseFront picks the editor's protocol version on its first initialize,
 // as the SDK's protocol router does for an agent that speaks both: 2 for a
 // request of 2 or more, 1 for 1, and for 0 the error v2 defines (-32022,
@@ -52,7 +28,7 @@ func (e *engine) editorLine(frame []byte) {
 // initialize are the engine's to refuse. It reports whether the engine
 // should handle frame.
 func (vr *v2editor) chooseFront(frame []byte) bool {
-	forced := vr.e.b.EditorProtocol
+	forced := vr.cfg.EditorProtocol
 	if forced == 0 && !json.Valid(frame) {
 		return true // not JSON (or not UTF-8): the engine's parse error, under id null
 	}
@@ -70,16 +46,16 @@ func (vr *v2editor) chooseFront(frame []byte) bool {
 	case asked.Float() >= v2front.ProtocolVersion:
 		version = v2front.ProtocolVersion
 	default:
-		vr.e.log.Warn("editor asked for a protocol version below 1; refused", "asked", asked.Raw)
-		vr.e.writeEditor(translate.ErrorFrame(json.RawMessage(r.Get("id").Raw), translate.Errorf(codeUnsupportedVersion,
+		vr.log.Warn("editor asked for a protocol version below 1; refused", "asked", asked.Raw)
+		vr.core.writeEditorSession(editorMsg{body: translate.ErrorFrame(json.RawMessage(r.Get("id").Raw), translate.Errorf(codeUnsupportedVersion,
 			"the editor asked for ACP version %s, and acp-bridge speaks versions 1 and 2 (none at or below it): ask for 1 or 2", asked.Raw).
-			With("requested", json.RawMessage(asked.Raw)).With("supported", []int{1, v2front.ProtocolVersion}).JSON()))
+			With("requested", json.RawMessage(asked.Raw)).With("supported", []int{1, v2front.ProtocolVersion}).JSON())}, "")
 		return false
 	}
-	vr.e.frontChosen = true
-	vr.e.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
+	vr.frontChosen = true
+	vr.log.Info("editor protocol chosen", "version", version, "asked", asked.Raw, "forced", forced != 0)
 	if version == v2front.ProtocolVersion {
-		vr.e.front = v2front.New()
+		vr.front = v2front.New()
 		vr.trying = vr.relaysV2()
 	}
 	return true
@@ -94,11 +70,11 @@ func (vr *v2editor) applyFront(outs []v2front.Out) {
 	for _, o := range outs {
 		switch o.To {
 		case v2front.ToEditor:
-			vr.e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+			vr.core.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
 		case v2front.ToEngine:
-			vr.e.fromEditor(o.Frame)
+			vr.core.fromEditor(o.Frame)
 		case v2front.Note:
-			vr.e.repaired(Repair(o.Name), o.Session, o.Detail)
+			vr.core.repaired(Repair(o.Name), o.Session, o.Detail)
 		}
 	}
 }
@@ -112,17 +88,17 @@ func (vr *v2editor) toFront(m editorMsg, session string) {
 	if m.head != nil || m.tail != nil {
 		whole = append(append(append(make([]byte, 0, m.size()), m.head...), m.body...), m.tail...)
 	}
-	for _, o := range vr.e.front.FromEngine(whole) {
+	for _, o := range vr.front.FromEngine(whole) {
 		switch o.To {
 		case v2front.ToEditor:
 			if o.Session == "" {
 				o.Session = session
 			}
-			vr.e.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
+			vr.core.writeEditorSession(editorMsg{body: o.Frame, translated: true}, o.Session)
 		case v2front.ToEngine:
-			vr.e.frontReplies = append(vr.e.frontReplies, o.Frame)
+			vr.frontReplies = append(vr.frontReplies, o.Frame)
 		case v2front.Note:
-			vr.e.repaired(Repair(o.Name), o.Session, o.Detail)
+			vr.core.repaired(Repair(o.Name), o.Session, o.Detail)
 		}
 	}
 }
@@ -130,15 +106,15 @@ func (vr *v2editor) toFront(m editorMsg, session string) {
 // releaseFrontReplies hands the engine the Front's answers to its calls
 // (the front's own: the tap does not show them as the editor's).
 func (vr *v2editor) releaseFrontReplies() {
-	if len(vr.e.frontReplies) == 0 {
+	if len(vr.frontReplies) == 0 {
 		return
 	}
-	vr.e.viaFront = true
-	for len(vr.e.frontReplies) > 0 {
-		frame := vr.e.frontReplies[0]
-		vr.e.frontReplies = vr.e.frontReplies[1:]
-		vr.e.fromEditor(frame)
+	vr.viaFront = true
+	for len(vr.frontReplies) > 0 {
+		frame := vr.frontReplies[0]
+		vr.frontReplies = vr.frontReplies[1:]
+		vr.core.fromEditor(frame)
 	}
-	vr.e.frontReplies = nil
-	vr.e.viaFront = false
+	vr.frontReplies = nil
+	vr.viaFront = false
 }

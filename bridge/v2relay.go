@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/acp-bridge/acp-bridge/bridge/store"
 	"github.com/acp-bridge/acp-bridge/translate"
 	"github.com/acp-bridge/acp-bridge/translate/v2front"
+	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/gjson"
 )
 
@@ -41,11 +41,54 @@ import (
 // turn closed with idle, stopReason error and the cause. Prompts sent
 // while a turn runs go to the agent, which holds them as v2 defines.
 
+// v2Hooks is what serving a v2 editor asks of the rest of the engine: the
+// core's handling of the editor's messages (v1, or v2 relayed) and its
+// writes to the editor. *engine implements it (hooks.go). Every method
+// but post is called on the loop only.
+type v2Hooks interface {
+	// editorLine handles one line the editor sent, as if just read: the
+	// v2 part first (chooseFront, the relay, the Front), then the core.
+	editorLine(frame []byte)
+	// fromEditor handles one message for the core, in v1 (or relayed v2):
+	// parsed, routed, answered; shown to the tap unless viaFront is set.
+	fromEditor(frame []byte)
+	// tappedFromEditor shows the tap and the trace log a message the
+	// editor sent (its own, before the Front translated it).
+	tappedFromEditor(frame []byte)
+	// tap shows the tap an event of the bridge's own.
+	tap(ev TapEvent)
+	// writeEditorSession writes m to the editor, in order with the other
+	// messages of session; through the Front unless m.translated.
+	writeEditorSession(m editorMsg, session string)
+	// repaired counts a repair of the compliance shim (and taps it).
+	repaired(r Repair, session, detail string)
+	// post runs f on the loop; from any goroutine. Once Serve stops, f
+	// is dropped.
+	post(f func())
+}
+
 // v2editor serves an editor that speaks ACP v2, in one of two ways: its
 // frames relayed untouched to an agent that speaks v2 (this file), or
-// translated for one that speaks v1 by the front (v2front.go). Loop-owned.
+// translated for one that speaks v1 by the front (v2front.go). Loop-owned;
+// it reaches the rest of the engine through core alone.
 type v2editor struct {
-	e *engine // the engine it serves the editor for
+	core v2Hooks
+	cfg  *Bridge // its configuration: EditorProtocol, the dialect, the agent
+	log  hclog.Logger
+	// init is where the editor's initialize stands, shared with the core
+	// (editorInit): a v2 editor's lines wait while it is pending, and the
+	// relay answers it.
+	init *editorInit
+
+	// front translates for an editor that speaks ACP v2 (v2front.go);
+	// frontChosen says the editor's version is known, frontReplies are
+	// the front's answers to the engine's calls, for the next turn.
+	front        *v2front.Front
+	frontChosen  bool
+	frontReplies [][]byte
+	// viaFront is set while the front's messages for the engine are
+	// handled: the tap saw the editor's own message (tappedFromEditor).
+	viaFront bool
 	// trying: the editor speaks v2 and the link could relay it; the
 	// editor's initialize went out as written, and its other messages
 	// wait in held until the agent's answer decides.
@@ -61,6 +104,12 @@ type v2editor struct {
 	turns    map[string]*v2turn
 }
 
+// start makes vr the v2 editor part of a Serve, reaching the rest of its
+// engine through core.
+func (vr *v2editor) start(core v2Hooks, cfg *Bridge, log hclog.Logger, init *editorInit) {
+	vr.core, vr.cfg, vr.log, vr.init = core, cfg, log, init
+}
+
 // v2turn is what the engine knows of a session's foreground work.
 type v2turn struct {
 	active    bool // prompted or running, not yet idle
@@ -74,10 +123,10 @@ type v2turn struct {
 // relaysV2 reports whether the agent links can carry a v2 editor's frames
 // untouched: an acp agent whose protocol version is not forced to 1.
 func (vr *v2editor) relaysV2() bool {
-	if !vr.e.b.Dialect.Relay || vr.e.b.BindSession != nil {
+	if !vr.cfg.Dialect.Relay || vr.cfg.BindSession != nil {
 		return false
 	}
-	n, ok := vr.e.b.NewTranslator().(interface{ CanRelayV2() bool })
+	n, ok := vr.cfg.NewTranslator().(interface{ CanRelayV2() bool })
 	return ok && n.CanRelayV2()
 }
 
@@ -95,7 +144,7 @@ func (vr *v2editor) v2Link(tr translate.Translator) {
 // v2Line handles a v2 editor's line while the agent's version is not
 // known, and reports whether it took the line.
 func (vr *v2editor) v2Line(frame []byte) bool {
-	if vr.e.init == initPending {
+	if vr.init.state == initPending {
 		vr.held = append(vr.held, frame)
 		return true
 	}
@@ -103,10 +152,10 @@ func (vr *v2editor) v2Line(frame []byte) bool {
 	if r.Get("method").Str != "initialize" || !r.Get("id").Exists() || !r.Get("params").IsObject() {
 		return false // the Front's, until an initialize goes out as written
 	}
-	vr.e.tappedFromEditor(frame)
+	vr.core.tappedFromEditor(frame)
 	// The Front learns of the request (it translates the answer if the
 	// agent speaks v1) and gives the engine its own id for it.
-	outs := vr.e.front.FromEditor(frame)
+	outs := vr.front.FromEditor(frame)
 	var toEngine []byte
 	for _, o := range outs {
 		if o.To == v2front.ToEngine {
@@ -115,8 +164,8 @@ func (vr *v2editor) v2Line(frame []byte) bool {
 	}
 	mint := gjson.GetBytes(toEngine, "id")
 	v1 := gjson.GetBytes(toEngine, "params")
-	vr.e.viaFront = true
-	defer func() { vr.e.viaFront = false }()
+	vr.viaFront = true
+	defer func() { vr.viaFront = false }()
 	if !mint.Exists() || !v1.IsObject() {
 		vr.applyFront(outs) // not an initialize the Front took: the usual path
 		return true
@@ -132,7 +181,7 @@ func (vr *v2editor) v2Line(frame []byte) bool {
 	if r.Get("params.protocolVersion").Raw != "2" {
 		params = withKey(params, "protocolVersion", json.RawMessage("2"))
 	}
-	vr.e.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
+	vr.core.fromEditor(translate.RequestFrame(json.RawMessage(mint.Raw), "initialize", params))
 	return true
 }
 
@@ -143,25 +192,25 @@ func (vr *v2editor) v2Line(frame []byte) bool {
 func (vr *v2editor) v2Initialized(l *link, result json.RawMessage) (json.RawMessage, bool) {
 	if agentProtocol(l) != v2front.ProtocolVersion {
 		if vr.trying {
-			vr.e.log.Info("a v2 editor and an agent that answered v1: the editor's messages are translated")
+			vr.log.Info("a v2 editor and an agent that answered v1: the editor's messages are translated")
 			vr.trying = false
-			vr.e.initParams = vr.v1Params
+			vr.init.params = vr.v1Params
 		}
 		return nil, false
 	}
 	if vr.trying {
 		vr.trying, vr.on = false, true
-		vr.e.front = nil
-		if vr.e.initReq != nil {
-			vr.e.initReq.id = vr.initID // answered under the editor's own id
+		vr.front = nil
+		if vr.init.req != nil {
+			vr.init.req.id = vr.initID // answered under the editor's own id
 		}
-		vr.e.log.Info("v2 editor and v2 agent: relayed untouched")
+		vr.log.Info("v2 editor and v2 agent: relayed untouched")
 	}
-	version := vr.e.b.Version
+	version := vr.cfg.Version
 	if version == "" {
 		version = "dev"
 	}
-	own := map[string]any{"name": "acp-bridge", "version": version, "agent": vr.e.b.AgentName, "dialect": vr.e.b.Dialect.Name,
+	own := map[string]any{"name": "acp-bridge", "version": version, "agent": vr.cfg.AgentName, "dialect": vr.cfg.Dialect.Name,
 		"editorProtocol": v2front.ProtocolVersion, "agentProtocol": v2front.ProtocolVersion}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(result, &m) != nil || m == nil {
@@ -177,10 +226,7 @@ func (vr *v2editor) v2Initialized(l *link, result json.RawMessage) (json.RawMess
 	if err != nil {
 		return result, true
 	}
-	vr.e.init = initDone
-	vr.e.initReq = nil
-	vr.e.initErr = ""
-	vr.e.initResult = out
+	vr.init.succeeded(out)
 	return out, true
 }
 
@@ -188,11 +234,11 @@ func (vr *v2editor) v2Initialized(l *link, result json.RawMessage) (json.RawMess
 // back to editorLine, in order, once it is known (or the initialize
 // failed).
 func (vr *v2editor) releaseV2Held() {
-	for len(vr.held) > 0 && vr.e.init != initPending {
+	for len(vr.held) > 0 && vr.init.state != initPending {
 		frame := vr.held[0]
 		vr.held[0] = nil
 		vr.held = vr.held[1:]
-		vr.e.editorLine(frame)
+		vr.core.editorLine(frame)
 	}
 	if len(vr.held) == 0 {
 		vr.held = nil
@@ -211,14 +257,11 @@ func (vr *v2editor) v2FromEditor(frame []byte) {
 	case method == "session/cancel" && !r[2].Exists():
 		if t := vr.turns[sid]; t != nil && t.active && !t.cancelled {
 			t.cancelled = true
-			d := vr.e.b.CancelGrace
-			if d <= 0 {
-				d = defaultCancelGrace
-			}
-			t.grace = time.AfterFunc(d, func() { vr.e.post(func() { vr.v2GraceExpired(sid, t, d) }) })
+			d := vr.cfg.cancelGrace()
+			t.grace = time.AfterFunc(d, func() { vr.core.post(func() { vr.v2GraceExpired(sid, t, d) }) })
 		}
 	}
-	vr.e.fromEditor(frame)
+	vr.core.fromEditor(frame)
 }
 
 func (vr *v2editor) v2Turn(sid string) *v2turn {
@@ -278,7 +321,7 @@ func (vr *v2editor) v2Drop(sid string, o translate.Out) bool {
 	if t == nil || !t.closed {
 		return false
 	}
-	vr.e.repaired(RepairDrainedTurnUpdates, sid, "update after the cancelled turn's idle state_update: "+kind)
+	vr.core.repaired(RepairDrainedTurnUpdates, sid, "update after the cancelled turn's idle state_update: "+kind)
 	return true
 }
 
@@ -288,8 +331,8 @@ func (vr *v2editor) v2GraceExpired(sid string, t *v2turn, d time.Duration) {
 		return
 	}
 	t.grace = nil
-	vr.e.log.Warn("agent did not end the cancelled turn in time; closed it with an idle state_update", "session", sid, "grace", d)
-	vr.e.tap(TapEvent{Hop: BridgeHop, Session: sid, Note: "cancel-grace",
+	vr.log.Warn("agent did not end the cancelled turn in time; closed it with an idle state_update", "session", sid, "grace", d)
+	vr.core.tap(TapEvent{Hop: BridgeHop, Session: sid, Note: "cancel-grace",
 		Detail: "the agent did not end the cancelled turn within " + d.String() + "; the bridge sent the idle state_update"})
 	vr.v2Idle(sid, t, "cancelled", nil)
 }
@@ -316,61 +359,10 @@ func (vr *v2editor) v2Idle(sid string, t *v2turn, stopReason string, errObj json
 		update["error"] = errObj
 	}
 	params, _ := json.Marshal(map[string]any{"sessionId": sid, "update": update})
-	vr.e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
+	vr.core.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, sid)
 }
 
 // --- durable sessions ------------------------------------------------------------
-
-// replays reports whether opening a recorded session replays its history
-// to the editor: v1's session/load does, and v2's session/resume when it
-// names where to replay from.
-func (vr *v2editor) replays(req *request) bool {
-	if req.method == "session/load" {
-		return true
-	}
-	if !vr.on || req.method != "session/resume" {
-		return false
-	}
-	from := gjson.GetBytes(req.params, "replayFrom")
-	return from.Exists() && from.Type != gjson.Null
-}
-
-// v2ReplayFrom refuses a relayed v2 editor's resume whose replayFrom the
-// bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
-// must be refused, not replaced by another or by no replay.
-func (vr *v2editor) v2ReplayFrom(req *request) *translate.Error {
-	if !vr.on {
-		return nil
-	}
-	from := gjson.GetBytes(req.params, "replayFrom")
-	if !from.Exists() || from.Type == gjson.Null || from.Get("type").Str == "start" {
-		return nil
-	}
-	return translate.Errorf(translate.CodeInvalidParams,
-		`session/resume: acp-bridge replays a recorded session from its start only, and replayFrom is %s: send {"type":"start"}, or no replayFrom for no replay`, from.Raw).
-		With("replayFrom", json.RawMessage(from.Raw))
-}
-
-// v2Opened answers a relayed v2 editor's resume of a recorded session once
-// its backend is attached: the current state_update v2 requires after the
-// replay and before the answer, then the backend's own answer (its config
-// options and commands; nothing of v1's modes or models).
-func (vr *v2editor) v2Opened(req *request, s *session, result json.RawMessage) {
-	state := "idle"
-	if t := vr.turns[s.id]; t != nil && t.active {
-		state = "running"
-	}
-	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})
-	vr.e.writeEditorSession(editorMsg{body: translate.NotificationFrame("session/update", params)}, s.id)
-	out := map[string]json.RawMessage{}
-	for _, k := range []string{"configOptions", "availableCommands", "_meta"} {
-		if v := gjson.GetBytes(result, k); v.Exists() {
-			out[k] = json.RawMessage(v.Raw)
-		}
-	}
-	b, _ := json.Marshal(out)
-	vr.e.answer(req, vr.e.dur.sessionOpened(req, s.id, b))
-}
 
 // v2Replayed are the update kinds a relayed v2 editor's replay carries:
 // the conversation, not its state (the resume's own snapshot follows) nor
@@ -406,28 +398,13 @@ func replayRecordV2(sid string, r store.Record) []json.RawMessage {
 	return []json.RawMessage{updateParams(sid, raw)}
 }
 
-// v2EndTurns is endTurns for a relayed v2 editor's session being closed:
-// v2 wants the running turn closed (idle, cancelled) before the close is
-// answered, and prompts the agent has not taken answered -32800.
-func (vr *v2editor) v2EndTurns(s *session, why string) {
-	t := vr.turns[s.id]
-	if len(s.prompts) == 0 && (t == nil || !t.active) {
-		delete(vr.turns, s.id)
-		return
+// v2EndTurn closes sid's running turn (idle, stopReason cancelled) as its
+// session is closed, and forgets the session's turn state.
+func (vr *v2editor) v2EndTurn(sid string) {
+	if t := vr.turns[sid]; t != nil && t.active {
+		vr.v2Idle(sid, t, "cancelled", nil)
 	}
-	vr.e.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
-	if s.link.down == nil && (s.b == nil || !s.b.attaching) {
-		vr.e.feed(s.link, translate.Msg{Kind: translate.Notification, Method: "session/cancel", Body: vr.e.dur.toBackend(s, json.RawMessage(`{"sessionId":`+mustJSON(s.id)+`}`))})
-	}
-	for _, ref := range slices.Clone(s.prompts) {
-		if req := vr.e.pending.get(ref); req != nil {
-			vr.e.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
-		}
-	}
-	if t != nil && t.active {
-		vr.v2Idle(s.id, t, "cancelled", nil)
-	}
-	delete(vr.turns, s.id)
+	delete(vr.turns, sid)
 }
 
 // codeRequestCancelled is JSON-RPC's "Request cancelled", which v2 gives a
