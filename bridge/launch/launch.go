@@ -46,6 +46,17 @@ var dialects = sync.OnceValue(func() map[string]translate.Dialect {
 	return withProfiles(maps.Clone(goDialects))
 })
 
+// lookupDialect finds dialect name, compiling the rule profiles only when
+// it is not one of the Go dialects: compiling them all takes some 10 ms of
+// a start-up an editor waits for.
+func lookupDialect(name string) (translate.Dialect, bool) {
+	if d, ok := goDialects[name]; ok {
+		return d, true
+	}
+	d, ok := Dialects()[name]
+	return d, ok
+}
+
 // goDialects are the dialects written in Go: serving one of them needs no
 // rule profile compiled.
 var goDialects = map[string]translate.Dialect{
@@ -451,10 +462,7 @@ func (nopCloser) Close() error { return nil }
 // Configure finds the agent's dialect and decodes the agent's options with
 // it, writing its diagnostics to diagOut (stderr for the command line).
 func Configure(spec Agent, files map[string]*hcl.File, diagOut io.Writer) (translate.Dialect, func() translate.Translator, error) {
-	d, ok := goDialects[spec.Dialect]
-	if !ok {
-		d, ok = Dialects()[spec.Dialect]
-	}
+	d, ok := lookupDialect(spec.Dialect)
 	if !ok {
 		return d, nil, UnknownDialect(spec.Dialect)
 	}

@@ -483,7 +483,7 @@ func secretValues(values []string) []string {
 // values its dialect reads from the environment (a rule profile's env()).
 func (spec Agent) Secrets() []string {
 	var out []string
-	if d, ok := Dialects()[spec.Dialect]; ok && d.Secrets != nil {
+	if d, ok := lookupDialect(spec.Dialect); ok && d.Secrets != nil {
 		out = append(out, d.Secrets()...)
 	}
 	if ws := spec.WebSocket; ws != nil {
