@@ -106,9 +106,12 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		// Closing a session the app-server no longer holds is done all the same.
 		return t.answerOrNot(r.ref, reply(r.ref, struct{}{})), nil
 	case reqTurnStart:
-		s := t.sessions[r.session]
+		s := t.agentSession(r.session)
 		if s == nil {
 			return nil, nil
+		}
+		if errObj != nil && t.closing[r.session] == s && s.turn == nil {
+			delete(t.closing, r.session) // no turn to interrupt
 		}
 		if s.turn != r.turn {
 			// The prompt was abandoned before Codex answered: its turn is
@@ -134,7 +137,7 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		}
 		return nil, nil
 	case reqInterrupt:
-		s := t.sessions[r.session]
+		s := t.agentSession(r.session)
 		if errObj == nil || s == nil {
 			return nil, nil
 		}
@@ -409,7 +412,10 @@ func (t *translator) notification(method string, p gjson.Result) []translate.Out
 		return t.calls.Withdraw(func(a *approval) bool { return string(a.agentID) == rid }, nil)
 	}
 	sid := p.Get("threadId").Str
-	s := t.sessions[sid]
+	s := t.agentSession(sid)
+	if method == "turn/completed" {
+		delete(t.closing, sid) // a turn of the thread has ended: nothing more to interrupt
+	}
 	tu := (*turn)(nil)
 	if s != nil {
 		tu = s.turn

@@ -76,6 +76,9 @@
 //     interrupt, the prompt is answered "cancelled" at once with Codex's
 //     error under _meta.codex.interruptError, reported as a Note, and the
 //     turn's later items are dropped.
+//   - session/close during a turn answers the prompt "cancelled" at once
+//     and unsubscribes the thread; the turn is interrupted as for a
+//     cancel, when Codex names or starts it after the close too.
 //   - Items of a turn that is no longer the session's running turn
 //     (cancelled and answered, abandoned by the engine) are dropped.
 //   - Tool calls still running when their turn ends are closed as failed,
@@ -322,6 +325,12 @@ type translator struct {
 	models    []model
 
 	sessions map[string]*session
+	// closing are sessions the editor closed during a turn Codex had not
+	// yet named or started: the turn's interrupt still needs them (its id
+	// comes with turn/start's answer, a refused interrupt goes again at
+	// turn/started). They leave at the turn's end (turn/completed, or
+	// turn/start refused).
+	closing map[string]*session
 }
 
 func newTranslator(o Options) *translator {
@@ -330,7 +339,18 @@ func newTranslator(o Options) *translator {
 		reqs:     make(map[int64]*agentReq),
 		calls:    translate.Calls[*approval]{Dialect: "codex-app-server"},
 		sessions: make(map[string]*session),
+		closing:  make(map[string]*session),
 	}
+}
+
+// agentSession is the session thread id names for what Codex sends: an
+// open one, or one closed while Codex had not yet named or started its
+// turn.
+func (t *translator) agentSession(id string) *session {
+	if s := t.sessions[id]; s != nil {
+		return s
+	}
+	return t.closing[id]
 }
 
 // --- output helpers -------------------------------------------------------------

@@ -96,6 +96,10 @@ func (t *translator) editorRequest(m translate.Msg) []translate.Out {
 		var outs []translate.Out
 		if s := t.sessions[id]; s != nil && s.turn != nil {
 			outs = append(outs, t.cancel(id)...)
+			if tu := s.turn; tu.id == "" || !tu.started {
+				// Its interrupt is not done with: kept until the turn ends.
+				t.closing[id] = s
+			}
 			outs = append(outs, t.endTurn(s, "cancelled")...)
 		}
 		delete(t.sessions, id)
