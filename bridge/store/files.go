@@ -91,7 +91,7 @@ func (s *Store) open(sid string) (*file, error) {
 func (s *Store) track(sid string, f *file) {
 	f.capped = f.size >= s.o.MaxSessionBytes
 	if len(s.files) >= 64 {
-		s.flushAll()
+		s.flushAll(true)
 		for id, g := range s.files {
 			g.close()
 			delete(s.files, id)

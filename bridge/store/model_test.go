@@ -81,7 +81,7 @@ func (l local) remove(sid string) string {
 }
 func (l local) settle() {
 	ch := make(chan struct{})
-	if l.s.do(func() { l.s.flushAll(); close(ch) }) {
+	if l.s.do(func() { l.s.flushAll(true); close(ch) }) {
 		<-ch
 	}
 }

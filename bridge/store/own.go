@@ -245,7 +245,7 @@ func (s *Store) Delete(sid string, done func(error)) {
 func (s *Store) disown(sid string, c *claim, remove bool) error {
 	if f := s.files[sid]; f != nil {
 		if !remove {
-			s.flush(sid, f)
+			s.flush(sid, f, true)
 		}
 		f.close() // after the syncer's jobs: no sidecar written after this
 		delete(s.files, sid)

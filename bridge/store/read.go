@@ -62,7 +62,7 @@ func (s *Store) read(sid string) (*Reader, error) {
 	}
 	var size int64 = -1
 	if f := s.files[sid]; f != nil {
-		s.flush(sid, f)
+		s.flush(sid, f, false)
 		size = f.end
 	}
 	fh, err := s.fs.OpenFile(tp, os.O_RDONLY|noFollow, 0)

@@ -296,6 +296,11 @@ type file struct {
 	capped bool
 	dirty  bool // written since the last fsync
 	metaD  bool // meta changed since the sidecar was written
+	// touched says only UpdatedAt moved since the sidecar was written;
+	// such a sidecar is rewritten at most once per metaEvery (metaAt is
+	// when it last was), and when the file is closed.
+	touched bool
+	metaAt  time.Time
 	// titled is closed once a sidecar holding the session's first title
 	// is written, which the syncer is asked for as soon as the title is
 	// set (the turn's first prompt); nil when there is nothing to wait

@@ -88,8 +88,10 @@ func (y *syncer) run(s *Store) {
 	}
 }
 
-func (s *Store) flushAll() {
+// flushAll flushes every open file; final when they are about to be
+// closed.
+func (s *Store) flushAll(final bool) {
 	for sid, f := range s.files {
-		s.flush(sid, f)
+		s.flush(sid, f, final)
 	}
 }

@@ -37,7 +37,8 @@ func (s *Store) run() {
 			}
 		case <-s.urgent:
 		case <-tick.C:
-			s.flushAll()
+			s.now = clock.Now()
+			s.flushAll(false)
 			continue
 		}
 		s.mu.Lock()
@@ -55,7 +56,7 @@ func (s *Store) run() {
 			batch[i] = op{}
 			switch {
 			case o.stop:
-				s.flushAll()
+				s.flushAll(true)
 				for sid, f := range s.files {
 					f.close()
 					delete(s.files, sid)
@@ -147,11 +148,8 @@ func (s *Store) write(sid string, r *Record) {
 	if r.At.After(f.meta.UpdatedAt) {
 		f.meta.UpdatedAt = r.At
 	}
-	if r.Kind != KindUpdate {
-		f.metaD = true
-	}
 	if r.Sync {
-		s.flush(sid, f)
+		s.flush(sid, f, false)
 	}
 }
 
@@ -302,22 +300,32 @@ func (s *Store) put(sid string, f *file, b []byte) {
 // The fsync and the sidecar are the syncer's: an fsync can take the disk's
 // time to write out everything the stream wrote, and the writer must keep
 // taking records meanwhile or the queue fills and records are dropped.
-func (s *Store) flush(sid string, f *file) {
+//
+// A sidecar whose only change is UpdatedAt is rewritten at most once per
+// metaEvery, and when final is set (the file is about to be closed): a
+// stream used to rewrite it, fsync included, once a second and at every
+// turn's end, for a date that only another process's listing reads.
+func (s *Store) flush(sid string, f *file, final bool) {
 	var sync, meta bool
 	if f.dirty {
 		s.writeOut(sid, f)
 		f.dirty = false
-		f.metaD = true // updatedAt moved
+		f.touched = true // updatedAt moved
 		sync = true
 	}
-	if f.metaD {
-		f.metaD = false
+	if f.metaD || (f.touched && (final || s.now.Sub(f.metaAt) >= metaEvery)) {
+		f.metaD, f.touched, f.metaAt = false, false, s.now
 		meta = true
 	}
 	if sync || meta {
 		s.sy.add(sid, f, sync, meta)
 	}
 }
+
+// metaEvery is how often at most a session's sidecar is rewritten for its
+// UpdatedAt alone: how stale another process's listing of a session open
+// here may be.
+const metaEvery = 30 * time.Second
 
 // close closes f once the syncer is done with it.
 func (f *file) close() {
