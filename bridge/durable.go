@@ -106,12 +106,13 @@ type aliasKey struct {
 	id   string
 }
 
-// sessionHooks is what durable sessions ask of the rest of the engine:
-// the core's request table, its agent links and its editor. *engine
+// sessionHooks is what durable sessions ask of the core: its request
+// table, its turns, its agent links' translators and its editor. *engine
 // implements it (hooks.go). Every method but post is called on the loop
 // only. The core may call back into the part before a method returns (an
-// answer's afterSuccess records the session it opened, a retired link's
-// sessions are reported lost), as it does for any request or link.
+// answer's afterSuccess records the session it opened), as it does for any
+// request or link. What the part asks of the other parts it asks them
+// itself: link supervision (linkOpener) and the v2 relay (v2Turns).
 type sessionHooks interface {
 	// --- requests (the core's pending table) ---
 
@@ -155,9 +156,14 @@ type sessionHooks interface {
 	// post runs f on the loop; from any goroutine. Once Serve stops, f
 	// is dropped.
 	post(f func())
+}
 
-	// --- link supervision (the supervisor) ---
-
+// linkOpener is what durable sessions ask of link supervision: the shared
+// link, links of a session's own, and retiring them. *supervisor
+// implements it (supervise.go). Called on the loop only; like the core,
+// the supervisor may call back into the part before a method returns (a
+// retired link's sessions are reported lost, through the core).
+type linkOpener interface {
 	// controlLink returns the link sessions share (the control link):
 	// with open, a live one, dialled again when there is none or it was
 	// lost (or the error why it cannot be); else as it is, possibly nil
@@ -170,9 +176,13 @@ type sessionHooks interface {
 	// retireLink closes l, which no session needs any more: what is
 	// pending on it is answered, its sessions are lost (SessionLost).
 	retireLink(l *link, why string)
+}
 
-	// --- an editor that speaks ACP v2, relayed (v2editor) ---
-
+// v2Turns is what durable sessions ask of the part serving an editor that
+// speaks ACP v2, when it is relayed to a v2 agent: whether it is, and the
+// relayed sessions' turns. *v2editor implements it (v2relay.go). Called on
+// the loop only.
+type v2Turns interface {
 	// relayingV2 reports whether the editor speaks v2 to a v2 agent,
 	// relayed: sessions resume rather than load, and turns end with an
 	// idle state update, not with the prompt's answer.
@@ -188,11 +198,13 @@ type sessionHooks interface {
 
 // durableSessions are the engine's durable sessions: the state and the
 // handling of sessions recorded in the store (loop-owned). It reaches the
-// rest of the engine through core alone.
+// core through core alone, and the other parts through links and v2.
 type durableSessions struct {
-	core sessionHooks
-	cfg  *Bridge // its configuration: Sessions, AgentName, Redact, OnSession, OneTurn
-	log  hclog.Logger
+	core  sessionHooks
+	links linkOpener // link supervision: the shared link, links of a session's own
+	v2    v2Turns    // a v2 editor relayed to a v2 agent
+	cfg   *Bridge    // its configuration: Sessions, AgentName, Redact, OnSession, OneTurn
+	log   hclog.Logger
 	// sessions is the engine's session table, shared with the core (the
 	// same map): both read and write it, on the loop.
 	sessions sessionTable
@@ -242,10 +254,11 @@ type durableSessions struct {
 	lines *store.Lines
 }
 
-// start makes d the durable sessions of a Serve, reaching the rest of its
-// engine through core.
-func (d *durableSessions) start(core sessionHooks, cfg *Bridge, log hclog.Logger, sessions sessionTable, pending *pendingTable, stopped <-chan struct{}, helpers *sync.WaitGroup) {
-	d.core, d.cfg, d.log = core, cfg, log
+// start makes d the durable sessions of a Serve, reaching its core
+// through core, its link supervision through links and its v2 editor
+// through v2.
+func (d *durableSessions) start(core sessionHooks, links linkOpener, v2 v2Turns, cfg *Bridge, log hclog.Logger, sessions sessionTable, pending *pendingTable, stopped <-chan struct{}, helpers *sync.WaitGroup) {
+	d.core, d.links, d.v2, d.cfg, d.log = core, links, v2, cfg, log
 	d.sessions, d.pending = sessions, pending
 	d.stopped, d.helpers = stopped, helpers
 	d.recorded = make(chan struct{}, 1)
@@ -499,7 +512,7 @@ func (d *durableSessions) claimNew(req *request, agentID string, result json.Raw
 // provides added; not for a relayed v2 editor, whose agent must have
 // them (v2's session list, resume and close are not optional).
 func (d *durableSessions) advertised(result json.RawMessage) json.RawMessage {
-	if !d.on() || d.core.relayingV2() {
+	if !d.on() || d.v2.relayingV2() {
 		return result
 	}
 	return advertise(result)
@@ -652,7 +665,7 @@ func (d *durableSessions) shadowed(sid string) *session {
 	if sid == "" || len(d.alias) == 0 {
 		return nil
 	}
-	control, _ := d.core.controlLink(false)
+	control, _ := d.links.controlLink(false)
 	if control == nil {
 		return nil
 	}

@@ -52,7 +52,7 @@ func (d *durableSessions) attachMethod(s *session, bind Binding) string {
 	caps := gjson.ParseBytes(d.caps[bind.Name])
 	switch {
 	case s.b.switched:
-	case d.core.relayingV2():
+	case d.v2.relayingV2():
 		return "session/resume" // v2 agents must have it
 	case caps.Get("sessionCapabilities.resume").IsObject():
 		return "session/resume"
@@ -69,7 +69,7 @@ func (d *durableSessions) attachMethod(s *session, bind Binding) string {
 // and chosen then, from the capabilities that answer declares.
 func (d *durableSessions) attachWith(s *session, history string, bind Binding, method string, done func(*translate.Error, json.RawMessage)) {
 	if !bind.Dialect.PerSession && bind.Name == d.cfg.AgentName {
-		l, err := d.core.controlLink(true)
+		l, err := d.links.controlLink(true)
 		if err != nil {
 			d.attached(s, err, nil, done)
 			return
@@ -94,14 +94,14 @@ func (d *durableSessions) attachWith(s *session, history string, bind Binding, m
 		}
 		spawn.Command = cmd
 	}
-	d.core.openLink(spawn, bind, tr, func(l *link, o translate.Out) {
+	d.links.openLink(spawn, bind, tr, func(l *link, o translate.Out) {
 		if d.stopping() {
 			s.b.attaching, s.b.waiters = false, nil
 			return
 		}
 		if o.Kind != translate.Reply {
 			if l.down == nil {
-				d.core.retireLink(l, "initialize failed")
+				d.links.retireLink(l, "initialize failed")
 			}
 			d.attached(s, translate.Errorf(translate.CodeInternalError,
 				"session %s could not be reopened on agent %s: its initialize failed (%s); its transcript is kept, so fix the agent and try again",
@@ -167,20 +167,20 @@ func (d *durableSessions) attachOn(l *link, s *session, history string, bind Bin
 				d.log.Warn(msg,
 					"session", s.id, "method", method, "backend", gjson.GetBytes(body, "sessionId").Str, "error", errorMessage(o.Body))
 				if !l.control {
-					d.core.retireLink(l, method+" failed")
+					d.links.retireLink(l, method+" failed")
 				}
 				d.attachWith(s, history, bind, "session/new", done)
 				return
 			}
 			if !l.control {
-				d.core.retireLink(l, "session/new failed")
+				d.links.retireLink(l, "session/new failed")
 			}
 			d.attached(s, translate.Errorf(translate.CodeInternalError,
 				"session %s could not be reopened on agent %s: %s; its transcript is kept, so fix the agent and try again", s.id, bind.displayName(), errorMessage(o.Body)).With("sessionId", s.id), nil, done)
 			return
 		}
 		if old := s.link; old != l && old.down == nil && !old.control {
-			d.core.retireLink(old, "the session moved to another backend session")
+			d.links.retireLink(old, "the session moved to another backend session")
 		}
 		s.link = l
 		if method == "session/new" {
@@ -283,11 +283,11 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 		if s.link.down == nil {
 			if s.link.control {
 				d.forgetBackend(s)
-				if d.core.relayingV2() || gjson.GetBytes(d.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
+				if d.v2.relayingV2() || gjson.GetBytes(d.caps[s.b.bind.Name], "sessionCapabilities.close").IsObject() {
 					d.core.internal(s.link, "session/close", d.toBackend(s, json.RawMessage(fmt.Sprintf(`{"sessionId":%q}`, s.id))), s.id, func(translate.Out) {})
 				}
 			} else {
-				d.core.retireLink(s.link, "the session was closed")
+				d.links.retireLink(s.link, "the session was closed")
 			}
 		}
 		d.forget(s)
@@ -353,7 +353,7 @@ func (d *durableSessions) closeSession(req *request, env *translate.Envelope, de
 // still waiting for a backend are answered too. Otherwise a prompt of a
 // closed session would never be answered.
 func (d *durableSessions) endTurns(s *session, why string) {
-	if d.core.relayingV2() {
+	if d.v2.relayingV2() {
 		d.endTurnsV2(s, why)
 		return
 	}
@@ -375,8 +375,8 @@ func (d *durableSessions) endTurns(s *session, why string) {
 // running turn closed (idle, cancelled) before the close is answered, and
 // prompts the agent has not taken answered -32800.
 func (d *durableSessions) endTurnsV2(s *session, why string) {
-	if len(s.prompts) == 0 && !d.core.v2Running(s.id) {
-		d.core.v2EndTurn(s.id)
+	if len(s.prompts) == 0 && !d.v2.v2Running(s.id) {
+		d.v2.v2EndTurn(s.id)
 		return
 	}
 	d.log.Info("ending the running turn of a session being closed", "session", s.id, "why", why)
@@ -388,7 +388,7 @@ func (d *durableSessions) endTurnsV2(s *session, why string) {
 			d.core.fail(req, translate.Errorf(codeRequestCancelled, "the prompt was not taken by the agent before %s", why).With("sessionId", s.id))
 		}
 	}
-	d.core.v2EndTurn(s.id)
+	d.v2.v2EndTurn(s.id)
 }
 
 // forgetBackend remembers that s's backend session on the shared link is
@@ -426,7 +426,7 @@ func (d *durableSessions) armIdle(s *session) {
 	l := s.link
 	s.b.idle = time.AfterFunc(timeout, func() {
 		d.core.post(func() {
-			if d.sessions[s.id] == s && d.core.v2Running(s.id) {
+			if d.sessions[s.id] == s && d.v2.v2Running(s.id) {
 				d.armIdle(s) // a v2 turn outlives its prompt's answer
 				return
 			}
@@ -435,12 +435,12 @@ func (d *durableSessions) armIdle(s *session) {
 			}
 			d.log.Info("closing an idle backend session; it re-attaches on the next request", "session", s.id, "idle", timeout)
 			if !l.control {
-				d.core.retireLink(l, fmt.Sprintf("the session was idle for %s", timeout))
+				d.links.retireLink(l, fmt.Sprintf("the session was idle for %s", timeout))
 				return
 			}
 			d.detach(s, "idle", func() {
 				if l.down == nil && len(d.sessions.on(l)) == 0 && !d.busy(l, "") {
-					d.core.retireLink(l, fmt.Sprintf("every session on it was idle for %s", timeout))
+					d.links.retireLink(l, fmt.Sprintf("every session on it was idle for %s", timeout))
 				}
 			})
 		})

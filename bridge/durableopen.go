@@ -257,7 +257,7 @@ func (d *durableSessions) openAnswer(req *request, s *session, fresh bool) func(
 				out[k] = json.RawMessage(v.Raw)
 			}
 		}
-		if d.core.relayingV2() {
+		if d.v2.relayingV2() {
 			d.v2Opened(req, s, result)
 			return
 		}
@@ -276,7 +276,7 @@ func (d *durableSessions) replays(req *request) bool {
 	if req.method == "session/load" {
 		return true
 	}
-	if !d.core.relayingV2() || req.method != "session/resume" {
+	if !d.v2.relayingV2() || req.method != "session/resume" {
 		return false
 	}
 	from := gjson.GetBytes(req.params, "replayFrom")
@@ -287,7 +287,7 @@ func (d *durableSessions) replays(req *request) bool {
 // bridge cannot honour: v2 defines {"type":"start"}, and an unknown cursor
 // must be refused, not replaced by another or by no replay.
 func (d *durableSessions) v2ReplayFrom(req *request) *translate.Error {
-	if !d.core.relayingV2() {
+	if !d.v2.relayingV2() {
 		return nil
 	}
 	from := gjson.GetBytes(req.params, "replayFrom")
@@ -305,7 +305,7 @@ func (d *durableSessions) v2ReplayFrom(req *request) *translate.Error {
 // options and commands; nothing of v1's modes or models).
 func (d *durableSessions) v2Opened(req *request, s *session, result json.RawMessage) {
 	state := "idle"
-	if d.core.v2Running(s.id) {
+	if d.v2.v2Running(s.id) {
 		state = "running"
 	}
 	params, _ := json.Marshal(map[string]any{"sessionId": s.id, "update": map[string]any{"sessionUpdate": "state_update", "state": state}})

@@ -169,7 +169,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 		e.log = hclog.NewNullLogger()
 	}
 	e.v2.start(e, b, e.log, &e.init)
-	e.dur.start(e, b, e.log, e.sessions, &e.pending, e.done, &e.helperWG)
+	e.dur.start(e, &e.sup, &e.v2, b, e.log, e.sessions, &e.pending, e.done, &e.helperWG)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx

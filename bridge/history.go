@@ -224,7 +224,7 @@ const (
 // done then runs on the loop with the history preamble, the number of
 // unreadable lines skipped, and the error that ended the read, if any.
 func (d *durableSessions) readHistory(sid string, replay bool, done func(primer string, skipped int, err error)) {
-	max, v2 := 0, d.core.relayingV2()
+	max, v2 := 0, d.v2.relayingV2()
 	if d.cfg.Sessions != nil {
 		max = d.cfg.Sessions.PreambleBytes
 	}

@@ -11,8 +11,10 @@ import (
 // linkHooks, supervise.go; v2Hooks, v2relay.go; each method's promise is
 // written there): what the core does for a part beyond what it does for
 // itself anyway (its own requests, a paused deadline, a new link's
-// initialize, what depends on a lost link), and the other parts'
-// operations a part needs, passed through.
+// initialize, what depends on a lost link). The durable part asks the
+// other parts what it needs of them itself (linkOpener, v2Turns;
+// durable.go); v2Link, the supervisor's word to the v2 editor, is the one
+// pass-through left.
 
 var (
 	_ sessionHooks = (*engine)(nil)
@@ -35,32 +37,6 @@ func (e *engine) pauseTimeout(req *request) (rearm func()) {
 	e.disarm(req)
 	return func() { e.armTimeout(req) }
 }
-
-// controlLink is the shared link: ensured (dialled again) with open.
-func (e *engine) controlLink(open bool) (*link, *translate.Error) {
-	if !open {
-		return e.sup.control, nil
-	}
-	return e.sup.ensureControl()
-}
-
-// openLink opens a link of a session's own and initializes it.
-func (e *engine) openLink(spawn Spawn, bind Binding, tr translate.Translator, then func(*link, translate.Out)) {
-	l := e.sup.newLink(spawn, bind, tr)
-	e.initLink(l, func(o translate.Out) { then(l, o) })
-}
-
-// retireLink closes a link no session needs any more.
-func (e *engine) retireLink(l *link, why string) { e.sup.retireLink(l, why) }
-
-// relayingV2 reports whether a v2 editor is relayed to a v2 agent.
-func (e *engine) relayingV2() bool { return e.v2.on }
-
-// v2Running reports whether a relayed v2 session's turn runs.
-func (e *engine) v2Running(sid string) bool { return e.v2.v2Running(sid) }
-
-// v2EndTurn closes a relayed v2 session's turn as it is closed.
-func (e *engine) v2EndTurn(sid string) { e.v2.v2EndTurn(sid) }
 
 // editorInitialized reports whether the editor's initialize was answered.
 func (e *engine) editorInitialized() bool { return e.init.state == initDone }

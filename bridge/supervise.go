@@ -90,6 +90,23 @@ func (sv *supervisor) start(core linkHooks, cfg *Bridge, log hclog.Logger, ctx c
 	}
 }
 
+// The supervisor serves the durable part's links (linkOpener, durable.go).
+var _ linkOpener = (*supervisor)(nil)
+
+// controlLink is the shared link: ensured (dialled again) with open.
+func (sv *supervisor) controlLink(open bool) (*link, *translate.Error) {
+	if !open {
+		return sv.control, nil
+	}
+	return sv.ensureControl()
+}
+
+// openLink opens a link of a session's own and initializes it.
+func (sv *supervisor) openLink(spawn Spawn, bind Binding, tr translate.Translator, then func(*link, translate.Out)) {
+	l := sv.newLink(spawn, bind, tr)
+	sv.core.initLink(l, func(o translate.Out) { then(l, o) })
+}
+
 // ensureControl returns the control link, dialling it again if it was lost
 // (the link supervisor: a lost link comes back for the next request that
 // needs it; the agent is initialized again before that request reaches it).

@@ -145,7 +145,7 @@ func (d *durableSessions) detach(s *session, why string, then func()) {
 				done = func() {}
 			}
 		} else {
-			d.core.retireLink(s.link, why)
+			d.links.retireLink(s.link, why)
 		}
 	}
 	defer done()

@@ -110,6 +110,13 @@ func (vr *v2editor) start(core v2Hooks, cfg *Bridge, log hclog.Logger, init *edi
 	vr.core, vr.cfg, vr.log, vr.init = core, cfg, log, init
 }
 
+// The v2 editor tells the durable part about relayed turns (v2Turns,
+// durable.go).
+var _ v2Turns = (*v2editor)(nil)
+
+// relayingV2 reports whether the editor's frames are relayed to a v2 agent.
+func (vr *v2editor) relayingV2() bool { return vr.on }
+
 // v2turn is what the engine knows of a session's foreground work.
 type v2turn struct {
 	active    bool // prompted or running, not yet idle
