@@ -412,7 +412,14 @@ func (d *durableSessions) forgetBackend(s *session) {
 // closed with it; on the shared link the agent is told session/close (when
 // it has it), and the link itself is closed once no session is left on it.
 // The session re-attaches on its next request.
-func (d *durableSessions) armIdle(s *session) {
+func (d *durableSessions) armIdle(s *session) { d.armIdleAfter(s, false) }
+
+// armIdleAfter is armIdle; running says a relayed v2 turn was running when
+// the timer was last looked at. Such a turn outlives its prompt's answer,
+// so the timer starts again while it runs, and once more after it has
+// ended: the session is idle a whole IdleTimeout after the turn's end,
+// not whatever was left of the period the turn ended in.
+func (d *durableSessions) armIdleAfter(s *session, running bool) {
 	if !d.on() || s.b == nil || s.link.down != nil {
 		return
 	}
@@ -426,8 +433,8 @@ func (d *durableSessions) armIdle(s *session) {
 	l := s.link
 	s.b.idle = time.AfterFunc(timeout, func() {
 		d.core.post(func() {
-			if d.sessions[s.id] == s && d.v2.v2Running(s.id) {
-				d.armIdle(s) // a v2 turn outlives its prompt's answer
+			if now := d.v2.v2Running(s.id); d.sessions[s.id] == s && (now || running) {
+				d.armIdleAfter(s, now)
 				return
 			}
 			if d.sessions[s.id] != s || s.link != l || l.down != nil || len(s.prompts) > 0 || s.b.attaching || d.busy(l, s.id) {
