@@ -173,7 +173,7 @@ func (b *Bridge) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Wri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.ctx = ctx
-	e.sup.start(e, b, e.log, ctx, e.inbox, e.drained, &e.pending, e.sessions)
+	e.sup.start(e, &e.v2, b, e.log, ctx, e.inbox, e.drained, &e.pending, e.sessions)
 	b.serving.Store(e)
 	defer b.serving.Store(nil)
 

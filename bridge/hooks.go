@@ -13,8 +13,7 @@ import (
 // itself anyway (its own requests, a paused deadline, a new link's
 // initialize, what depends on a lost link). The durable part asks the
 // other parts what it needs of them itself (linkOpener, v2Turns;
-// durable.go); v2Link, the supervisor's word to the v2 editor, is the one
-// pass-through left.
+// durable.go), and so does the supervisor (v2Links, supervise.go).
 
 var (
 	_ sessionHooks = (*engine)(nil)
@@ -76,6 +75,3 @@ func (e *engine) linkDown(l *link) {
 		e.dur.onSession(SessionEvent{Kind: SessionLost, Session: s.id, Body: l.down.JSON()})
 	}
 }
-
-// v2Link tells a new link's translator the editor speaks v2, if relayed.
-func (e *engine) v2Link(tr translate.Translator) { e.v2.v2Link(tr) }

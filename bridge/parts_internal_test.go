@@ -45,6 +45,9 @@ var peers = map[string][]peer{
 		{iface: "linkOpener", impl: "supervisor"},
 		{iface: "v2Turns", impl: "v2editor"},
 	},
+	"supervisor": {
+		{iface: "v2Links", impl: "v2editor"},
+	},
 }
 
 type peer struct{ iface, impl string }

@@ -41,6 +41,10 @@ type linkHooks interface {
 	// they started is undone), the editor is told to drop the requests l
 	// made of it, and l's sessions are reported lost.
 	linkDown(l *link)
+}
+
+// v2Links is what the supervisor asks of the v2 editor (*v2editor).
+type v2Links interface {
 	// v2Link tells a new link's translator that the editor speaks ACP v2,
 	// when the link relays it.
 	v2Link(tr translate.Translator)
@@ -51,6 +55,7 @@ type linkHooks interface {
 // engine through core alone.
 type supervisor struct {
 	core linkHooks
+	v2   v2Links
 	cfg  *Bridge // its configuration: Dialect, NewTranslator, QueueBytes, the agent
 	log  hclog.Logger
 	// ctx is Serve's: the links' contexts derive from it.
@@ -78,8 +83,8 @@ type supervisor struct {
 
 // start makes sv the link supervisor of a Serve, reaching the rest of its
 // engine through core.
-func (sv *supervisor) start(core linkHooks, cfg *Bridge, log hclog.Logger, ctx context.Context, inbox *inbox, drained chan struct{}, pending *pendingTable, sessions sessionTable) {
-	sv.core, sv.cfg, sv.log, sv.ctx = core, cfg, log, ctx
+func (sv *supervisor) start(core linkHooks, v2 v2Links, cfg *Bridge, log hclog.Logger, ctx context.Context, inbox *inbox, drained chan struct{}, pending *pendingTable, sessions sessionTable) {
+	sv.core, sv.v2, sv.cfg, sv.log, sv.ctx = core, v2, cfg, log, ctx
 	sv.inbox, sv.drained, sv.pending, sv.sessions = inbox, drained, pending, sessions
 	sv.dialing = backoff{min: cfg.ReconnectBackoff, max: cfg.ReconnectBackoffMax}
 	if sv.dialing.min <= 0 {
@@ -138,7 +143,7 @@ func (sv *supervisor) newLink(spawn Spawn, bind Binding, tr translate.Translator
 	if tr == nil {
 		tr = bind.NewTranslator()
 	}
-	sv.core.v2Link(tr)
+	sv.v2.v2Link(tr)
 	sv.nextLinkID++
 	ctx, cancel := context.WithCancel(sv.ctx)
 	l := &link{id: sv.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}

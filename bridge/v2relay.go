@@ -111,8 +111,12 @@ func (vr *v2editor) start(core v2Hooks, cfg *Bridge, log hclog.Logger, init *edi
 }
 
 // The v2 editor tells the durable part about relayed turns (v2Turns,
-// durable.go).
-var _ v2Turns = (*v2editor)(nil)
+// durable.go) and the supervisor's new links that the editor speaks v2
+// (v2Links, supervise.go).
+var (
+	_ v2Turns = (*v2editor)(nil)
+	_ v2Links = (*v2editor)(nil)
+)
 
 // relayingV2 reports whether the editor's frames are relayed to a v2 agent.
 func (vr *v2editor) relayingV2() bool { return vr.on }
