@@ -138,6 +138,11 @@ func (t *translator) response(env *translate.Envelope) ([]translate.Out, error) 
 		return nil, nil
 	case reqInterrupt:
 		s := t.agentSession(r.session)
+		if errObj == nil && s != nil && t.closing[r.session] == s {
+			// Interrupted: nothing more to do for a closed session, whose
+			// thread may send no turn/completed now it is unsubscribed.
+			delete(t.closing, r.session)
+		}
 		if errObj == nil || s == nil {
 			return nil, nil
 		}

@@ -328,8 +328,8 @@ type translator struct {
 	// closing are sessions the editor closed during a turn Codex had not
 	// yet named or started: the turn's interrupt still needs them (its id
 	// comes with turn/start's answer, a refused interrupt goes again at
-	// turn/started). They leave at the turn's end (turn/completed, or
-	// turn/start refused).
+	// turn/started). They leave once the interrupt is accepted, or at the
+	// turn's end (turn/completed, or turn/start refused).
 	closing map[string]*session
 }
 

@@ -1,11 +1,13 @@
 package codexapp
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"golang.org/x/tools/txtar"
 
 	"github.com/acp-bridge/acp-bridge/translate/translatetest"
 )
@@ -115,4 +117,39 @@ func FuzzFromAgent(f *testing.F) {
 		`{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"tu","status":"failed","error":{"message":"boom","codexErrorInfo":{"unauthorized":{}}}}}}`))
 	f.Add([]byte("event> abandon 3\n" + `{"method":"item/completed","params":{"threadId":"th","turnId":"tu","item":{"type":"agentMessage","id":"m","text":"late"}}}`))
 	translatetest.FuzzAgent(f, Dialect, "", fuzzSetup)
+}
+
+// A session closed during a turn is kept only for its turn's interrupt
+// (testdata/close.txtar): once Codex accepts the interrupt nothing of it
+// is left, even when the unsubscribed thread sends no turn/completed.
+func TestClosedSessionsAreLetGo(t *testing.T) {
+	data, err := os.ReadFile("testdata/close.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withCompleted := range []bool{true, false} {
+		dr, err := translatetest.NewDriver(Dialect, nil, "close.txtar")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range txtar.Parse(data).Files {
+			if f.Name != "transcript" {
+				continue
+			}
+			for _, l := range strings.Split(string(f.Data), "\n") {
+				if !strings.HasPrefix(l, "editor> ") && !strings.HasPrefix(l, "agent> ") {
+					continue
+				}
+				if !withCompleted && strings.Contains(l, `"method":"turn/completed"`) {
+					continue
+				}
+				if _, err := dr.Feed(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n := len(dr.Translator().(*translator).closing); n != 0 {
+			t.Errorf("turn/completed sent: %v; %d closed sessions still kept after their interrupts were accepted", withCompleted, n)
+		}
+	}
 }
