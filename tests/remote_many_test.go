@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,6 +83,36 @@ func dialRemoteWS(t *testing.T, url string) (*remoteClient, error) {
 // dialServed opens a connection to srv over a WebSocket (ws) or Streamable
 // HTTP, with initialize (initializeBody) sent: its answer is the
 // connection's first message either way.
+// servedTurn reads c's initialize answer, opens a session and prompts it
+// with text, and returns the session once a line containing started has
+// come (the agent's word that the turn is under way).
+func servedTurn(t *testing.T, c *remoteClient, text, started string) string {
+	t.Helper()
+	if m, err := c.Next(sdkWait); err != nil || !m.Get("result").Exists() {
+		t.Fatalf("initialize: %s %v", m.Raw, err)
+	}
+	if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Next(sdkWait)
+	sid := m.Get("result.sessionId").Str
+	if err != nil || sid == "" {
+		t.Fatalf("session/new: %s %v", m.Raw, err)
+	}
+	if err := c.Send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":`+strconv.Quote(text)+`}]}}`, sid); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := c.Next(sdkWait)
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", started, err)
+		}
+		if strings.Contains(m.Raw, started) {
+			return sid
+		}
+	}
+}
+
 func dialServed(t *testing.T, srv *Served, ws bool) (*remoteClient, error) {
 	if !ws {
 		return dialRemoteHTTP(t, srv.Endpoint, []byte(initializeBody))
@@ -327,30 +358,8 @@ func TestServeShutdownAnswersPending(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.stop()
-		if m, err := c.Next(sdkWait); err != nil || !m.Get("result").Exists() {
-			t.Fatalf("initialize: %s %v", m.Raw, err)
-		}
-		if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
-			t.Fatal(err)
-		}
-		m, err := c.Next(sdkWait)
-		sid := m.Get("result.sessionId").Str
-		if err != nil || sid == "" {
-			t.Fatalf("session/new: %s %v", m.Raw, err)
-		}
-		if err := c.Send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"hold forever"}]}}`, sid); err != nil {
-			t.Fatal(err)
-		}
 		// The turn has started once the agent says it is holding.
-		for {
-			m, err := c.Next(sdkWait)
-			if err != nil {
-				t.Fatalf("waiting for the held turn: %v", err)
-			}
-			if strings.Contains(m.Raw, "holding:forever") {
-				break
-			}
-		}
+		sid := servedTurn(t, c, "hold forever", "holding:forever")
 		conns = append(conns, held{c, sid})
 	}
 	if code, ok := srv.Stop(20 * time.Second); !ok || code != 0 {

@@ -119,29 +119,7 @@ func TestShutdown_ServeSIGTERMWithStubbornAgentsWithin3s(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.stop()
-		if m, err := c.Next(sdkWait); err != nil || !m.Get("result").Exists() {
-			t.Fatalf("initialize: %s %v", m.Raw, err)
-		}
-		if err := c.Send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`, ""); err != nil {
-			t.Fatal(err)
-		}
-		m, err := c.Next(sdkWait)
-		sid := m.Get("result.sessionId").Str
-		if err != nil || sid == "" {
-			t.Fatalf("session/new: %s %v", m.Raw, err)
-		}
-		if err := c.Send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"hi"}]}}`, sid); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			m, err := c.Next(sdkWait)
-			if err != nil {
-				t.Fatalf("waiting for the prompt to reach the agent: %v", err)
-			}
-			if strings.Contains(m.Raw, "got-prompt") {
-				break
-			}
-		}
+		servedTurn(t, c, "hi", "got-prompt")
 		clients = append(clients, c)
 	}
 	start := time.Now()

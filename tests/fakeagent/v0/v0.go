@@ -31,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/acp-bridge/acp-bridge/translate"
 	"io"
 	"log/slog"
 	"os"
@@ -42,9 +41,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/acp-bridge/acp-bridge/tests/fakeagent"
+	"github.com/acp-bridge/acp-bridge/translate"
+	"github.com/tidwall/gjson"
 )
 
 // Environment variables read by RunStdio.
