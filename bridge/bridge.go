@@ -151,6 +151,11 @@ type Bridge struct {
 
 	// serving is the engine while Serve runs, for Note.
 	serving atomic.Pointer[engine]
+	// noLend keeps the loop from lending its sink (lend.go): tests compare
+	// the two ways a turn's chunks can take. lentChunks counts the frames
+	// handled under a lease.
+	noLend     bool
+	lentChunks atomic.Int64
 
 	// Sessions, if not nil, turns on durable sessions (durable.go): the
 	// bridge records every session and serves session/list, load, resume,

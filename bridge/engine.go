@@ -122,8 +122,12 @@ type engine struct {
 	// agentLine is the agent frame being handled, when it is known to be
 	// on one line (see isAgentLine).
 	agentLine []byte
-	dur       durableSessions
-	sup       supervisor
+	// lent is the lease of the sink the loop has out, if any (lend.go);
+	// lentOut is fromAgent's output for a frame handled under it.
+	lent    *lease
+	lentOut [1]translate.Out
+	dur     durableSessions
+	sup     supervisor
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int
@@ -288,20 +292,26 @@ func (e *engine) shutdown(err error, cancel context.CancelFunc, editorIn io.Read
 func (e *engine) loop(ctx context.Context) error {
 	defer e.dur.flushRecords()
 	defer e.stopDeadlines()
+	defer e.takeBack()
 	// endOfInput fires endOfInputWait after the editor's input ended; until
 	// then the loop reads no more input and serves only the agents, so that
 	// the requests in flight get their answers rather than a shutdown error.
 	var endOfInput <-chan time.Time
 	for {
+		// The loop lends its sink only while it waits (lend.go), and
+		// takes it back first whatever wakes it.
+		e.lend()
 		lines := e.lines
 		if e.paused() || endOfInput != nil {
 			lines = nil
 		}
 		select {
 		case <-ctx.Done():
+			e.takeBack()
 			e.log.Info("stopping", "reason", context.Cause(ctx))
 			return nil
 		case <-e.out.done:
+			e.takeBack()
 			if e.inputEnded() {
 				// The editor closed both ends: it has gone, which is how
 				// a session ends.
@@ -310,9 +320,11 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 			return fmt.Errorf("writing to the editor: %w", e.out.err)
 		case <-endOfInput:
+			e.takeBack()
 			e.log.Info("requests still in flight at the end of the editor's input; shutting down", "count", len(e.pending.byRef)+len(e.held))
 			return nil
 		case l := <-lines:
+			e.takeBack()
 			if l.err != nil {
 				var tooLong *ndjson.TooLongError
 				if errors.As(l.err, &tooLong) {
@@ -335,6 +347,7 @@ func (e *engine) loop(ctx context.Context) error {
 			}
 			e.editorLine(l.frame)
 		case <-e.inbox.wake:
+			e.takeBack()
 			batch := e.inbox.take()
 			e.batching = true
 			for i := range batch {
@@ -344,10 +357,13 @@ func (e *engine) loop(ctx context.Context) error {
 			e.batching = false
 			e.flushEditor()
 		case task := <-e.tasks:
+			e.takeBack()
 			task()
 		case <-e.dur.recorded:
+			e.takeBack()
 			e.dur.releaseAnswers(false)
 		case <-e.drained:
+			e.takeBack()
 		}
 		e.releaseHeld()
 		e.dur.flushRecords()

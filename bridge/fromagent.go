@@ -53,16 +53,20 @@ func (e *engine) agentEvent(ev *agentEvent) {
 	case ev.err != nil:
 		e.sup.linkLost(l, ev.err)
 	case ev.up:
+		l.canLend = ev.idler
 		e.sup.linkUp(l)
 	default:
-		e.fromAgent(l, ev)
+		l.handled++
+		e.fromAgent(l, ev, false)
 	}
 }
 
 // fromAgent hands a frame to its link's translator. The frame was put on
 // one line, and parsed when the translator takes parsed frames, by the
-// link's goroutine (agentEvent.prepare).
-func (e *engine) fromAgent(l *link, ev *agentEvent) {
+// link's goroutine (agentEvent.prepare). lent says the frame is handled
+// under a lease (lend.go): the translator, which promised its output for
+// such frames, is not called, and everything else is done as always.
+func (e *engine) fromAgent(l *link, ev *agentEvent, lent bool) {
 	if l.down != nil {
 		return
 	}
@@ -78,6 +82,10 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 	var err error
 	switch tr := l.tr.(type) {
 	case translate.EnvelopeTranslator:
+		if lent {
+			outs = e.passed(ev)
+			break
+		}
 		if !ev.parsed { // (every link parses for such a translator: a guard)
 			ev.env, ev.perr = translate.ParseEnvelope(frame)
 		}
@@ -96,7 +104,7 @@ func (e *engine) fromAgent(l *link, ev *agentEvent) {
 		// After the translator, which names the rule that took the frame,
 		// and before what it made of it is applied (and tapped).
 		rule := ""
-		if rr, ok := l.tr.(translate.RuleReporter); ok {
+		if rr, ok := l.tr.(translate.RuleReporter); ok && !lent {
 			rule = rr.MatchedRule()
 		}
 		e.tap(TapEvent{Hop: AgentHop, Inbound: true, Link: l.id, Message: frame, Rule: rule})

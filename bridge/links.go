@@ -54,6 +54,14 @@ type link struct {
 	// owns it: a stream's chunks are read by their opening as a whole.
 	parser translate.Parser
 
+	// offers carries the loop's lease of its sink to the link's reader
+	// (lend.go); capacity 1. canLend says the connection tells its reader
+	// when it is about to wait (OnIdle), which a lease needs; handled
+	// counts the link's frames the loop has handled.
+	offers  chan *lease
+	canLend bool
+	handled uint64
+
 	cancel      context.CancelFunc // stops dialing and both goroutines
 	delay       time.Duration      // wait before dialing (backoff); set before run
 	writeClosed atomic.Bool        // writeLoop closed conn after a write error
@@ -75,6 +83,7 @@ type agentEvent struct {
 	link  *link
 	frame []byte
 	up    bool
+	idler bool  // with up: the connection can take a lease (see link.canLend)
 	err   error // non-nil: the link is lost
 
 	// What the link's goroutine learnt of frame (see prepare).
@@ -140,7 +149,19 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	}
 	l.conn = conn
 	l.mu.Unlock()
-	if !in.put(agentEvent{link: l, up: true}, ctx.Done()) {
+	// The lease of the loop's sink this reader holds, if any (lend.go),
+	// and the frames it has put in the inbox.
+	var ls *lease
+	var put uint64
+	idler, canLend := conn.(interface{ OnIdle(func()) })
+	if canLend {
+		idler.OnIdle(func() {
+			if ls != nil {
+				ls.idle()
+			}
+		})
+	}
+	if !in.put(agentEvent{link: l, up: true, idler: canLend}, ctx.Done()) {
 		conn.Close()
 		return
 	}
@@ -174,6 +195,16 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 		}
 		ev = agentEvent{link: l, frame: frame}
 		ev.prepare(parse)
+		if ls == nil && canLend {
+			ls = l.takeOffer(put)
+		}
+		if ls != nil {
+			if ls.pass(&ev) {
+				continue
+			}
+			ls = nil // given back (or taken back): this frame and the next go to the loop
+		}
+		put++
 		if !in.put(ev, ctx.Done()) {
 			close(readDone)
 			conn.Close()

@@ -146,7 +146,8 @@ func (sv *supervisor) newLink(spawn Spawn, bind Binding, tr translate.Translator
 	sv.v2.v2Link(tr)
 	sv.nextLinkID++
 	ctx, cancel := context.WithCancel(sv.ctx)
-	l := &link{id: sv.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel}
+	l := &link{id: sv.nextLinkID, spawn: spawn, bind: bind, tr: tr, calls: make(map[translate.Ref]string), cancel: cancel,
+		offers: make(chan *lease, 1)}
 	l.out.init(sv.queueBytes(), sv.drained)
 	l.delay = sv.dialing.delay(time.Now())
 	sv.links = append(sv.links, l)

@@ -257,6 +257,36 @@ type EnvelopeTranslator interface {
 	FromAgentEnvelope(frame []byte, env *Envelope, perr *Error) ([]Out, error)
 }
 
+// An UpdatePasser is a Translator that, in some states, passes a turn's
+// streamed text chunks to the editor exactly as the agent wrote them. The
+// engine asks it between calls; while the answer holds (until the
+// translator's next call) it may hand such chunks to the editor without
+// calling the translator, from the goroutine that read them (the engine's
+// lent sink).
+type UpdatePasser interface {
+	// PassesUpdates reports whether, in the translator's present state,
+	// FromAgentEnvelope of any frame whose envelope is a PlainChunk of
+	// session sid would return exactly one Forward of the frame, unchanged
+	// (Method "session/update", Params the envelope's, Session sid), and
+	// nothing else, and would change nothing that a later call reads.
+	PassesUpdates(sid string) bool
+}
+
+// PlainChunk reports whether env is a session/update notification of a
+// text chunk (a user's, the agent's message or thought) read whole in the
+// compact form the SDKs write (Envelope.Plain): the frames an UpdatePasser
+// speaks of.
+func PlainChunk(env *Envelope) bool {
+	if !env.Plain || env.SessionID == "" || env.Method != "session/update" {
+		return false
+	}
+	switch env.UpdateKind {
+	case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
+		return true
+	}
+	return false
+}
+
 // A SpawnBuilder is a Translator that builds the command line of its own
 // link from the request that opens it (session/new, or session/load and
 // session/resume of a session the engine has no link for). The engine asks

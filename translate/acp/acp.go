@@ -212,6 +212,11 @@ func (r *Relay) fromAgent(f []byte, env *translate.Envelope, perr *translate.Err
 	}
 }
 
+// PassesUpdates implements translate.UpdatePasser: the relay forwards
+// every ACP update as the agent wrote it, whatever its state (fromAgent's
+// last case, which reads and writes nothing of the relay's).
+func (r *Relay) PassesUpdates(string) bool { return true }
+
 // passLarge is the size from which the relay sends the editor's own frame on
 // instead of building a new one: a copy of a 60 MiB prompt would double the
 // bridge's memory for it. Smaller messages are rebuilt, so the agent sees

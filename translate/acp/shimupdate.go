@@ -89,6 +89,16 @@ func (s *Shim) update(f []byte, env *translate.Envelope, pre []translate.Out) ([
 	return take(pre, outs), err
 }
 
+// PassesUpdates implements translate.UpdatePasser: while a turn of sid
+// runs, neither answered nor replaying history, update passes a plain
+// chunk of it to the relay untouched (no rule has anything to say of it:
+// its kind is stable, its shape the schema's, its turn open) and changes
+// nothing but the one-entry lookup cache.
+func (s *Shim) PassesUpdates(sid string) bool {
+	t := s.sessions[sid]
+	return t != nil && t.open > 0 && !t.ended && !t.holding && !t.loading && s.r.PassesUpdates(sid)
+}
+
 // chunkKind reports whether kind is one of the streamed chunk updates,
 // whose shape badUpdate checks on its fast path.
 func chunkKind(kind string) bool {

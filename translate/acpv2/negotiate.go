@@ -148,6 +148,18 @@ func (n *Negotiator) FromAgent(frame []byte) ([]translate.Out, error) {
 	return n.decide(outs, err, frame)
 }
 
+// PassesUpdates implements translate.UpdatePasser: once the agent has
+// answered v1, FromAgentEnvelope hands frames to the v1 translator with
+// nothing around them, so its answer holds for the Negotiator too. Before
+// that, and on a v2 link, nothing passes.
+func (n *Negotiator) PassesUpdates(sid string) bool {
+	if n.version != 1 || n.v2 != nil {
+		return false
+	}
+	p, ok := n.v1.(translate.UpdatePasser)
+	return ok && p.PassesUpdates(sid)
+}
+
 // FromAgentEnvelope implements translate.EnvelopeTranslator, so that the
 // v1 relay keeps taking frames parsed off the engine's loop.
 func (n *Negotiator) FromAgentEnvelope(frame []byte, env *translate.Envelope, perr *translate.Error) ([]translate.Out, error) {
