@@ -26,6 +26,10 @@ type editorMsg struct {
 	// translated says the message is in the editor's protocol version
 	// already (a v2 editor's front made it).
 	translated bool
+	// run says body is a run of whole messages, each on its own line
+	// and ended by one (see engine.appendRun): the writer writes it as it
+	// is and keeps its buffer for the next run.
+	run bool
 }
 
 func (m editorMsg) size() int { return len(m.head) + len(m.body) + len(m.tail) + 1 }
@@ -55,6 +59,10 @@ type editorWriter struct {
 
 	done chan struct{} // closed when writeLoop has returned
 	err  error         // set by writeLoop before done is closed
+
+	// runs holds buffers of runs the writer has written, for the next
+	// (see engine.appendRun).
+	runs chan []byte
 }
 
 func newEditorWriter(w io.Writer, limit int) *editorWriter {
@@ -64,6 +72,7 @@ func newEditorWriter(w io.Writer, limit int) *editorWriter {
 		wake:  make(chan struct{}, 1),
 		room:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
+		runs:  make(chan []byte, keptRuns),
 	}
 }
 
@@ -155,7 +164,7 @@ const idleTrim = 500 * time.Millisecond
 // burstKept reports whether the writer holds more than it keeps for an
 // idle stream: queues a burst grew. ew.mu is held.
 func (ew *editorWriter) burstKept() bool {
-	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue
+	return cap(ew.queue) > keptQueue || cap(ew.spare) > keptQueue || len(ew.runs) > 0
 }
 
 // trimBurst lets go of what burstKept reports. ew.mu is held, and the
@@ -166,6 +175,38 @@ func (ew *editorWriter) trimBurst() {
 	}
 	if cap(ew.spare) > keptQueue {
 		ew.spare = nil
+	}
+	for len(ew.runs) > 0 {
+		<-ew.runs
+	}
+}
+
+// A run's buffer holds runBytes; up to keptRuns written ones wait for
+// reuse while a stream goes on.
+const (
+	runBytes = 64 << 10
+	keptRuns = 4
+)
+
+// newRun returns an empty buffer for a run: one the writer has written,
+// or a new one.
+func (ew *editorWriter) newRun() []byte {
+	select {
+	case b := <-ew.runs:
+		return b
+	default:
+		return make([]byte, 0, runBytes)
+	}
+}
+
+// keepRun takes back the buffer of a run the writer has written.
+func (ew *editorWriter) keepRun(b []byte) {
+	if cap(b) != runBytes {
+		return
+	}
+	select {
+	case ew.runs <- b[:0]:
+	default:
 	}
 }
 
@@ -253,6 +294,9 @@ func (ew *editorWriter) writeLoop() {
 				return
 			}
 			n := batch[i].size()
+			if batch[i].run {
+				ew.keepRun(batch[i].body) // (bw has copied or written it)
+			}
 			batch[i] = editorMsg{} // let a large message go as soon as it is written
 			reclaim.Release(n)
 		}
@@ -262,8 +306,12 @@ func (ew *editorWriter) writeLoop() {
 	}
 }
 
-// writeMsg writes m through bw, on one line.
+// writeMsg writes m through bw, on one line (a run: on its lines).
 func writeMsg(bw *bufio.Writer, m editorMsg) error {
+	if m.run {
+		_, err := bw.Write(m.body)
+		return err
+	}
 	for _, part := range [3][]byte{m.head, m.body, m.tail} {
 		if len(part) == 0 {
 			continue
@@ -420,6 +468,56 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
 		}
 	}
+	if e.runs && m.size() <= runBytes/4 {
+		e.appendRun(m)
+		return
+	}
+	e.closeRun()
+	if e.batching {
+		e.batch = append(e.batch, m)
+		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
+			e.flushEditor() // the writer's bound holds for a batch too
+		}
+		return
+	}
+	if !e.out.send(m, e.stopWaiting()) {
+		e.droppedEditor(1)
+	}
+}
+
+// appendRun copies m into the run of messages being gathered, which goes
+// to the writer as one message (flushEditor, closeRun). A frame handled
+// under a lease lies in its link's read buffer, reused once the reader
+// reads again (lend.go): what the editor is sent of it is copied here, into
+// buffers the writer hands back, so that a stream allocates nothing per
+// message.
+func (e *engine) appendRun(m editorMsg) {
+	if e.run == nil {
+		e.run = e.out.newRun()
+	} else if len(e.run)+m.size() > cap(e.run) {
+		e.closeRun()
+		e.run = e.out.newRun()
+	}
+	start := len(e.run)
+	e.run = append(append(append(e.run, m.head...), m.body...), m.tail...)
+	if !m.oneLine {
+		for i, c := range e.run[start:] {
+			if c == '\n' || c == '\r' {
+				e.run[start+i] = ' ' // (as oneLine would)
+			}
+		}
+	}
+	e.run = append(e.run, '\n')
+}
+
+// closeRun queues the run being gathered, if any, after what was queued
+// before it.
+func (e *engine) closeRun() {
+	if len(e.run) == 0 {
+		return
+	}
+	m := editorMsg{body: e.run, run: true, oneLine: true}
+	e.run = nil
 	if e.batching {
 		e.batch = append(e.batch, m)
 		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
@@ -434,6 +532,7 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 
 // flushEditor hands the batch gathered while batching to the writer.
 func (e *engine) flushEditor() {
+	e.closeRun()
 	if len(e.batch) == 0 {
 		return
 	}

@@ -126,8 +126,12 @@ type engine struct {
 	// lentOut is fromAgent's output for a frame handled under it.
 	lent    *lease
 	lentOut [1]translate.Out
-	dur     durableSessions
-	sup     supervisor
+	// runs is set while a lease's holder handles frames: messages for the
+	// editor are copied into run (appendRun).
+	runs bool
+	run  []byte
+	dur  durableSessions
+	sup  supervisor
 	// streamed counts the bytes of updates sent the editor since a turn
 	// last ended (turnEnded).
 	streamed int

@@ -100,7 +100,7 @@ func (e *engine) takeBack() {
 	ls.over = true
 	ls.mu.Unlock()
 	e.flushEditor()
-	e.batching = false
+	e.batching, e.runs = false, false
 }
 
 // takeOffer returns the lease the loop offered l's reader, if any and if
@@ -135,7 +135,10 @@ func (ls *lease) pass(ev *agentEvent) bool {
 		return false
 	}
 	e := ls.e
-	e.batching = true // handed to the writer when the agent pauses (idle) or the loop takes the lease back
+	// What the editor is sent is copied into runs (the frame may lie in
+	// the reader's buffer), handed to the writer when the agent pauses
+	// (idle) or the loop takes the lease back.
+	e.batching, e.runs = true, true
 	e.fromAgent(ls.l, ev, true)
 	e.b.lentChunks.Add(1)
 	return true

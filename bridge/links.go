@@ -176,8 +176,17 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 	// it, which makes it escape; declared here it is allocated once per
 	// link, not once per frame (TestLinkReadLoopEventStaysOnStack).
 	var ev agentEvent
+	borrower, _ := conn.(interface {
+		ReadBorrowed(context.Context) ([]byte, bool, error)
+	})
 	for {
-		frame, err := conn.Read(ctx)
+		var frame []byte
+		var borrowed bool
+		if ls != nil && borrower != nil {
+			frame, borrowed, err = borrower.ReadBorrowed(ctx)
+		} else {
+			frame, err = conn.Read(ctx)
+		}
 		if err != nil {
 			close(readDone)
 			select {
@@ -203,6 +212,13 @@ func (l *link) run(ctx context.Context, dial func(context.Context, Spawn) (Link,
 				continue
 			}
 			ls = nil // given back (or taken back): this frame and the next go to the loop
+		}
+		if borrowed {
+			// The loop may keep it: the reader's buffer is not.
+			compacted := ev.compacted
+			ev = agentEvent{link: l, frame: bytes.Clone(ev.frame)}
+			ev.prepare(parse)
+			ev.compacted = compacted
 		}
 		put++
 		if !in.put(ev, ctx.Done()) {

@@ -33,6 +33,8 @@ type burstLink struct {
 	endless []byte
 
 	waits atomic.Int64
+	// idle, when set (lendingLink), is called before Read waits.
+	idle func()
 }
 
 // queue adds frames for Read, all at once.
@@ -61,6 +63,9 @@ func (a *burstLink) Read(ctx context.Context) ([]byte, error) {
 		}
 		a.mu.Unlock()
 		a.waits.Add(1)
+		if a.idle != nil {
+			a.idle()
+		}
 		select {
 		case <-a.more:
 		case <-a.closed:

@@ -305,9 +305,22 @@ func (p *Process) Skipped() int64 { return p.skipped.Load() }
 // 500 ms. Stderr lines are trimmed and joined with " | "; at most the last
 // five, 1 KiB in all, are kept.
 func (p *Process) Read(ctx context.Context) ([]byte, error) {
+	line, borrowed, err := p.ReadBorrowed(ctx)
+	if borrowed {
+		line = p.own.Copy(line)
+	}
+	return line, err
+}
+
+// ReadBorrowed is Read for a caller that is done with most lines before
+// it reads again: when borrowed is true the line lies in Read's buffer and
+// is valid only until the next Read or ReadBorrowed, and the caller copies
+// what it keeps. A stream the caller passes on at once then costs no copy
+// and no allocation per line.
+func (p *Process) ReadBorrowed(ctx context.Context) (line []byte, borrowed bool, err error) {
 	if p.isClosed.Load() || p.final.Load() { // (finalErr, for every line: two loads)
 		if err := p.finalErr(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	return p.nextLine(ctx)

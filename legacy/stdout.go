@@ -86,21 +86,21 @@ type stdoutLines struct {
 	onNoise    func([]byte)
 }
 
-// nextLine returns the next JSON line of the child's stdout in a slice
-// the caller owns: a line that lies in a chunk or the splitter's buffer is
-// copied out of it (into p.own), one joined from pieces is the caller's
-// already. It logs, counts and skips the rest: Gemini CLI 0.1.x prints "Data collection is disabled." on stdout
+// nextLine returns the next JSON line of the child's stdout, and whether
+// it is borrowed: a line that lies in a chunk or the splitter's buffer is
+// valid until the next call (Read copies it out, into p.own); one joined
+// from pieces is the caller's already. It logs, counts and skips the rest: Gemini CLI 0.1.x prints "Data collection is disabled." on stdout
 // before its first reply (docs/agent-protocols.md#acp-v0-framing), and an over-long
 // line must not end the stream (line limits are the commonest silent
 // failure of stdio relays).
-func (p *Process) nextLine(ctx context.Context) ([]byte, error) {
+func (p *Process) nextLine(ctx context.Context) ([]byte, bool, error) {
 	o := &p.out
 	for {
 		if o.ended {
 			if p.idle != nil {
 				p.idle() // afterStdout may wait for the child's exit
 			}
-			return nil, p.afterStdout(ctx)
+			return nil, false, p.afterStdout(ctx)
 		}
 		line, lent, r := o.split.next()
 		if r == needChunk && o.end != nil {
@@ -117,7 +117,7 @@ func (p *Process) nextLine(ctx context.Context) ([]byte, error) {
 		switch r {
 		case needChunk:
 			if err := p.nextChunk(ctx); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			continue
 		case gotTooLong:
@@ -146,10 +146,7 @@ func (p *Process) nextLine(ctx context.Context) ([]byte, error) {
 			continue
 		}
 		o.noise = 0
-		if lent {
-			return p.own.Copy(line), nil
-		}
-		return line, nil
+		return line, lent, nil
 	}
 }
 

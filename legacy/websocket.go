@@ -286,14 +286,28 @@ func (w WebSocket) Dial(ctx context.Context) (*WSConn, error) {
 // stream): later Reads return an error, and the caller should Close. A ctx
 // that is already done when Read is called changes nothing.
 func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
+	frame, _, err := c.read(ctx, false)
+	return frame, err
+}
+
+// ReadBorrowed is Read for a caller that is done with most messages
+// before it reads again: when borrowed is true the message lies in the
+// connection's read buffer and is valid only until the next Read or
+// ReadBorrowed, and the caller copies what it keeps. A stream the caller
+// passes on at once then costs no copy and no allocation per message.
+func (c *WSConn) ReadBorrowed(ctx context.Context) (frame []byte, borrowed bool, err error) {
+	return c.read(ctx, true)
+}
+
+func (c *WSConn) read(ctx context.Context, borrow bool) (_ []byte, borrowed bool, _ error) {
 	// (Each check here is paid by every message of a stream: the closed
 	// flag is an atomic load where a select on c.closed cost 60
 	// instructions, and the ctx already watched is known by its Done.)
 	if c.isClosed.Load() {
-		return nil, closedError(c.what)
+		return nil, false, closedError(c.what)
 	}
 	if c.readErr != nil {
-		return nil, c.readErr
+		return nil, false, c.readErr
 	}
 	if done := ctx.Done(); done == nil || done != c.watchDone {
 		// A ctx not watched yet is checked before it is: a done one
@@ -301,10 +315,10 @@ func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
 		// done, is caught by the check after readBusy below, with the
 		// same outcome: nothing read, nothing changed.
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := c.watch(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	c.state.Store(readBusy)
@@ -312,25 +326,25 @@ func (c *WSConn) Read(ctx context.Context) ([]byte, error) {
 		// Cancelled just now: the watch may have seen readIdle and done
 		// nothing, so it is up to this check.
 		if c.state.CompareAndSwap(readBusy, readIdle) {
-			return nil, err // nothing read, no deadline set
+			return nil, false, err // nothing read, no deadline set
 		}
 		c.fail(c.cancelledError(err))
-		return nil, err
+		return nil, false, err
 	}
-	frame, err := c.next()
+	frame, borrowed, err := c.next(borrow)
 	if !c.state.CompareAndSwap(readBusy, readIdle) {
 		// ctx ended this Read (see watch). A message read whole all the
 		// same is worth returning; the connection is unusable either way.
 		c.fail(c.cancelledError(ctx.Err()))
 		if err == nil {
-			return frame, nil
+			return frame, borrowed, nil
 		}
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	if err != nil {
-		return nil, c.fail(c.readError(err))
+		return nil, false, c.fail(c.readError(err))
 	}
-	return frame, nil
+	return frame, borrowed, nil
 }
 
 // OnIdle sets f to be called, on Read's goroutine, whenever Read is about

@@ -14,22 +14,23 @@ import (
 
 // next reads the next text message, skipping binary ones. Called from
 // Read.
-func (c *WSConn) next() ([]byte, error) {
+func (c *WSConn) next(borrow bool) ([]byte, bool, error) {
 	if c.fr != nil {
-		return c.nextOwn()
+		return c.nextOwn(borrow)
 	}
 	for {
 		typ, r, err := c.conn.NextReader()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if typ == websocket.TextMessage {
-			return c.readMessage(r)
+			m, err := c.readMessage(r)
+			return m, false, err
 		}
 		// ACP's WebSocket transport ignores binary frames.
 		n, err := io.Copy(io.Discard, r)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c.skipped.Add(1)
 		c.log.Debug("ignoring binary WebSocket message from the agent", "bytes", n, "ignored_so_far", c.skipped.Load())
@@ -37,28 +38,33 @@ func (c *WSConn) next() ([]byte, error) {
 }
 
 // nextOwn is next when wsReader reads: a message of one frame that fits
-// c.small is copied from where it lies in the reader's buffer, and any
-// other is read as gorilla's are.
-func (c *WSConn) nextOwn() ([]byte, error) {
+// c.small is copied from where it lies in the reader's buffer (or lent from
+// there, when borrow is set), and any other is read as gorilla's are.
+func (c *WSConn) nextOwn(borrow bool) ([]byte, bool, error) {
 	for {
 		typ, whole, err := c.fr.next(smallMessage - 1) // (as readMessage, which copies what is shorter than c.small from there)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if typ == websocket.TextMessage {
+			var m []byte
 			switch {
+			case whole != nil && borrow:
+				return whole, true, nil
 			case whole != nil:
-				return c.slab.Copy(whole), nil
+				return c.slab.Copy(whole), false, nil
 			case c.fr.final:
 				// One frame, whose header gave the message's length.
-				return c.readSized(c.fr.left)
+				m, err = c.readSized(c.fr.left)
+			default:
+				m, err = c.readMessage(c.fr)
 			}
-			return c.readMessage(c.fr)
+			return m, false, err
 		}
 		n := int64(len(whole))
 		if whole == nil {
 			if n, err = io.Copy(io.Discard, c.fr); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		c.skipped.Add(1)
