@@ -1,7 +1,9 @@
 // Package translatetest runs golden transcripts against translators, the way
 // net/http/httptest and testing/fstest support tests of handlers and file
 // systems. It is test support: only _test.go files import it, so unlike the
-// dialect packages it may read and write files.
+// dialect packages it may read and write files. It also checks promises a
+// translator makes the engine over random histories (CheckPasses: the
+// translate.UpdatePasser promise).
 //
 // # Transcript files
 //
