@@ -10,7 +10,11 @@
 // The engine is one loop goroutine that owns every translator, session and
 // pending table (engine.go); the editor's input and output and each link's
 // connection have goroutines of their own that hand whole messages to the
-// loop and take them from it (editor.go, links.go).
+// loop and take them from it (editor.go, links.go). While the loop waits it
+// may lend a streaming turn's sink to that turn's link, whose reader then
+// handles the turn's text chunks with the loop's own code until the loop
+// takes the sink back (lend.go): the engine's code never runs on two
+// goroutines at once.
 //
 // The loop's state is divided by concern, each part loop-owned: the core
 // (engine.go, fromeditor.go, fromagent.go: routing, the request table,
@@ -64,8 +68,10 @@ type Spawn struct {
 // Fields must not be changed once Serve has started.
 //
 // The func fields are hooks in the manner of httputil.ReverseProxy: each is
-// called on the engine's loop goroutine, must return quickly, must not block
-// on either peer and must not keep the slices it is handed.
+// called on the engine's loop goroutine (or on the link reader the loop has
+// lent its sink to, never on two goroutines at once, see lend.go), must
+// return quickly, must not block on either peer and must not keep the
+// slices it is handed.
 type Bridge struct {
 	// Dialect describes the agent's protocol.
 	Dialect translate.Dialect

@@ -105,6 +105,17 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 			fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 			next()
 			agent := <-dialed
+			// The editor writes on a goroutine of its own, as editors do:
+			// a reader of the output that waited for its own write to be
+			// taken would stall the bridge's output, and so itself.
+			toBridge := make(chan string, 64)
+			wrote := make(chan struct{})
+			go func() {
+				defer close(wrote)
+				for line := range toBridge {
+					fmt.Fprint(inW, line)
+				}
+			}()
 			fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`)
 			agent.waitPrompt()
 
@@ -136,7 +147,7 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 					got = append(got, gjson.Get(line, "params.update.content.text").Str)
 				case "session/request_permission":
 					got = append(got, gjson.Get(line, "params.toolCall.toolCallId").Str)
-					fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"y"}}}`+"\n", gjson.Get(line, "id").Raw)
+					toBridge <- fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"y"}}}`+"\n", gjson.Get(line, "id").Raw)
 				default:
 					t.Fatalf("during the stream the editor got %s", line)
 				}
@@ -155,6 +166,8 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 			if line := next(); gjson.Get(line, "id").Int() != 2 {
 				t.Fatalf("after the stream = %s, want the prompt's answer", line)
 			}
+			close(toBridge)
+			<-wrote
 			endServe(t, inW, served)
 			lent := b.lentChunks.Load()
 			if lend && lent == 0 {

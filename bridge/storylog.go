@@ -21,7 +21,8 @@ import (
 //   - at TRACE the engine's own lines carry the bodies (truncated to 2 KiB).
 //
 // Attach it with Attach before Serve, and call End once Serve has returned.
-// Like every hook it runs on the engine's loop goroutine, so it needs no
+// Like every hook it is called by one goroutine at a time (the engine's
+// loop, or the link reader the loop lent its sink to), so it needs no
 // lock.
 type StoryLog struct {
 	Logger hclog.Logger
