@@ -289,7 +289,17 @@ func (ew *editorWriter) writeLoop() {
 		ew.mu.Unlock()
 		signal(ew.room)
 		for i := range batch {
-			if err := writeMsg(bw, batch[i]); err != nil {
+			var err error
+			if m := batch[i]; m.run && len(m.body) >= runBytes/2 {
+				// A long run goes to the editor as it is, not through
+				// bw's buffer: one copy less per message of a stream.
+				if err = bw.Flush(); err == nil {
+					_, err = ew.w.Write(m.body)
+				}
+			} else {
+				err = writeMsg(bw, m)
+			}
+			if err != nil {
 				ew.err = err
 				return
 			}

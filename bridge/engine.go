@@ -122,10 +122,8 @@ type engine struct {
 	// agentLine is the agent frame being handled, when it is known to be
 	// on one line (see isAgentLine).
 	agentLine []byte
-	// lent is the lease of the sink the loop has out, if any (lend.go);
-	// lentOut is fromAgent's output for a frame handled under it.
-	lent    *lease
-	lentOut [1]translate.Out
+	// lent is the lease of the sink the loop has out, if any (lend.go).
+	lent *lease
 	// runs is set while a lease's holder handles frames: messages for the
 	// editor are copied into run (appendRun).
 	runs bool

@@ -83,8 +83,7 @@ func (e *engine) fromAgent(l *link, ev *agentEvent, lent bool) {
 	switch tr := l.tr.(type) {
 	case translate.EnvelopeTranslator:
 		if lent {
-			outs = e.passed(ev)
-			break
+			break // (its one output is notify's, below)
 		}
 		if !ev.parsed { // (every link parses for such a translator: a guard)
 			ev.env, ev.perr = translate.ParseEnvelope(frame)
@@ -115,7 +114,14 @@ func (e *engine) fromAgent(l *link, ev *agentEvent, lent bool) {
 	if ev.oneLine {
 		e.agentLine = frame
 	}
-	e.apply(l, outs)
+	if lent {
+		// The one Forward the translator promised (translate.UpdatePasser),
+		// carried out as apply would.
+		e.notify(l, translate.Out{Kind: translate.Forward, Method: "session/update",
+			Body: frame, Params: ev.env.Params, Session: ev.env.SessionID})
+	} else {
+		e.apply(l, outs)
+	}
 	e.agentLine = nil
 }
 

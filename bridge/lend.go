@@ -42,8 +42,9 @@ type lease struct {
 	// the reader takes the lease only if it has put no frame since.
 	seq uint64
 
-	mu   sync.Mutex
-	over bool // taken back, or given back; guarded by mu
+	mu     sync.Mutex
+	over   bool // taken back, or given back; guarded by mu
+	passed int  // the frames handled under the lease; guarded by mu
 }
 
 // lend lends the sink to the link of the one turn that runs, if its
@@ -98,7 +99,9 @@ func (e *engine) takeBack() {
 	e.lent = nil
 	ls.mu.Lock()
 	ls.over = true
+	passed := ls.passed
 	ls.mu.Unlock()
+	e.b.lentChunks.Add(int64(passed))
 	e.flushEditor()
 	e.batching, e.runs = false, false
 }
@@ -130,8 +133,8 @@ func (ls *lease) pass(ev *agentEvent) bool {
 		return false
 	}
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	if ls.over {
+		ls.mu.Unlock()
 		return false
 	}
 	e := ls.e
@@ -140,7 +143,8 @@ func (ls *lease) pass(ev *agentEvent) bool {
 	// (idle) or the loop takes the lease back.
 	e.batching, e.runs = true, true
 	e.fromAgent(ls.l, ev, true)
-	e.b.lentChunks.Add(1)
+	ls.passed++
+	ls.mu.Unlock()
 	return true
 }
 
@@ -156,13 +160,4 @@ func (ls *lease) idle() {
 	e := ls.e
 	e.flushEditor()
 	e.dur.flushRecords()
-}
-
-// passed is what fromAgent has in place of the translator's call for a
-// frame handled under a lease: the one Forward the translator promised
-// (translate.UpdatePasser).
-func (e *engine) passed(ev *agentEvent) []translate.Out {
-	e.lentOut[0] = translate.Out{Kind: translate.Forward, Method: "session/update",
-		Body: ev.frame, Params: ev.env.Params, Session: ev.env.SessionID}
-	return e.lentOut[:]
 }
