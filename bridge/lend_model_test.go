@@ -82,9 +82,11 @@ func TestLend_RandomInterleavings(t *testing.T) {
 	start := time.Now()
 	for seed := range uint64(seeds) {
 		run := lendRunFor(seed)
-		res := runLendModel(t, run)
-		if t.Failed() {
-			t.Fatalf("seed %d (%+v) failed: rerun it alone with TestLend_Seed-style case lendRunFor(%d)", seed, run, seed)
+		var res lendResult
+		// One subtest a seed: -run 'TestLend_RandomInterleavings/^17$'
+		// runs seed 17 alone.
+		if !t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { res = runLendModel(t, run) }) {
+			t.Fatalf("seed %d (%+v) failed", seed, run)
 		}
 		runs++
 		all.add(res)
@@ -103,7 +105,7 @@ func TestLend_RandomInterleavings(t *testing.T) {
 		runs, runsNoLend, time.Since(start).Round(time.Millisecond), plain, lent, plainLendOn, 100*float64(lent)/float64(max(plainLendOn, 1)))
 	t.Logf("%d turns (%d rounds of two at once), %d cancels (%d turns ended by the engine's grace), %d other requests mid-stream, %d agent requests (%d withdrawn)",
 		all.turns, all.pairs, all.cancels, all.cut, all.others, all.calls, all.withdrawn)
-	if lent == 0 {
+	if lent == 0 && runs-runsNoLend >= 20 { // (a seed run alone may lend nothing)
 		t.Fatal("no frame was handled under a lease: the test does not exercise the lent sink")
 	}
 }
@@ -408,11 +410,7 @@ func (a *modelAgent) run() {
 				break
 			}
 		}
-		switch {
-		case a.slowCancel && slices.ContainsFunc(a.turns, func(tu *modelTurn) bool { return tu.cancelled }):
-			// Slow enough for the grace to run out mid-stream.
-			time.Sleep(time.Duration(100+a.rng.IntN(200)) * time.Microsecond)
-		case a.rng.IntN(4) == 0:
+		if a.rng.IntN(4) == 0 && !(a.slowCancel && slices.ContainsFunc(a.turns, func(tu *modelTurn) bool { return tu.cancelled })) {
 			time.Sleep(time.Duration(a.rng.IntN(200)) * time.Microsecond)
 		}
 	}
@@ -439,7 +437,7 @@ func (a *modelAgent) handle(f []byte) {
 					a.cancelled[sid] = true
 					tu.extra = a.rng.IntN(3)
 					if a.slowCancel {
-						tu.extra = 10 + a.rng.IntN(50)
+						tu.extra = 50 + a.rng.IntN(250)
 					}
 				}
 			}
@@ -455,9 +453,16 @@ func (a *modelAgent) handle(f []byte) {
 		if a.rng.IntN(4) == 0 {
 			n += 60 // now and then a longer stream
 		}
+		// A third of the turns stream text alone: the lease holds for
+		// long stretches.
+		pure := a.rng.IntN(3) == 0
 		for range n {
 			var k stepKind
-			switch x := a.rng.IntN(100); {
+			x := a.rng.IntN(100)
+			if pure {
+				x %= 75
+			}
+			switch {
 			case x < 55:
 				k = stepMessage
 			case x < 75:
@@ -493,7 +498,12 @@ func (a *modelAgent) burst() [][]byte {
 	a.answers = nil
 	a.sent = append(a.sent, out...)
 	size := 1 + a.rng.IntN(8)
-	if a.rng.IntN(5) == 0 {
+	switch {
+	case a.slowCancel && slices.ContainsFunc(a.turns, func(tu *modelTurn) bool { return tu.cancelled }):
+		// A cancelled turn's long tail, in long bursts back to back: the
+		// grace runs out while the link's reader is in the middle of one.
+		size += 20 + a.rng.IntN(60)
+	case a.rng.IntN(5) == 0:
 		size += a.rng.IntN(40)
 	}
 	for len(out) < size {
@@ -746,7 +756,7 @@ func (ed *modelEditor) drive() bool {
 						break
 					}
 				}
-			case x < 5 && len(sids) > 0:
+			case x < 2 && len(sids) > 0:
 				ed.others++
 				ed.request("session/set_mode", fmt.Sprintf(`{"sessionId":%q,"modeId":"m%d"}`, sids[ed.rng.IntN(len(sids))], x))
 			}
