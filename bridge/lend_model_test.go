@@ -86,7 +86,7 @@ func (r *lendResult) add(o lendResult) {
 }
 
 func TestLend_RandomInterleavings(t *testing.T) {
-	seeds := 160
+	seeds := 128
 	if testing.Short() {
 		seeds = 50
 	}
