@@ -128,6 +128,25 @@ func TestLend_RandomInterleavings(t *testing.T) {
 	}
 }
 
+// TestLend_Seed180 is seed 180 of the model, in which the agent's
+// connection ends right after the agent answered a prompt: found by
+// TestLend_RandomInterleavings (its crash seeds now avoid it). The shim
+// holds a prompt's answer for its quiet period (translate/acp: FirstQuiet,
+// 1 ms); when the link is lost within it, the engine fails the prompt
+// (supervisor.linkLost → engine.linkDown, which fails every pending
+// request) before it feeds the translator LinkDown, on which the shim
+// drops what it holds (Shim.reset). The editor gets "agent link lost"
+// for a turn the agent ended with end_turn, and the store records it
+// failed. It has nothing to do with the lease: noLend fails the same.
+// (Feeding the translator its Tick in linkLost, before the pending
+// requests are failed, when a wake is armed, makes it pass.)
+func TestLend_Seed180(t *testing.T) {
+	for _, noLend := range []bool{false, true} {
+		run := lendRun{seed: 180, noLend: noLend, store: true, tap: true, crash: true, crashAfterAnswer: true}
+		t.Run(fmt.Sprintf("noLend=%v", noLend), func(t *testing.T) { runLendModel(t, run) })
+	}
+}
+
 // The frames the model agent sends must be what the brief says they are:
 // the plain chunks Plain (a lease takes them), the others not.
 func TestLend_ModelFramesClassify(t *testing.T) {
