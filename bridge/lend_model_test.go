@@ -56,7 +56,9 @@ type lendRun struct {
 }
 
 // lendRunFor picks a seed's configuration: a quarter of the seeds run
-// without the lease, half with the store, two thirds with the hooks.
+// without the lease, half with the store, two thirds with the hooks, a
+// fifth with the short grace, a seventh with tight queues and about one
+// in twelve lose the agent's connection; in every mix.
 func lendRunFor(seed uint64) lendRun {
 	return lendRun{seed: seed, noLend: seed%4 == 3, store: seed%2 == 0, tap: seed%3 != 0, grace: seed%5 == 1, tight: seed%7 == 2, crash: seed%11 == 4 && seed%5 != 1}
 }
@@ -147,8 +149,8 @@ func TestLend_Seed180(t *testing.T) {
 	}
 }
 
-// The frames the model agent sends must be what the brief says they are:
-// the plain chunks Plain (a lease takes them), the others not.
+// The model agent's frames are what its steps say: the plain chunks
+// Plain (a lease takes them), the others not (they give it back).
 func TestLend_ModelFramesClassify(t *testing.T) {
 	a := &modelAgent{counters: map[string]int{}}
 	for kind, want := range map[stepKind]bool{
@@ -267,6 +269,9 @@ func runLendModel(t *testing.T, run lendRun) lendResult {
 	}
 	if !driveOK || t.Failed() {
 		ed.dump(t, agent)
+		if run.store {
+			st.Close()
+		}
 		return lendResult{}
 	}
 	if agent == nil {
@@ -466,7 +471,9 @@ func (a *modelAgent) run() {
 			}
 		}
 		a.mu.Lock()
-		a.pending = append(a.pending, burst...)
+		for _, f := range burst {
+			a.pending = append(a.pending, bytes.Clone(f)) // (Read's caller owns what it returns; sent keeps the original)
+		}
 		a.mu.Unlock()
 		select {
 		case a.more <- struct{}{}:
