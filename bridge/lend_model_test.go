@@ -361,6 +361,7 @@ type modelAgent struct {
 	editorEnds *atomic.Int64
 	cancelled  map[string]bool // sessions a turn of which was cancelled
 	prompted   map[string]int  // prompts got, per session
+	cut        map[string]bool // sessions whose turn the connection's end cut
 
 	// What it sent, in order, for the checks (read after run returned).
 	sent  [][]byte
@@ -380,6 +381,7 @@ func newModelAgent(seed uint64) *modelAgent {
 		seq:       map[string][]string{},
 		cancelled: map[string]bool{},
 		prompted:  map[string]int{},
+		cut:       map[string]bool{},
 	}
 }
 
@@ -483,6 +485,9 @@ func (a *modelAgent) run() {
 		}
 		if a.crashing || a.crashNow {
 			// Gone: Read returns the burst, then the end.
+			for _, tu := range a.turns {
+				a.cut[tu.sid] = true
+			}
 			a.Close()
 			return
 		}
@@ -1079,7 +1084,7 @@ func checkLendModel(t *testing.T, run lendRun, ed *modelEditor, a *modelAgent, h
 	for sid := range sids {
 		got := slices.DeleteFunc(slices.Clone(ed.seq[sid]), func(s string) bool { return s == "P" })
 		want := a.seq[sid]
-		cut := len(want) == 0 || want[len(want)-1] != "end"
+		cut := a.cut[sid]
 		unseen := strings.Count(strings.Join(ed.seq[sid], " "), "P") > a.prompted[sid]
 		if run.crash && len(got) > 0 && got[len(got)-1] == "fail" && (cut || unseen) {
 			// The turn the connection's end cut, or a prompt the agent
