@@ -132,16 +132,14 @@ func TestLend_RandomInterleavings(t *testing.T) {
 
 // TestLend_Seed180 is seed 180 of the model, in which the agent's
 // connection ends right after the agent answered a prompt: found by
-// TestLend_RandomInterleavings (its crash seeds now avoid it). The shim
-// holds a prompt's answer for its quiet period (translate/acp: FirstQuiet,
-// 1 ms); when the link is lost within it, the engine fails the prompt
-// (supervisor.linkLost → engine.linkDown, which fails every pending
-// request) before it feeds the translator LinkDown, on which the shim
-// drops what it holds (Shim.reset). The editor gets "agent link lost"
-// for a turn the agent ended with end_turn, and the store records it
-// failed. It has nothing to do with the lease: noLend fails the same.
-// (Feeding the translator its Tick in linkLost, before the pending
-// requests are failed, when a wake is armed, makes it pass.)
+// TestLend_RandomInterleavings. The shim holds a prompt's answer for its
+// quiet period (translate/acp: FirstQuiet, 1 ms); when the link was lost
+// within it, the engine failed the prompt (supervisor.linkLost →
+// engine.linkDown, which fails every pending request) before it fed the
+// translator LinkDown, on which the shim drops what it holds. The editor
+// got "agent link lost" for a turn the agent ended with end_turn, and the
+// store recorded it failed, with or without the lease. linkLost now gives
+// the translator its pending Tick first.
 func TestLend_Seed180(t *testing.T) {
 	for _, noLend := range []bool{false, true} {
 		run := lendRun{seed: 180, noLend: noLend, store: true, tap: true, crash: true, crashAfterAnswer: true}
@@ -452,19 +450,6 @@ func (a *modelAgent) run() {
 		// (crash: the connection ends after this burst, in the middle of
 		// a turn, which the burst does not answer.)
 		a.crashing = a.crashAt != 0 && len(a.sent) >= a.crashAt && len(a.turns) > 0
-		if a.crashing && !a.crashAfterAnswer {
-			// Not while the shim still holds an answer the agent sent
-			// (its quiet period): the link's loss would fail that turn,
-			// the known fault TestLend_Seed180 shows. Wait until the
-			// editor has every answer the agent sent.
-			for a.editorEnds.Load() < int64(a.ends) {
-				select {
-				case <-a.closed:
-					return
-				case <-time.After(100 * time.Microsecond):
-				}
-			}
-		}
 		burst := a.burst()
 		if len(burst) == 0 && !a.crashing {
 			select {

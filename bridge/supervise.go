@@ -273,7 +273,16 @@ func (sv *supervisor) linkLost(l *link, err error) {
 	} else {
 		sv.log.Error("agent link lost", "link", l.String(), "error", l.down.Reason)
 	}
-	sv.stopWake(l)
+	if l.wake != nil {
+		// Nothing more can come from the agent, so what the translator
+		// holds until its timer (the shim's answer held for a quiet
+		// period, for late updates) is due now, before the requests
+		// still pending are failed: an answer the agent gave is not
+		// turned into an error. A translator that ticks by deadlines
+		// finds none due yet.
+		sv.stopWake(l)
+		sv.core.feed(l, translate.Msg{Kind: translate.Tick})
+	}
 	sv.core.linkDown(l)
 	sv.core.feed(l, translate.Msg{Kind: translate.LinkDown, Error: l.down.JSON()})
 	sv.closeLinkAsync(l)
