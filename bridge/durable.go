@@ -328,14 +328,23 @@ func (d *durableSessions) sessionHooked() bool { return d.cfg.OnSession != nil |
 // secrets as the editor gets it: its params, or the whole notification as
 // relayed (the store gives the params back on load; no parsing per
 // streamed update here).
-func (d *durableSessions) recordUpdate(s *session, body []byte) {
+//
+// chunk, when not "", is the kind of a text chunk that body holds exactly
+// as the SDKs write it (translate.PlainChunk): a run of those is kept as
+// one record of their joined text (store.Lines.TextChunk), so that a
+// stream's transcript takes half the bytes, written and fsynced. Not when
+// secrets are scrubbed: what is kept is then what the editor was sent.
+func (d *durableSessions) recordUpdate(s *session, body []byte, chunk string) {
 	if s.b == nil || !s.b.owned {
 		return
 	}
 	if d.cfg.Redact != nil {
 		body = d.cfg.Redact(body) // as the editor is sent it: a secret an agent echoed is not kept
+		chunk = ""
 	}
-	if update, ok := recordBody(body, sessionPrefix(s)); ok {
+	if update, ok := recordBody(body, sessionPrefix(s)); ok && chunk != "" {
+		d.records().TextChunk(s.id, update, chunk)
+	} else if ok {
 		d.records().SessionUpdate(s.id, update)
 	} else {
 		d.records().Update(s.id, update)

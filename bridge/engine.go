@@ -120,8 +120,10 @@ type engine struct {
 	batch      []editorMsg
 	batchBytes int
 	// agentLine is the agent frame being handled, when it is known to be
-	// on one line (see isAgentLine).
-	agentLine []byte
+	// on one line (see isAgentLine); agentChunk its kind when it is a
+	// text chunk as the SDKs write it (translate.PlainChunk).
+	agentLine  []byte
+	agentChunk string
 	// lent is the lease of the sink the loop has out, if any (lend.go).
 	lent *lease
 	// runs is set while a lease's holder handles frames: messages for the

@@ -113,6 +113,9 @@ func (e *engine) fromAgent(l *link, ev *agentEvent, lent bool) {
 	}
 	if ev.oneLine {
 		e.agentLine = frame
+		if translate.PlainChunk(&ev.env) {
+			e.agentChunk = ev.env.UpdateKind
+		}
 	}
 	if lent {
 		// The one Forward the translator promised (translate.UpdatePasser),
@@ -122,7 +125,7 @@ func (e *engine) fromAgent(l *link, ev *agentEvent, lent bool) {
 	} else {
 		e.apply(l, outs)
 	}
-	e.agentLine = nil
+	e.agentLine, e.agentChunk = nil, ""
 }
 
 // isAgentLine reports whether b is the agent frame being handled, which
@@ -281,7 +284,11 @@ func (e *engine) notify(l *link, o translate.Out) {
 			return
 		}
 		if s != nil && e.dur.on() {
-			e.dur.recordUpdate(s, o.Body)
+			chunk := ""
+			if e.isAgentLine(o.Body) {
+				chunk = e.agentChunk
+			}
+			e.dur.recordUpdate(s, o.Body, chunk)
 		}
 		if e.b.OnSession != nil && s != nil {
 			params := o.Body

@@ -397,6 +397,9 @@ func TestStream_RecordsReachTheStoreWhenTheAgentPauses(t *testing.T) {
 	if got != want.String() {
 		t.Fatalf("while the agent pauses, the store holds the text %q of the %d updates the editor was shown; want %q", got, n, want.String())
 	}
+	if records := len(texts()); records > n/10 {
+		t.Errorf("the store keeps %d records of a run of %d plain text chunks; want them joined into a few (store.Lines.TextChunk)", records, n)
+	}
 	h.agentSend(`{"jsonrpc":"2.0","id":` + gjson.Get(prompt, "id").Raw + `,"result":{"stopReason":"end_turn"}}`)
 	if got := h.recv(); gjson.Get(got, "id").Int() != 10 {
 		t.Fatalf("after the updates = %s, want the prompt's answer", got)
