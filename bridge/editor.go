@@ -478,9 +478,14 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 			e.log.Trace("bridge → editor", "message", truncate(whole, 2048))
 		}
 	}
-	if e.runs && m.size() <= runBytes/4 {
-		e.appendRun(m)
-		return
+	if e.runs {
+		if m.size() <= runBytes/4 {
+			e.appendRun(m)
+			return
+		}
+		// Too long for a run, but it lies in the reader's buffer all the
+		// same (appendRun): the writer gets a copy of its own.
+		m.body = bytes.Clone(m.body)
 	}
 	e.closeRun()
 	if e.batching {

@@ -127,6 +127,11 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 				var frames [][]byte
 				for i := range 50 {
 					text := fmt.Sprintf("b%d-%d", burst, i)
+					if i%17 == 5 {
+						// Longer than a run takes (runBytes/4), and
+						// now and then longer than a whole run.
+						text += strings.Repeat("x", 20<<10*(1+i%3))
+					}
 					want = append(want, text)
 					frames = append(frames, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}`, text))
 				}
@@ -155,7 +160,7 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 			if strings.Join(got, " ") != strings.Join(want, " ") {
 				for i := range want {
 					if got[i] != want[i] {
-						t.Fatalf("update %d: got %q, want %q (garbage: a borrowed frame kept past its read; another: out of order)", i, got[i], want[i])
+						t.Fatalf("update %d: got %q, want %q (garbage: a borrowed frame kept past its read; another: out of order)", i, truncateString(got[i]), truncateString(want[i]))
 					}
 				}
 			}
@@ -179,4 +184,11 @@ func TestLend_AStreamReachesTheEditorInOrderFromBorrowedFrames(t *testing.T) {
 			t.Logf("%d of %d chunks under a lease", lent, len(want))
 		})
 	}
+}
+
+func truncateString(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
