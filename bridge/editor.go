@@ -488,6 +488,12 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 		m.body = bytes.Clone(m.body)
 	}
 	e.closeRun()
+	e.queueEditor(m)
+}
+
+// queueEditor adds m to the batch while batching, else hands it to the
+// writer.
+func (e *engine) queueEditor(m editorMsg) {
 	if e.batching {
 		e.batch = append(e.batch, m)
 		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
@@ -533,16 +539,7 @@ func (e *engine) closeRun() {
 	}
 	m := editorMsg{body: e.run, run: true, oneLine: true}
 	e.run = nil
-	if e.batching {
-		e.batch = append(e.batch, m)
-		if e.batchBytes += m.size(); e.batchBytes >= e.out.limit {
-			e.flushEditor() // the writer's bound holds for a batch too
-		}
-		return
-	}
-	if !e.out.send(m, e.stopWaiting()) {
-		e.droppedEditor(1)
-	}
+	e.queueEditor(m)
 }
 
 // flushEditor hands the batch gathered while batching to the writer.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acp-bridge/acp-bridge/translate/acp"
 	"github.com/tidwall/gjson"
 )
 
@@ -44,29 +43,15 @@ func (a *lendingLink) ReadBorrowed(ctx context.Context) ([]byte, bool, error) {
 // the loop from lending, for comparison).
 func serveLendingLink(t *testing.T, lend bool) (b *Bridge, in *io.PipeWriter, out *os.File, dialed <-chan *lendingLink, served <-chan error) {
 	t.Helper()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { outR.Close() })
-	inR, inW := io.Pipe()
-	newTr, diags := acp.Dialect.Configure(nil)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
 	links := make(chan *lendingLink, 1)
-	b = &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "lending", Version: "test", noLend: !lend}
+	b = &Bridge{AgentName: "lending", noLend: !lend}
 	b.Dial = func(context.Context, Spawn) (Link, error) {
-		a := &lendingLink{burstLink: &burstLink{more: make(chan struct{}, 1), closed: make(chan struct{})}}
+		a := &lendingLink{burstLink: newBurstLink()}
 		links <- a
 		return a, nil
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Serve(context.Background(), inR, outW)
-		outW.Close()
-	}()
-	return b, inW, outR, links, done
+	in, out, served = serveOnPipes(t, b)
+	return b, in, out, links, served
 }
 
 // A turn's stream through a link that can hold the lent sink: its plain

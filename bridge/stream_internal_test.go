@@ -101,6 +101,26 @@ func (a *burstLink) Close() error {
 // editor's input and output, the link once dialed, and Serve's result.
 func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-chan *burstLink, served <-chan error) {
 	t.Helper()
+	links := make(chan *burstLink, 1)
+	b := &Bridge{AgentName: "bursts"}
+	b.Dial = func(context.Context, Spawn) (Link, error) {
+		a := newBurstLink()
+		links <- a
+		return a, nil
+	}
+	in, out, served = serveOnPipes(t, b)
+	return in, out, links, served
+}
+
+func newBurstLink() *burstLink {
+	return &burstLink{more: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// serveOnPipes runs b.Serve for the acp dialect, its Dial set by the
+// caller, with a pipe for the editor's output, as in the binary. It
+// returns the editor's input and output, and Serve's result.
+func serveOnPipes(t *testing.T, b *Bridge) (in *io.PipeWriter, out *os.File, served <-chan error) {
+	t.Helper()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -111,19 +131,13 @@ func serveBurstLink(t *testing.T) (in *io.PipeWriter, out *os.File, dialed <-cha
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	links := make(chan *burstLink, 1)
-	b := &Bridge{Dialect: acp.Dialect, NewTranslator: newTr, AgentName: "bursts", Version: "test"}
-	b.Dial = func(context.Context, Spawn) (Link, error) {
-		a := &burstLink{more: make(chan struct{}, 1), closed: make(chan struct{})}
-		links <- a
-		return a, nil
-	}
+	b.Dialect, b.NewTranslator, b.Version = acp.Dialect, newTr, "test"
 	done := make(chan error, 1)
 	go func() {
 		done <- b.Serve(context.Background(), inR, outW)
 		outW.Close()
 	}()
-	return inW, outR, links, done
+	return inW, outR, done
 }
 
 // endServe closes the editor's input and waits for Serve to return
