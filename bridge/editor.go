@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acp-bridge/acp-bridge/internal/wire/ndjson"
@@ -61,8 +62,10 @@ type editorWriter struct {
 	err  error         // set by writeLoop before done is closed
 
 	// runs holds buffers of runs the writer has written, for the next
-	// (see engine.appendRun).
+	// (see engine.appendRun); made counts the runs that exist, wherever
+	// they are (see maxRuns).
 	runs chan []byte
+	made atomic.Int32
 }
 
 func newEditorWriter(w io.Writer, limit int) *editorWriter {
@@ -72,7 +75,7 @@ func newEditorWriter(w io.Writer, limit int) *editorWriter {
 		wake:  make(chan struct{}, 1),
 		room:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
-		runs:  make(chan []byte, keptRuns),
+		runs:  make(chan []byte, maxRuns),
 	}
 }
 
@@ -178,35 +181,49 @@ func (ew *editorWriter) trimBurst() {
 	}
 	for len(ew.runs) > 0 {
 		<-ew.runs
+		ew.made.Add(-1)
 	}
 }
 
-// A run's buffer holds runBytes; up to keptRuns written ones wait for
-// reuse while a stream goes on.
+// A run's buffer holds runBytes, and at most maxRuns runs exist at once:
+// the ones the writer has written wait in runs for the next. The bound
+// matters twice. The editor's queue counts a run's length, not its
+// buffer, and an agent that pauses after every update makes runs of one
+// message each: unbounded, a stalled editor's queue would hold a 64 KiB
+// buffer for every few hundred bytes it counts. And a stream keeps
+// reusing the same few buffers, so it leaves no garbage: before the
+// bound, runs the pool had no room for were dropped and new ones made,
+// two in three of a stream's allocations (the rest of its garbage adds
+// pages the process touches for the first time, each a fault).
+// maxRuns covers what a stream has in flight: the run being gathered,
+// the queue's and the writer's batch's (two limits' worth).
 const (
 	runBytes = 64 << 10
-	keptRuns = 4
+	maxRuns  = 8
 )
 
 // newRun returns an empty buffer for a run: one the writer has written,
-// or a new one.
+// or a new one while fewer than maxRuns exist; nil when all are out.
+// Called by the engine (one goroutine at a time).
 func (ew *editorWriter) newRun() []byte {
 	select {
 	case b := <-ew.runs:
 		return b
 	default:
-		return make([]byte, 0, runBytes)
 	}
+	if ew.made.Load() >= maxRuns {
+		return nil
+	}
+	ew.made.Add(1)
+	return make([]byte, 0, runBytes)
 }
 
 // keepRun takes back the buffer of a run the writer has written.
 func (ew *editorWriter) keepRun(b []byte) {
-	if cap(b) != runBytes {
-		return
-	}
 	select {
-	case ew.runs <- b[:0]:
+	case ew.runs <- b[:0]: // (room for every run that exists)
 	default:
+		ew.made.Add(-1)
 	}
 }
 
@@ -479,12 +496,12 @@ func (e *engine) writeEditorSession(m editorMsg, session string) {
 		}
 	}
 	if e.runs {
-		if m.size() <= runBytes/4 {
-			e.appendRun(m)
+		if m.size() <= runBytes/4 && e.appendRun(m) {
 			return
 		}
-		// Too long for a run, but it lies in the reader's buffer all the
-		// same (appendRun): the writer gets a copy of its own.
+		// Too long for a run, or every run is out, but it lies in the
+		// reader's buffer all the same (appendRun): the writer gets a
+		// copy of its own.
 		m.body = bytes.Clone(m.body)
 	}
 	e.closeRun()
@@ -502,7 +519,7 @@ func (e *engine) queueEditor(m editorMsg) {
 		return
 	}
 	if !e.out.send(m, e.stopWaiting()) {
-		e.droppedEditor(1)
+		e.droppedEditor(m)
 	}
 }
 
@@ -511,13 +528,14 @@ func (e *engine) queueEditor(m editorMsg) {
 // under a lease lies in its link's read buffer, reused once the reader
 // reads again (lend.go): what the editor is sent of it is copied here, into
 // buffers the writer hands back, so that a stream allocates nothing per
-// message.
-func (e *engine) appendRun(m editorMsg) {
-	if e.run == nil {
-		e.run = e.out.newRun()
-	} else if len(e.run)+m.size() > cap(e.run) {
+// message. It reports false, and leaves m to its caller, when the run is
+// full and no other is free (maxRuns).
+func (e *engine) appendRun(m editorMsg) bool {
+	if e.run == nil || len(e.run)+m.size() > cap(e.run) {
 		e.closeRun()
-		e.run = e.out.newRun()
+		if e.run = e.out.newRun(); e.run == nil {
+			return false
+		}
 	}
 	start := len(e.run)
 	e.run = append(append(append(e.run, m.head...), m.body...), m.tail...)
@@ -529,6 +547,7 @@ func (e *engine) appendRun(m editorMsg) {
 		}
 	}
 	e.run = append(e.run, '\n')
+	return true
 }
 
 // closeRun queues the run being gathered, if any, after what was queued
@@ -549,7 +568,7 @@ func (e *engine) flushEditor() {
 		return
 	}
 	if sent := e.out.sendAll(e.batch, e.stopWaiting()); sent < len(e.batch) {
-		e.droppedEditor(len(e.batch) - sent)
+		e.droppedEditor(e.batch[sent:]...)
 	}
 	clear(e.batch) // the writer owns the messages now
 	e.batch, e.batchBytes = e.batch[:0], 0
@@ -563,11 +582,16 @@ func (e *engine) stopWaiting() <-chan struct{} {
 	return e.stopWrites
 }
 
-func (e *engine) droppedEditor(n int) {
+func (e *engine) droppedEditor(ms ...editorMsg) {
 	if e.dropped == 0 {
 		e.log.Warn("message for the editor dropped: it is gone or no longer reading")
 	}
-	e.dropped += n
+	e.dropped += len(ms)
+	for _, m := range ms {
+		if m.run {
+			e.out.made.Add(-1) // a run no writer will hand back
+		}
+	}
 }
 
 func (e *engine) tap(ev TapEvent) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // sendAll hands a batch over in order and within the queue's bound: with a
@@ -199,6 +201,80 @@ func TestWriterLetsBurstQueuesGo(t *testing.T) {
 		t.Errorf("%d lines written, want %d", got, len(batch))
 	}
 	if err := ew.close(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An agent that pauses after every update makes runs of one message each
+// (the reader flushes at every pause), and the editor's queue counts a
+// run's length, not its 64 KiB buffer: an editor that stops reading must
+// not make the bridge hold a buffer for every few hundred bytes queued.
+// Whatever is queued, at most maxRuns run buffers exist; the messages past
+// them are copied on their own from a source scribbled over after each (as
+// the reader's buffer is), and every message arrives whole, in order, once
+// the editor reads again.
+func TestRunsStayBoundedWhenTheEditorStalls(t *testing.T) {
+	r, w := io.Pipe()
+	const limit = 128 << 10
+	e := &engine{b: &Bridge{}, log: hclog.NewNullLogger(), out: newEditorWriter(w, limit), stopWrites: make(chan struct{})}
+	go e.out.writeLoop()
+	const n = 4000
+	line := func(i int) []byte { return fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i, strings.Repeat("p", 100)) }
+	pushed := make(chan struct{})
+	go func() {
+		defer close(pushed)
+		src := make([]byte, 0, 256)
+		for i := range n {
+			src = append(src[:0], line(i)...)
+			e.batching, e.runs = true, true
+			e.writeEditorSession(editorMsg{body: src, oneLine: true}, "s1")
+			e.flushEditor() // the agent paused
+			e.batching, e.runs = false, false
+			for j := range src {
+				src[j] = 'X'
+			}
+		}
+	}()
+	// Wait until the queue is full: the writer is stuck in its write.
+	msg := len(line(n)) + 1
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		e.out.mu.Lock()
+		full := e.out.queued+msg > limit
+		e.out.mu.Unlock()
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the editor's queue did not fill in 10 s")
+		}
+	}
+	e.out.mu.Lock()
+	held := 0
+	for _, m := range e.out.queue {
+		held += cap(m.body)
+	}
+	e.out.mu.Unlock()
+	if made := e.out.made.Load(); made > maxRuns {
+		t.Errorf("%d run buffers exist, over maxRuns (%d)", made, maxRuns)
+	}
+	// (A message copied on its own takes its allocation's size class.)
+	if bound := 2*limit + maxRuns*runBytes; held > bound {
+		t.Errorf("the queue holds %d bytes of buffers for %d bytes of messages, over %d", held, limit, bound)
+	}
+	t.Logf("queue full: %d bytes of buffers held", held)
+
+	sc := bufio.NewScanner(r)
+	for i := range n {
+		if !sc.Scan() {
+			t.Fatalf("line %d: %v", i, sc.Err())
+		}
+		if want := line(i); !bytes.Equal(sc.Bytes(), want) {
+			t.Fatalf("line %d = %.60s…, want %.60s…", i, sc.Bytes(), want)
+		}
+	}
+	<-pushed
+	go io.Copy(io.Discard, r)
+	if err := e.out.close(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }
