@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // binaries are the programs a run needs, built once per test binary,
@@ -129,6 +131,7 @@ type relay struct {
 	long   []byte // a line longer than out's buffer, gathered
 	nextID int
 	stderr bytes.Buffer
+	state  string // XDG_STATE_HOME: where the bridge keeps its sessions
 }
 
 // startRelay spawns argv with an initialize request already waiting on its
@@ -147,7 +150,7 @@ func startRelay(tb testing.TB, argv []string) (*relay, time.Duration) {
 	r := &relay{tb: tb, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
 	r.cmd = exec.Command(argv[0], argv[1:]...)
 	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = inR, outW, &r.stderr
-	r.cmd.Env = hermeticEnv(tb)
+	r.cmd.Env, r.state = hermeticEnv(tb)
 	r.send("initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
 	start := time.Now()
 	if err := r.cmd.Start(); err != nil {
@@ -166,15 +169,16 @@ func startRelay(tb testing.TB, argv []string) (*relay, time.Duration) {
 // relayLimit bounds one relay process's life in the benchmark.
 const relayLimit = 3 * time.Minute
 
-// hermeticEnv keeps a developer's configuration and state out of the run.
-func hermeticEnv(tb testing.TB) []string {
-	var env []string
+// hermeticEnv keeps a developer's configuration and state out of the run,
+// and returns the state directory it gives the relay.
+func hermeticEnv(tb testing.TB) (env []string, state string) {
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ACP_BRIDGE_") && !strings.HasPrefix(kv, "XDG_") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "XDG_CONFIG_HOME="+tb.TempDir(), "XDG_STATE_HOME="+tb.TempDir())
+	state = tb.TempDir()
+	return append(env, "XDG_CONFIG_HOME="+tb.TempDir(), "XDG_STATE_HOME="+state), state
 }
 
 func (r *relay) stop() {
@@ -380,7 +384,45 @@ func measure(tb testing.TB, p relayPath, ld load) figures {
 		echoBig(tb, r, ld.huge)
 		f.hugeRSS, f.hugeBack = settle(r, f.idleRSS+rssSlack, ld.settle)
 	}
+	if p.name == "bridge" {
+		r.stop() // everything recorded is written
+		checkTranscript(tb, p, r.state, (ld.updates+10*(ld.turns+ld.turns/10))*ld.size)
+	}
 	return f
+}
+
+// checkTranscript checks that the bridge's session store kept every
+// streamed update, at full speed: the text of the transcript's chunks
+// (joined or not) adds up to text bytes, and no record was dropped (a
+// gap record). With the store off (--no-sessions) there is none to check.
+func checkTranscript(tb testing.TB, p relayPath, state string, text int) {
+	tb.Helper()
+	if slices.Contains(p.argv, "--no-sessions") {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "acp-bridge", "*.ndjson"))
+	if len(files) != 1 {
+		tb.Errorf("%s/%s: %d session transcripts in %s, want 1", p.name, p.transport, len(files), state)
+		return
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	got := 0
+	for line := range bytes.Lines(b) {
+		switch gjson.GetBytes(line, "t").Str {
+		case "u":
+			got += len(gjson.GetBytes(line, "u.content.text").Str)
+		case "update":
+			got += len(gjson.GetBytes(line, "body.update.content.text").Str)
+		case "gap":
+			tb.Errorf("%s/%s: the session store dropped records: %s", p.name, p.transport, line)
+		}
+	}
+	if got != text {
+		tb.Errorf("%s/%s: the transcript holds %d bytes of the stream's text, want %d", p.name, p.transport, got, text)
+	}
 }
 
 // settle polls the relay's RSS until it is at most bound or d has passed,

@@ -92,9 +92,9 @@ const (
 func (l *Lines) add(sid string, body []byte, prefix string) {
 	l.open = ""
 	if l.buf == nil {
-		// Made for a run whole: growing it cost a first turn 120 KB of
-		// fresh memory.
-		l.buf = make([]byte, 0, linesBytes+linesBytes/4)
+		l.s.mu.Lock()
+		l.buf = l.s.freeBlock()
+		l.s.mu.Unlock()
 	}
 	if sid != l.sid || len(body) > l.s.o.MaxInline {
 		l.Flush()
@@ -112,21 +112,85 @@ func (l *Lines) add(sid string, body []byte, prefix string) {
 }
 
 // Flush hands the records gathered to the Store.
+//
+// The block itself goes to the writer, which hands it back once written,
+// and l takes a written one: a stream's records are copied once, into
+// l's block, and the blocks are the same few all along. (Copied into the
+// queue's arena instead, they were copied twice, and an arena the writer
+// had not taken yet grew, each time into fresh memory: a first turn's
+// page faults.) Past maxBlocks out at once, a block is copied into the
+// arena as before, so that partly filled blocks cannot hold more memory
+// than the queue's bound allows for.
 func (l *Lines) Flush() {
 	if l.n == 0 {
 		return
 	}
 	s := l.s
 	s.mu.Lock()
-	if s.admit(l.sid, KindUpdate, len(l.buf), l.n) {
-		s.streamArena()
+	switch {
+	case !s.admit(l.sid, KindUpdate, len(l.buf), l.n):
+		s.mu.Unlock()
+	case s.blocksOut < s.maxBlocks():
+		first := len(s.queue) == 0
+		s.queue = append(s.queue, op{sid: l.sid, kind: kindLines, block: l.buf})
+		s.blocksOut++
+		n := len(l.buf)
+		l.buf = s.freeBlock()
+		s.queued(len(s.queue)-1, n, first)
+	default:
 		k, first := s.linesOp(l.sid)
 		s.arena = append(s.arena, l.buf...)
 		s.queued(k, len(l.buf), first)
-	} else {
-		s.mu.Unlock()
 	}
 	l.buf, l.n, l.open = l.buf[:0], 0, ""
+}
+
+// blockBytes is a Lines' block's capacity: linesBytes and the record
+// that takes it past.
+const blockBytes = linesBytes + linesBytes/4
+
+// keptBlocks is how many written blocks the writer keeps once a stream
+// has paused (trimBlocks).
+const keptBlocks = 2
+
+// maxBlocks is the most blocks queued or being written at once: as many
+// full ones as the queue's bound admits. s.mu is held.
+func (s *Store) maxBlocks() int { return max(2, s.o.QueueBytes/linesBytes) }
+
+// freeBlock returns an empty block, one the writer has written if any.
+// s.mu is held.
+func (s *Store) freeBlock() []byte {
+	if n := len(s.blocks); n > 0 {
+		b := s.blocks[n-1]
+		s.blocks[n-1] = nil
+		s.blocks = s.blocks[:n-1]
+		return b
+	}
+	return make([]byte, 0, blockBytes)
+}
+
+// blocksWritten takes back the blocks the writer has written. Called by
+// the writer.
+func (s *Store) blocksWritten(bs [][]byte) {
+	s.mu.Lock()
+	s.blocksOut -= len(bs)
+	for _, b := range bs {
+		if cap(b) == blockBytes { // (one grown past it by a long record is let go)
+			s.blocks = append(s.blocks, b[:0])
+		}
+	}
+	s.mu.Unlock()
+}
+
+// trimBlocks lets go of the written blocks past keptBlocks: a stream's
+// are kept while it goes on, not for good. Called by the writer.
+func (s *Store) trimBlocks() {
+	s.mu.Lock()
+	if len(s.blocks) > keptBlocks {
+		clear(s.blocks[keptBlocks:])
+		s.blocks = s.blocks[:keptBlocks]
+	}
+	s.mu.Unlock()
 }
 
 // kindLines is an op holding encoded update lines (AppendUpdate).

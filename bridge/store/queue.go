@@ -59,7 +59,6 @@ func (s *Store) appendLine(sid string, body []byte, prefix string) {
 		s.mu.Unlock()
 		return
 	}
-	s.streamArena()
 	k, first := s.linesOp(sid)
 	s.arena = append(append(append(s.arena, prefix...), body...), "}\n"...)
 	s.queued(k, n, first)
@@ -78,7 +77,7 @@ func (s *Store) appendLarge(sid string, body []byte, prefix string) {
 func (s *Store) linesOp(sid string) (k int, first bool) {
 	first = len(s.queue) == 0
 	k = len(s.queue) - 1
-	if k < 0 || s.queue[k].kind != kindLines || s.queue[k].sid != sid {
+	if k < 0 || s.queue[k].kind != kindLines || s.queue[k].sid != sid || s.queue[k].block != nil {
 		s.queue = append(s.queue, op{sid: sid, kind: kindLines, off: len(s.arena)})
 		k++
 	}
@@ -146,7 +145,6 @@ func (s *Store) add(sid, kind string, body []byte, sync bool, extra *Record) {
 	}
 	first := len(s.queue) == 0
 	s.push(sid, kind, body, extra)
-	s.prompted = s.prompted || kind == KindPrompt
 	s.bytes += n
 	urgent := sync || s.bytes >= s.handOff
 	s.mu.Unlock()
@@ -216,28 +214,11 @@ func (s *Store) written(fn func(), titles bool) {
 // handOffBytes is the most a stream queues before the writer is woken.
 const handOffBytes = 256 << 10
 
-// idleArena is the arenas' size until a turn's stream comes (streamArena).
+// idleArena is the arenas' size as made. A stream's records pass in
+// their Lines' blocks (Lines.Flush), so the arenas hold single records
+// (a session's creation, a prompt, a turn's end) and grow only when a
+// stream runs out of blocks.
 const idleArena = 4 << 10
-
-// streamArena makes the queue's arena stream-sized when a stream's first
-// records come in a turn (after a prompt record); s.mu is held. A stream
-// is handed to the writer in blocks that stay in the CPU's cache (copying
-// into a cold multi-megabyte arena cost the relay more than the copy
-// itself), and the two arenas the Store and its writer swap are sized for
-// a block, so that neither grows while streaming. Single records (a
-// session's creation) and the updates an agent sends before the first
-// prompt (its commands) leave them small: an idle bridge keeps its
-// footprint.
-func (s *Store) streamArena() {
-	if !s.streamed && s.prompted {
-		s.streamed = true
-		s.arena = append(make([]byte, 0, s.streamArenaSize()), s.arena...)
-	}
-}
-
-// streamArenaSize is a stream-sized arena's capacity: a hand-off's worth
-// and the run of records (at most linesBytes) that may take it past.
-func (s *Store) streamArenaSize() int { return s.handOff + s.handOff/2 }
 
 // batchDelay is how long the writer lets records gather once the queue is
 // no longer empty: a bridge killed loses at most that much of a stream.

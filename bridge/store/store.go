@@ -240,20 +240,20 @@ type Store struct {
 	mu    sync.Mutex
 	queue []op
 	arena []byte // the queued records' bodies, back to back
-	// prompted is set by the first prompt record, streamed once a
-	// stream's records have come after it: the arenas are then
-	// stream-sized (streamArena).
-	prompted, streamed bool
 
 	bytes int
 	// handOff is the queued size at which the writer is woken at once.
 	handOff int
-	dropped map[string]int // per session, since the last gap record
-	total   int64          // records ever dropped
-	closed  bool
-	wake    chan struct{} // the queue is no longer empty
-	urgent  chan struct{} // write now: a turn ended, a read waits, Close
-	done    chan struct{}
+	// blocks are Lines' blocks the writer has written, for the next;
+	// blocksOut counts those queued or being written (see Lines.Flush).
+	blocks    [][]byte
+	blocksOut int
+	dropped   map[string]int // per session, since the last gap record
+	total     int64          // records ever dropped
+	closed    bool
+	wake      chan struct{} // the queue is no longer empty
+	urgent    chan struct{} // write now: a turn ended, a read waits, Close
+	done      chan struct{}
 
 	sy syncer
 	fs FS
@@ -276,11 +276,14 @@ type Store struct {
 }
 
 type op struct {
-	sid, kind string  // kind "" for fn and stop
-	off, n    int     // the body: arena[off:off+n]
-	extra     *Record // the other fields of a record that has some
-	fn        func()  // a read, list or delete, run in order with the writes
-	stop      bool
+	sid, kind string // kind "" for fn and stop
+	off, n    int    // the body: arena[off:off+n], or block[:n]
+	// block is a Lines' own block of update lines (kindLines), handed
+	// over whole rather than copied into the arena.
+	block []byte
+	extra *Record // the other fields of a record that has some
+	fn    func()  // a read, list or delete, run in order with the writes
+	stop  bool
 }
 
 // claim is a session this Store holds.

@@ -12,8 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/acp-bridge/acp-bridge/internal/clock"
+	"github.com/tidwall/gjson"
 )
 
 func open(t *testing.T, o Options) *Store {
@@ -595,33 +597,90 @@ func TestStore_SyncerFinishesBeforeClose(t *testing.T) {
 	}
 }
 
-// TestStore_ArenasSmallBeforeATurn: a session's creation and the updates an
-// agent sends before the first prompt (its commands) leave the queue's
-// arenas small, so an idle bridge keeps its footprint; the first prompt
-// lets a stream make them stream-sized.
-func TestStore_ArenasSmallBeforeATurn(t *testing.T) {
+// TestStore_AStreamRunsInItsBlocks: a stream's records pass to the writer
+// in their Lines' own blocks, which the writer hands back. Nothing of the
+// stream is copied into the queue's arena, which stays the size it was
+// made (copied there, records the writer had not taken yet made it grow,
+// each time into fresh memory), and every record arrives, in order.
+// (1.2 MB of records: under the queue's bound even if the writer never
+// ran, so that no schedule can drop one or run out of blocks.)
+func TestStore_AStreamRunsInItsBlocks(t *testing.T) {
 	s := open(t, Options{})
 	create(t, s, "s1", Meta{})
-	before := s.Lines()
-	for range 3 {
-		before.SessionUpdate("s1", []byte(`{"sessionUpdate":"available_commands_update","availableCommands":[]}`))
-	}
-	before.Flush()
-	s.mu.Lock()
-	streamed := s.streamed
-	s.mu.Unlock()
-	if streamed {
-		t.Fatal("updates before any prompt made the arenas stream-sized")
-	}
 	s.Append("s1", Record{Kind: KindPrompt, Body: prompt("hi")})
 	l := s.Lines()
-	l.SessionUpdate("s1", []byte(`{"sessionUpdate":"plan","entries":[]}`))
+	const updates = 20_000
+	blocks := map[*byte]bool{}
+	for i := range updates {
+		l.SessionUpdate("s1", fmt.Appendf(nil, `{"sessionUpdate":"plan","entries":[],"n":%d}`, i))
+		blocks[unsafe.SliceData(l.buf)] = true
+		s.mu.Lock()
+		arena, out := cap(s.arena), s.blocksOut
+		s.mu.Unlock()
+		if arena > idleArena {
+			t.Fatalf("after %d updates the arena holds %d bytes: the stream's records went through it", i+1, arena)
+		}
+		if out > s.maxBlocks() {
+			t.Fatalf("after %d updates %d blocks are out, over %d", i+1, out, s.maxBlocks())
+		}
+	}
 	l.Flush()
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Records) != 1+updates {
+		t.Fatalf("%d records, want the prompt and %d updates", len(tr.Records), updates)
+	}
+	for i, r := range tr.Records[1:] {
+		if n := gjson.GetBytes(r.Body, "update.n"); n.Int() != int64(i) {
+			t.Fatalf("update %d of the transcript is %s", i, r.Body)
+		}
+	}
+	t.Logf("%d updates in %d blocks", updates, len(blocks))
+}
+
+// TestStore_LinesPastMaxBlocksGoThroughTheArena: with maxBlocks out at
+// once (the writer is held), a Lines' records are copied into the arena
+// instead, so that partly filled blocks (the engine flushes at every pause
+// of the agent's) hold no more than the queue's bound allows for; the
+// records still arrive in order, blocks, arena and other records
+// interleaved.
+func TestStore_LinesPastMaxBlocksGoThroughTheArena(t *testing.T) {
+	s := open(t, Options{QueueBytes: 4 * linesBytes})
+	create(t, s, "s1", Meta{})
+	hold, held := make(chan struct{}), make(chan struct{})
+	s.do(func() { close(held); <-hold })
+	<-held
+	l := s.Lines()
+	const n = 40
+	var want []string
+	for i := range n {
+		u := fmt.Sprintf(`{"sessionUpdate":"plan","entries":[],"n":%d}`, i)
+		l.SessionUpdate("s1", []byte(u))
+		l.Flush() // the agent paused
+		want = append(want, `update {"sessionId":"s1","update":`+u+`}`)
+		if i == n/2 {
+			s.Append("s1", Record{Kind: KindPrompt, Body: prompt("mid")})
+			want = append(want, `prompt `+string(prompt("mid")))
+		}
+	}
 	s.mu.Lock()
-	streamed = s.streamed
+	out, arena := s.blocksOut, len(s.arena)
 	s.mu.Unlock()
-	if !streamed {
-		t.Fatal("a turn's stream did not make the arenas stream-sized")
+	if out != s.maxBlocks() {
+		t.Errorf("%d blocks out with the writer held, want maxBlocks (%d)", out, s.maxBlocks())
+	}
+	if arena == 0 {
+		t.Error("no record went through the arena once the blocks were out")
+	}
+	close(hold)
+	tr, err := load(t, s, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bodies(tr); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -20,8 +20,8 @@ func (s *Store) run() {
 	tick := time.NewTicker(s.o.FlushEvery)
 	defer tick.Stop()
 	var batch []op
+	var written [][]byte                // Lines' blocks, handed back after the batch
 	arena := make([]byte, 0, idleArena) // as Open made s.arena
-	streamSized := false                // arena is (see streamArena)
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
 	for {
@@ -39,13 +39,10 @@ func (s *Store) run() {
 		case <-tick.C:
 			s.now = clock.Now()
 			s.flushAll(false)
+			s.trimBlocks()
 			continue
 		}
 		s.mu.Lock()
-		if s.streamed && !streamSized {
-			// The arena handed back must be stream-sized too.
-			arena, streamSized = make([]byte, 0, s.streamArenaSize()), true
-		}
 		batch, s.queue = s.queue, batch[:0]
 		arena, s.arena = s.arena, arena[:0]
 		s.bytes = 0
@@ -73,6 +70,9 @@ func (s *Store) run() {
 				return
 			case o.fn != nil:
 				o.fn()
+			case o.kind == kindLines && o.block != nil:
+				s.writeLines(o.sid, o.block[:o.n])
+				written = append(written, o.block)
 			case o.kind == kindLines:
 				s.writeLines(o.sid, arena[o.off:o.off+o.n])
 			case o.kind != "":
@@ -87,9 +87,14 @@ func (s *Store) run() {
 				s.write(o.sid, &rec)
 			}
 		}
+		if len(written) > 0 {
+			s.blocksWritten(written)
+			clear(written)
+			written = written[:0]
+		}
 		if cap(arena) > 2*s.o.QueueBytes {
 			// A large prompt passed: do not keep its memory.
-			arena, streamSized = nil, false
+			arena = nil
 		}
 		// Hand each batch to the OS at once: a bridge killed now loses
 		// nothing it wrote (a machine that crashes loses up to a second).
