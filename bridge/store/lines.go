@@ -9,8 +9,9 @@ import (
 
 // Lines gathers a run of update records on its caller's goroutine, with
 // no lock, and hands them to the Store in one piece: per streamed update
-// the caller pays one copy into a small buffer that stays in cache, and
-// the Store's lock is taken once per run. A Lines belongs to one goroutine.
+// the caller pays one copy into a small block that stays in cache, the
+// block itself goes to the writer, and the Store's lock is taken once per
+// run. A Lines belongs to one goroutine.
 // Records reach the Store, in order, at Flush (and whenever the run
 // changes session or grows past linesBytes); a caller that also appends
 // other records, or reads, flushes first.

@@ -43,15 +43,15 @@
 //
 // Writing never blocks the caller: Append copies the record into a queue
 // bounded by bytes (a Lines gathers a stream's updates without even a lock
-// per update), and one writer goroutine of the Store's own encodes it and
-// hands it to the OS; a session's file is fsynced, and its sidecar
-// rewritten, at every turn end (a Record with Sync set) and every file at
-// least once a second, by a second goroutine, so that a slow fsync never
-// holds the writer up. When the queue is full (a disk far slower than the
-// agent's stream) records are dropped and counted rather than stall the
-// relay; the session's transcript then gets a gap record
-// {"dropped":N} where they were lost, so that nobody mistakes it for
-// complete.
+// per update, in blocks it hands over whole), and one writer goroutine of
+// the Store's own encodes it and hands it to the OS; a session's file is
+// fsynced, and its sidecar rewritten, at every turn end (a Record with
+// Sync set) and every file at least once a second, by a second goroutine,
+// so that a slow fsync never holds the writer up. When the queue is full
+// (a disk far slower than the agent's stream) records are dropped and
+// counted rather than stall the relay; the session's transcript then gets
+// a gap record {"dropped":N} where they were lost, so that nobody
+// mistakes it for complete.
 //
 // A write that fails or is cut short (a full disk, an I/O error) is
 // undone: the transcript is truncated back to its last whole line (if even
